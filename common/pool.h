@@ -1,0 +1,64 @@
+// Pool: the drafter's candidate trie below the committed context C, grown in EAGLE-3's shape
+// (paper 000 App. C; DESIGN §2 "Pool growth").
+//
+// Flat arrays indexed by pool index; a node's parent always has a smaller index, and the
+// committed context itself (the root) is kRoot = −1. Nodes are appended in creation order:
+// all depth-1 nodes, then each expansion step's children in frontier order. The same
+// layout is the wire format of the Pool message.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rootspec {
+
+constexpr int32_t kRoot = -1;  // parent index of a depth-1 node: the committed context
+
+struct Pool {
+  std::vector<int32_t> token;     // [n]
+  std::vector<int32_t> parent;    // [n] pool index or kRoot; parent[i] < i
+  std::vector<int32_t> depth;     // [n] 1..D
+  std::vector<double> cum_logq;   // [n] Σ log q along the path, untempered draft (−inf for q=0)
+  std::vector<uint8_t> expanded;  // [n] 1 when the drafter forwarded this node
+
+  int size() const { return static_cast<int>(token.size()); }
+  int add(int32_t tok, int32_t par, double cum);  // appends; returns the new pool index
+  void clear();
+};
+
+// The candidate order every rule starts from: higher cumulative draft log-probability first,
+// then smaller depth, then smaller pool index (paper 000 App. C). Scores are non-increasing
+// along a path, so the top B of this order are ancestor-closed.
+bool ranks_before(const Pool& pool, int a, int b);
+std::vector<int> ranked(const Pool& pool);                  // all pool indices, best first
+std::vector<int> ranked_descendants(const Pool& pool, int node);  // strict descendants, best first
+std::vector<int> level_one(const Pool& pool);               // depth-1 nodes, pool order
+
+// Shape of the EAGLE-3 pool. Defaults: 10 + 7·100 = 710 candidates, 70 expanded.
+struct PoolShape {
+  int top_k = 10;   // children added per forwarded node (and depth-1 candidates)
+  int depth = 8;    // deepest level
+  int expand = 10;  // nodes forwarded per step
+  int expected_size() const;  // candidates at this shape (vocab ≥ top_k)
+};
+
+// The drafter as pool growth sees it: next-token rows at node addresses.
+class DraftModel {
+ public:
+  virtual ~DraftModel() = default;
+  virtual int vocab_size() const = 0;
+  // Untempered draft probability rows at each of `nodes` (pool indices, or kRoot for the
+  // committed context), given the pool grown so far. out is resized to [nodes.size(), vocab].
+  // Called once per expansion step with that step's frontier: a model-backed drafter scores
+  // the frontier in one tree pass.
+  virtual void draft_rows(const Pool& pool, const std::vector<int>& nodes,
+                          std::vector<float>& out) = 0;
+};
+
+// Grows the EAGLE-3 pool below the committed context: the top_k most probable tokens at the
+// root (ties → lower token id); then depth−1 steps, each forwarding the `expand` most recently
+// chosen nodes, adding the top_k children of each, and choosing the `expand` new candidates
+// ranked best to forward next. Step one forwards the best min(expand, top_k) depth-1 nodes.
+void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool);
+
+}  // namespace rootspec
