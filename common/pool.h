@@ -18,11 +18,12 @@ struct Pool {
   std::vector<int32_t> token;     // [n]
   std::vector<int32_t> parent;    // [n] pool index or kRoot; parent[i] < i
   std::vector<int32_t> depth;     // [n] 1..D
-  std::vector<double> cum_logq;   // [n] Σ log q along the path, untempered draft (−inf for q=0)
+  std::vector<double> logq;       // [n] log q of the edge into the node, untempered draft
+  std::vector<double> cum_logq;   // [n] Σ log q along the path (−inf where some q = 0)
   std::vector<uint8_t> expanded;  // [n] 1 when the drafter forwarded this node
 
   int size() const { return static_cast<int>(token.size()); }
-  int add(int32_t tok, int32_t par, double cum);  // appends; returns the new pool index
+  int add(int32_t tok, int32_t par, double edge_logq);  // appends; returns the new index
   void clear();
 };
 

@@ -29,4 +29,7 @@ struct RoundOutcome {
 RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsView& rows,
                           Rng& rng);
 
+// The round's output from the verifier's result on plan.verify_tree (not for a skipped pass).
+RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& verified);
+
 }  // namespace rootspec

@@ -1,0 +1,33 @@
+#include "round.h"
+
+#include <cassert>
+
+namespace rootspec {
+
+RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsView& rows,
+                          Rng& rng) {
+  RoundOutcome out;
+  if (plan.skip_tree_pass) {
+    // y left the tree the rule needed: it is the round's continuation (paper 000 App. D.14).
+    out.emitted = {plan.first_token};
+    out.continuation = plan.first_token;
+    return out;
+  }
+  return assemble_round(plan, verify(verifier, plan.verify_tree, rows, rng));
+}
+
+RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& r) {
+  assert(!plan.skip_tree_pass);
+  RoundOutcome out;
+  if (plan.first_drawn) out.emitted.push_back(plan.first_token);
+  out.emitted.insert(out.emitted.end(), r.accepted_tokens.begin(), r.accepted_tokens.end());
+  out.emitted.push_back(r.continuation);
+  out.accepted = static_cast<int>(out.emitted.size()) - 1;
+  out.continuation = r.continuation;
+  out.verified_nodes = plan.verify_tree.size();
+  out.kept_pass_rows.push_back(0);
+  for (int v : r.accepted_nodes) out.kept_pass_rows.push_back(v + 1);
+  return out;
+}
+
+}  // namespace rootspec

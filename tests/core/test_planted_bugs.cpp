@@ -1,0 +1,147 @@
+// Planted bugs: each replaces one stage of the round loop with a plausible mistake and shows
+// that the exactness test of test_exactness.cpp (same model, pool shape, sample size and
+// threshold) rejects it. If one of these ever passes, the exactness tests have lost power.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "law_check.h"
+
+namespace rootspec {
+namespace {
+
+constexpr int kRuns = 12000;
+constexpr double kMinP = 1e-4;
+
+const TableModel& test_model() {
+  static const TableModel m = TableModel::random(5, 2, /*seed=*/20261129, 2.0, 0.5);
+  return m;
+}
+
+SpecConfig config_for(Rule rule, Verifier verifier, double T, int B) {
+  SpecConfig c;
+  c.rule = rule;
+  c.verifier = verifier;
+  c.temperature = T;
+  c.budget = B;
+  c.shape = PoolShape{3, 4, 3};
+  return c;
+}
+
+double law_p_value(const SpecConfig& c, const DecodeHooks& hooks) {
+  const double p = testing::first_tokens_law(test_model(), c, 3, kRuns, 77, &hooks).p_value;
+  std::printf("  chi-square p-value: %.3g\n", p);
+  return p;
+}
+
+VerifyResult exit_at(const DraftTree& tree, int v, int32_t continuation) {
+  VerifyResult out;
+  for (int u = v; u != kRoot; u = tree.parent[u]) out.accepted_nodes.insert(out.accepted_nodes.begin(), u);
+  for (int u : out.accepted_nodes) out.accepted_tokens.push_back(tree.token[u]);
+  out.exit_node = v;
+  out.continuation = continuation;
+  return out;
+}
+
+TEST(PlantedBug, ResidualWithoutRenormalisationIsCaught) {
+  // Accepts child x with its original probability p(x) instead of r(x)/Σr after rejections.
+  DecodeHooks hooks;
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+    const auto children = tree.children();
+    int v = kRoot;
+    for (;;) {
+      const float* p = rows.row(v + 1);
+      int next = -1;
+      for (int c : children[v + 1])
+        if (rng.uniform() < p[tree.token[c]]) {
+          next = c;
+          break;
+        }
+      if (next < 0) {
+        std::vector<float> r(p, p + rows.vocab);
+        for (int c : children[v + 1]) r[tree.token[c]] = 0;
+        return exit_at(tree, v, sample_index(r.data(), rows.vocab, rng));
+      }
+      v = next;
+    }
+  };
+  EXPECT_LT(law_p_value(config_for(Rule::Draft, Verifier::Residual, 1.0, 8), hooks), kMinP);
+}
+
+TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
+  // Draws the continuation from p_v itself instead of the residual without v's children.
+  DecodeHooks hooks;
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+    const VerifyResult right = verify_tev(tree, rows, rng);
+    return exit_at(tree, right.exit_node,
+                   sample_index(rows.row(right.exit_node + 1), rows.vocab, rng));
+  };
+  EXPECT_LT(law_p_value(config_for(Rule::Draft, Verifier::Tev, 1.0, 8), hooks), kMinP);
+}
+
+TEST(PlantedBug, PredrawSharingOneUniformIsCaught) {
+  // Uses one uniform for every node's draw: each R_v has the right marginal, the path does not.
+  DecodeHooks hooks;
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+    const auto children = tree.children();
+    const double u = rng.uniform();
+    auto draw = [&](const float* p) {
+      double acc = 0;
+      for (int t = 0; t < rows.vocab; ++t)
+        if (u < (acc += p[t])) return t;
+      return rows.vocab - 1;
+    };
+    int v = kRoot;
+    for (;;) {
+      const int32_t r = draw(rows.row(v + 1));
+      int next = -1;
+      for (int c : children[v + 1])
+        if (tree.token[c] == r) next = c;
+      if (next < 0) return exit_at(tree, v, r);
+      v = next;
+    }
+  };
+  EXPECT_LT(law_p_value(config_for(Rule::Draft, Verifier::Predraw, 1.0, 8), hooks), kMinP);
+}
+
+TEST(PlantedBug, RootDrawRedrawingUntilInPoolIsCaught) {
+  // Redraws y until it lands in the pool's first level: never skips the tree pass, and biases
+  // the first token toward draft-favoured tokens.
+  DecodeHooks hooks;
+  hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
+    for (;;) {
+      RoundPlan plan = plan_round(rule, in, root_token, rng);
+      if (!plan.skip_tree_pass) return plan;
+    }
+  };
+  EXPECT_LT(law_p_value(config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
+}
+
+TEST(PlantedBug, FirstDrawIgnoringTemperatureIsCaught) {
+  // Draws y from the untempered root row (T = 1) while decoding at T = 0.7.
+  DecodeHooks hooks;
+  hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
+    // The tempered row p^(1/0.7) tempered again by 1/0.7 (i.e. raised to 0.7) is the raw row.
+    std::vector<float> raw(in.vocab);
+    temper_probs(in.root_probs, in.vocab, 1.0 / 0.7, raw.data());
+    SelectionInputs wrong = in;
+    wrong.root_probs = raw.data();
+    return plan_round(rule, wrong, root_token, rng);
+  };
+  EXPECT_LT(law_p_value(config_for(Rule::Pearl, Verifier::Tev, 0.7, 8), hooks), kMinP);
+}
+
+TEST(PlantedBug, CorrectStagesPassTheSameTest) {
+  // The control: the real stages through the same hooks pass.
+  DecodeHooks hooks;
+  hooks.plan = plan_round;
+  hooks.verify = [](Verifier v, const DraftTree& t, const RowsView& r, Rng& rng) {
+    return verify(v, t, r, rng);
+  };
+  EXPECT_GT(law_p_value(config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
+  EXPECT_GT(law_p_value(config_for(Rule::Draft, Verifier::Tev, 1.0, 8), hooks), kMinP);
+}
+
+}  // namespace
+}  // namespace rootspec
