@@ -1,0 +1,59 @@
+// Chat templates, recognised from the Jinja source in tokenizer_config.json and rendered natively
+// (no Jinja engine). Recognised families, anything else is an error naming the file:
+//   llama3  "<|start_header_id|>" + "<|end_header_id|>" + "<|eot_id|>" without the Llama-3.1 tool/date
+//           preamble ("Cutting Knowledge Date"): bos, then per message
+//           "<|start_header_id|>{role}<|end_header_id|>\n\n{content stripped}<|eot_id|>", then
+//           "<|start_header_id|>assistant<|end_header_id|>\n\n" (always, when the template has no
+//           add_generation_prompt switch).
+//   chatml  "<|im_start|>" + "<|im_end|>" (Qwen2, Qwen2.5, Qwen3): per message
+//           "<|im_start|>{role}\n{content}<|im_end|>\n", generation prompt "<|im_start|>assistant\n".
+//           A default system prompt written literally in the template ("<|im_start|>system\nYou are
+//           ...<|im_end|>", Qwen2/2.5) is used when the first message is not a system message.
+//           Qwen3 (template mentions enable_thinking): the generation prompt gets
+//           "<think>\n\n</think>\n\n" when thinking is off, and assistant turns are rendered as its
+//           template does (reasoning kept only after the last user turn).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rootspec {
+
+struct ChatMessage {
+    std::string role; // system, user or assistant
+    std::string content;
+};
+
+struct ChatOptions {
+    bool add_generation_prompt = true;
+    bool enable_thinking       = true; // Qwen3's switch; ignored by templates without it
+};
+
+class ChatTemplate {
+  public:
+    enum class Family { llama3, chatml };
+
+    // Reads "chat_template" (a string, or a list of {name, template} where "default" is taken)
+    // and "bos_token" from tokenizer_config.json. Throws std::runtime_error naming the file.
+    static ChatTemplate from_tokenizer_config(const std::string & path);
+    // source: the Jinja text; origin: named in errors.
+    static ChatTemplate from_source(const std::string & source, const std::string & bos_token, const std::string & origin);
+
+    // Throws std::invalid_argument for a role the template family does not render.
+    std::string apply(const std::vector<ChatMessage> & messages, const ChatOptions & opt = {}) const;
+
+    Family              family() const { return family_; }
+    const std::string & name() const { return name_; } // "llama3", "chatml", "qwen3"
+    bool                has_thinking_switch() const { return thinking_switch_; }
+    const std::string & default_system() const { return default_system_; }
+
+  private:
+    Family      family_ = Family::chatml;
+    std::string name_;
+    std::string bos_;
+    std::string default_system_;
+    bool        thinking_switch_      = false;
+    bool        generation_switch_    = true; // false: the template always adds the assistant header
+};
+
+} // namespace rootspec
