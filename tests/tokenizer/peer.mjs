@@ -5,7 +5,7 @@
 //
 //   node peer.mjs corpus OUT                 test corpus, one hex-encoded byte string per line
 //   node peer.mjs encode MODEL CORPUS OUT    per line JSON {ids, text, nfc, dec} (MODEL: llama3 | qwen3)
-//   node peer.mjs chat MODEL                 stdin: JSON list of {messages, options}; stdout: JSON list of strings or null
+//   node peer.mjs chat MODEL                 stdin: JSON list of {messages, options}; stdout: JSON list of {text, ids} or null
 //   node peer.mjs model-dir MODEL            folder holding the model's tokenizer.json
 //   node peer.mjs bench-corpus OUT           ~1 MB mixed text as a JSON list of documents
 //   node peer.mjs bench MODEL FILE           encode throughput of the peer on a bench corpus (JSON)
@@ -168,7 +168,10 @@ if (cmd === "corpus") {
   const tok = loadPeer(args[0]);
   const cases = JSON.parse(fs.readFileSync(0, "utf8"));
   const out = cases.map(({ messages, options }) => {
-    try { return tok.apply_chat_template(messages, { tokenize: false, ...options }); } catch (e) { return null; }
+    // null when the peer's Jinja engine cannot render the template (it cannot parse Qwen3's).
+    let text;
+    try { text = tok.apply_chat_template(messages, { tokenize: false, ...options }); } catch (e) { return null; }
+    return { text, ids: tok.encode(text, { add_special_tokens: false }) };
   });
   process.stdout.write(JSON.stringify(out));
 } else if (cmd === "model-dir") {
