@@ -1,0 +1,229 @@
+#include "random_model.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace rootspec {
+
+namespace {
+
+// splitmix64 + Box–Muller: portable normal draws (std::normal_distribution is not).
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : state_(seed ^ 0x9e3779b97f4a7c15ULL) {}
+  double next() {
+    if (have_spare_) {
+      have_spare_ = false;
+      return spare_;
+    }
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    const double r = std::sqrt(-2.0 * std::log(u1)), t = 2.0 * M_PI * u2;
+    spare_ = r * std::sin(t);
+    have_spare_ = true;
+    return r * std::cos(t);
+  }
+
+ private:
+  double uniform() { return (next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+  uint64_t next_u64() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  uint64_t state_;
+  bool have_spare_ = false;
+  double spare_ = 0.0;
+};
+
+TensorToWrite make_tensor(const std::string& name, std::vector<int64_t> shape, TensorDtype dtype,
+                          Normal& rng, double mean, double stddev) {
+  TensorToWrite t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  t.data.resize(static_cast<size_t>(n) * dtype_size(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(mean + stddev * rng.next());
+    if (dtype == TensorDtype::F32) {
+      std::memcpy(t.data.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = dtype == TensorDtype::F16 ? float_to_half(v) : float_to_bf16(v);
+      std::memcpy(t.data.data() + 2 * i, &h, 2);
+    }
+  }
+  return t;
+}
+
+const char* torch_dtype_text(TensorDtype d) {
+  return d == TensorDtype::F32 ? "float32" : d == TensorDtype::F16 ? "float16" : "bfloat16";
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error(path + ": cannot open for writing");
+  out << j.dump(2) << "\n";
+  if (!out) throw std::runtime_error(path + ": write failed");
+}
+
+// Writes `tensors` as model.safetensors, or as `shards` files plus the index.
+void write_weights(const std::string& dir, const std::vector<TensorToWrite>& tensors, int shards) {
+  if (shards <= 1) {
+    write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+    return;
+  }
+  nlohmann::json index;
+  index["metadata"] = {{"total_size", 0}};
+  uint64_t total = 0;
+  const size_t per = (tensors.size() + shards - 1) / shards;
+  for (int s = 0; s < shards; ++s) {
+    char name[64];
+    std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, shards);
+    std::vector<TensorToWrite> part;
+    for (size_t i = s * per; i < std::min(tensors.size(), (s + 1) * per); ++i) {
+      part.push_back(tensors[i]);
+      index["weight_map"][tensors[i].name] = name;
+      total += tensors[i].data.size();
+    }
+    write_safetensors(dir + "/" + name, part, {{"format", "pt"}});
+  }
+  index["metadata"]["total_size"] = total;
+  write_json(dir + "/model.safetensors.index.json", index);
+}
+
+}  // namespace
+
+ModelConfig small_config(ModelArch arch, int vocab, int hidden, int layers, int heads,
+                         int kv_heads, int intermediate) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = hidden / heads;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = arch == ModelArch::Llama ? 500000.0 : 1000000.0;
+  c.max_position_embeddings = 4096;
+  c.qkv_bias = arch == ModelArch::Qwen2;
+  c.o_bias = false;
+  c.qk_norm = arch == ModelArch::Qwen3;
+  c.bos_token_ids = {1};
+  c.eos_token_ids = {2};
+  return c;
+}
+
+void write_random_model(const std::string& dir, const ModelConfig& config_in,
+                        const RandomModelOptions& options) {
+  ModelConfig c = config_in;
+  c.torch_dtype = torch_dtype_text(options.dtype);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir + ": cannot create directory: " + ec.message());
+  // Round-trip the config through its JSON form so that what we write is what loads.
+  const nlohmann::json cj = config_to_json(c);
+  c = config_from_json(cj, dir + "/config.json");
+  write_json(dir + "/config.json", cj);
+
+  Normal rng(options.seed);
+  const TensorDtype dt = options.dtype;
+  const int64_t h = c.hidden_size, hd = c.head_dim, q = int64_t(c.num_attention_heads) * hd,
+                kv = int64_t(c.num_key_value_heads) * hd, f = c.intermediate_size, V = c.vocab_size;
+  const double in_std = 1.0 / std::sqrt(double(h));
+  std::vector<TensorToWrite> t;
+  t.push_back(make_tensor("model.embed_tokens.weight", {V, h}, dt, rng, 0.0, 1.0));
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back(make_tensor(p + "input_layernorm.weight", {h}, dt, rng, 1.0, 0.1));
+    t.push_back(make_tensor(p + "self_attn.q_proj.weight", {q, h}, dt, rng, 0.0, in_std));
+    t.push_back(make_tensor(p + "self_attn.k_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
+    t.push_back(make_tensor(p + "self_attn.v_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
+    t.push_back(make_tensor(p + "self_attn.o_proj.weight", {h, q}, dt, rng, 0.0, 0.5 / std::sqrt(double(q))));
+    if (c.qkv_bias) {
+      t.push_back(make_tensor(p + "self_attn.q_proj.bias", {q}, dt, rng, 0.0, 0.1));
+      t.push_back(make_tensor(p + "self_attn.k_proj.bias", {kv}, dt, rng, 0.0, 0.1));
+      t.push_back(make_tensor(p + "self_attn.v_proj.bias", {kv}, dt, rng, 0.0, 0.1));
+    }
+    if (c.o_bias) t.push_back(make_tensor(p + "self_attn.o_proj.bias", {h}, dt, rng, 0.0, 0.1));
+    if (c.qk_norm) {
+      t.push_back(make_tensor(p + "self_attn.q_norm.weight", {hd}, dt, rng, 1.0, 0.1));
+      t.push_back(make_tensor(p + "self_attn.k_norm.weight", {hd}, dt, rng, 1.0, 0.1));
+    }
+    t.push_back(make_tensor(p + "post_attention_layernorm.weight", {h}, dt, rng, 1.0, 0.1));
+    t.push_back(make_tensor(p + "mlp.gate_proj.weight", {f, h}, dt, rng, 0.0, in_std));
+    t.push_back(make_tensor(p + "mlp.up_proj.weight", {f, h}, dt, rng, 0.0, in_std));
+    t.push_back(make_tensor(p + "mlp.down_proj.weight", {h, f}, dt, rng, 0.0, 0.5 / std::sqrt(double(f))));
+  }
+  t.push_back(make_tensor("model.norm.weight", {h}, dt, rng, 1.0, 0.1));
+  if (!c.tie_word_embeddings)
+    t.push_back(make_tensor("lm_head.weight", {V, h}, dt, rng, 0.0, 3.0 * in_std));
+  write_weights(dir, t, options.shards);
+}
+
+void write_truncated_model(const std::string& from_dir, const std::string& dir, int keep_layers) {
+  ModelConfig c = load_config(from_dir + "/config.json");
+  if (keep_layers < 1 || keep_layers > c.num_hidden_layers)
+    throw std::invalid_argument("--keep-layers " + std::to_string(keep_layers) + " outside [1, " +
+                                std::to_string(c.num_hidden_layers) + "] of " + from_dir);
+  c.num_hidden_layers = keep_layers;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir + ": cannot create directory: " + ec.message());
+  SafetensorsFolder from(from_dir);
+  std::vector<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
+  if (!c.tie_word_embeddings) names.push_back("lm_head.weight");
+  // Every tensor of the kept layers, in the source's order of names.
+  std::vector<TensorToWrite> tensors;
+  auto copy = [&](const std::string& name) {
+    const TensorView& v = from.get(name);
+    TensorToWrite t;
+    t.name = name;
+    if (v.dtype == TensorDtype::Other)
+      throw std::runtime_error(v.file + ": tensor '" + name + "' has dtype " + v.dtype_text +
+                               "; supported: F32, F16, BF16");
+    t.dtype = v.dtype;
+    t.shape = v.shape;
+    const auto* b = static_cast<const uint8_t*>(v.data);
+    t.data.assign(b, b + v.nbytes);
+    tensors.push_back(std::move(t));
+  };
+  for (const auto& n : names) copy(n);
+  for (int i = 0; i < keep_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* s : {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                          "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_proj.bias",
+                          "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias",
+                          "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                          "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+                          "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
+      if (from.has(p + s)) copy(p + s);
+    }
+  }
+  nlohmann::json cj;
+  {
+    std::ifstream in(from_dir + "/config.json");
+    in >> cj;  // keep every key of the source config (tokenizer ids, dtype, …)
+  }
+  cj["num_hidden_layers"] = keep_layers;
+  write_json(dir + "/config.json", cj);
+  write_weights(dir, tensors, 1);
+  // Tokenizer files travel with the drafter so the folder stands alone.
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    if (std::filesystem::exists(from_dir + "/" + f))
+      std::filesystem::copy_file(from_dir + "/" + f, dir + "/" + f,
+                                 std::filesystem::copy_options::overwrite_existing);
+  }
+}
+
+}  // namespace rootspec

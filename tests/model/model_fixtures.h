@@ -1,0 +1,68 @@
+// Shared helpers of the model tests: temporary folders with tiny random models.
+#pragma once
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model_runtime.h"
+#include "random_model.h"
+
+namespace rootspec::testing {
+
+// A fresh directory under the system temp dir, removed with the object.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("rootspec_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+                .string();
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Tiny sizes: vocab 96, hidden 32, 4 heads of 8, intermediate 64.
+inline ModelConfig tiny_config(ModelArch arch, int layers = 2, int kv_heads = 2) {
+  return small_config(arch, /*vocab=*/96, /*hidden=*/32, layers, /*heads=*/4, kv_heads,
+                      /*intermediate=*/64);
+}
+
+inline std::string make_model(const TempDir& dir, const std::string& name, const ModelConfig& c,
+                              uint64_t seed, TensorDtype dtype = TensorDtype::F32, int shards = 1) {
+  const std::string path = dir.sub(name);
+  RandomModelOptions o;
+  o.seed = seed;
+  o.dtype = dtype;
+  o.shards = shards;
+  write_random_model(path, c, o);
+  return path;
+}
+
+inline std::vector<int32_t> random_tokens(std::mt19937& gen, int n, int vocab) {
+  std::uniform_int_distribution<int> d(0, vocab - 1);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = d(gen);
+  return t;
+}
+
+inline float max_abs_diff(const float* a, const float* b, int n) {
+  float m = 0.0f;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace rootspec::testing

@@ -1,0 +1,240 @@
+// Model numerics: tree-pass rows equal sequential decoding along every path; commit and
+// truncate leave the cache as a fresh prefill would (fp32, CPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model_fixtures.h"
+
+namespace rootspec {
+namespace {
+
+using testing::TempDir;
+
+constexpr float kTol = 1e-4f;  // max abs logit difference, fp32
+
+struct Variant {
+  std::string name;
+  ModelConfig config;
+};
+
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  v.push_back({"llama_gqa", testing::tiny_config(ModelArch::Llama, 2, 2)});
+  {
+    ModelConfig c = testing::tiny_config(ModelArch::Llama, 2, 4);  // MHA, qkv+o bias, tied
+    c.qkv_bias = c.o_bias = true;
+    c.tie_word_embeddings = true;
+    v.push_back({"llama_bias_tied", c});
+  }
+  {
+    ModelConfig c = testing::tiny_config(ModelArch::Llama, 2, 1);  // MQA + llama3 rope scaling
+    c.rope_theta = 10000.0;
+    c.rope_scaling.llama3 = true;
+    c.rope_scaling.factor = 8.0;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 64;
+    v.push_back({"llama3_rope", c});
+  }
+  v.push_back({"qwen2_qkv_bias", testing::tiny_config(ModelArch::Qwen2, 2, 2)});
+  {
+    ModelConfig c = testing::tiny_config(ModelArch::Qwen3, 3, 2);  // q/k norm, GQA, tied
+    c.tie_word_embeddings = true;
+    v.push_back({"qwen3_qk_norm_tied", c});
+  }
+  return v;
+}
+
+RuntimeOptions small_options() {
+  RuntimeOptions o;
+  o.max_context = 256;
+  o.max_tree = 128;
+  return o;
+}
+
+// Random tree of n nodes: parent of node i uniform over {−1, 0..i−1}, biased to go deep.
+void random_tree(std::mt19937& gen, int n, int vocab, std::vector<int32_t>* tokens,
+                 std::vector<int32_t>* parents) {
+  *tokens = testing::random_tokens(gen, n, vocab);
+  parents->assign(n, -1);
+  for (int i = 1; i < n; ++i) {
+    std::uniform_int_distribution<int> d(std::max(-1, i - 6), i - 1);
+    (*parents)[i] = d(gen);
+  }
+}
+
+// Row at node v by sequential decoding: truncate to the context, one root pass per token of
+// the path from the context to v.
+std::vector<float> sequential_row(ModelRuntime& rt, int ctx_len, const std::vector<int32_t>& tokens,
+                                  const std::vector<int32_t>& parents, int v) {
+  std::vector<int32_t> path;
+  for (int a = v; a >= 0; a = parents[a]) path.insert(path.begin(), tokens[a]);
+  rt.truncate(ctx_len);
+  RowsView r;
+  for (int32_t t : path) r = rt.root_pass(t);
+  return std::vector<float>(r.row(0), r.row(0) + r.vocab);
+}
+
+class RuntimeVariant : public ::testing::TestWithParam<Variant> {
+ protected:
+  static void SetUpTestSuite() { set_torch_threads(1); }
+};
+
+TEST_P(RuntimeVariant, TreePassRowsEqualSequentialDecodingOnEveryPath) {
+  const Variant& var = GetParam();
+  TempDir dir("rt_" + var.name);
+  const std::string path = testing::make_model(dir, "m", var.config, 11);
+  ModelRuntime rt(path, small_options());
+  const int V = rt.vocab_size();
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 3; ++trial) {
+    const int ctx_len = trial == 0 ? 1 : trial == 1 ? 23 : 70;  // 70: a prefill of two chunks
+    const int n = trial == 2 ? 90 : 40;                          // 90: a tree of two chunks
+    const auto ctx = testing::random_tokens(gen, ctx_len, V);
+    std::vector<int32_t> tokens, parents;
+    random_tree(gen, n, V, &tokens, &parents);
+    rt.truncate(0);
+    rt.prefill(ctx);
+    const RowsView rows = rt.tree_pass(tokens, parents);
+    ASSERT_EQ(rows.n_rows, n);
+    const std::vector<float> tree_rows(rows.data, rows.data + static_cast<size_t>(n) * V);
+    float worst = 0.0f;
+    for (int v = 0; v < n; ++v) {
+      const auto seq = sequential_row(rt, ctx_len, tokens, parents, v);
+      for (float x : seq) ASSERT_TRUE(std::isfinite(x));
+      worst = std::max(worst, testing::max_abs_diff(seq.data(), tree_rows.data() + static_cast<size_t>(v) * V, V));
+    }
+    EXPECT_LE(worst, kTol) << var.name << " ctx " << ctx_len << " tree " << n;
+    std::printf("%s ctx %d tree %d: max |tree − sequential| = %.3g\n", var.name.c_str(), ctx_len, n, worst);
+  }
+}
+
+TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
+  const Variant& var = GetParam();
+  TempDir dir("ext_" + var.name);
+  ModelRuntime rt(testing::make_model(dir, "m", var.config, 12), small_options());
+  const int V = rt.vocab_size();
+  std::mt19937 gen(6);
+  const auto ctx = testing::random_tokens(gen, 17, V);
+  std::vector<int32_t> tokens, parents;
+  random_tree(gen, 30, V, &tokens, &parents);
+  rt.prefill(ctx);
+  const RowsView all = rt.tree_pass(tokens, parents);
+  const std::vector<float> want(all.data, all.data + 30 * V);
+  // The same tree in three extensions of 10 nodes (parents index the whole tree).
+  std::vector<float> got;
+  for (int s = 0; s < 3; ++s) {
+    std::vector<int32_t> t(tokens.begin() + 10 * s, tokens.begin() + 10 * s + 10);
+    std::vector<int32_t> p(parents.begin() + 10 * s, parents.begin() + 10 * s + 10);
+    const RowsView r = s == 0 ? rt.tree_pass(t, p) : rt.extend_tree(t, p);
+    ASSERT_EQ(rt.tree_size(), 10 * (s + 1));
+    got.insert(got.end(), r.data, r.data + 10 * V);
+  }
+  EXPECT_LE(testing::max_abs_diff(want.data(), got.data(), 30 * V), kTol);
+}
+
+TEST_P(RuntimeVariant, CommitThenContinueEqualsFreshPrefill) {
+  const Variant& var = GetParam();
+  TempDir dir("commit_" + var.name);
+  const std::string path = testing::make_model(dir, "m", var.config, 13);
+  ModelRuntime rt(path, small_options());
+  ModelRuntime fresh(path, small_options());
+  const int V = rt.vocab_size();
+  std::mt19937 gen(7);
+  std::vector<int32_t> context = testing::random_tokens(gen, 9, V);
+  rt.prefill(context);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<int32_t> tokens, parents;
+    random_tree(gen, 25, V, &tokens, &parents);
+    rt.tree_pass(tokens, parents);
+    // Accept the path from the context to a random node (deepest-first interest: the last).
+    std::uniform_int_distribution<int> pick(0, 24);
+    std::vector<int32_t> path;
+    for (int a = pick(gen); a >= 0; a = parents[a]) path.insert(path.begin(), a);
+    rt.commit(path);
+    for (int a : path) context.push_back(tokens[a]);
+    ASSERT_EQ(rt.length(), static_cast<int>(context.size()));
+    // Continue with a root pass; compare with a fresh prefill of the whole context.
+    const int32_t next = testing::random_tokens(gen, 1, V)[0];
+    const RowsView r = rt.root_pass(next);
+    const std::vector<float> got(r.row(0), r.row(0) + V);
+    context.push_back(next);
+    fresh.truncate(0);
+    const RowsView want = fresh.prefill(context);
+    EXPECT_LE(testing::max_abs_diff(got.data(), want.row(0), V), kTol) << "round " << round;
+  }
+  // truncate(n) then continue equals a fresh prefill of the first n tokens and the new one.
+  rt.truncate(12);
+  const RowsView r = rt.root_pass(3);
+  const std::vector<float> got(r.row(0), r.row(0) + V);
+  std::vector<int32_t> prefix(context.begin(), context.begin() + 12);
+  prefix.push_back(3);
+  fresh.truncate(0);
+  const RowsView want = fresh.prefill(prefix);
+  EXPECT_LE(testing::max_abs_diff(got.data(), want.row(0), V), kTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, RuntimeVariant, ::testing::ValuesIn(variants()),
+                         [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
+
+TEST(Runtime, RejectsBadTreesAndCommits) {
+  set_torch_threads(1);
+  TempDir dir("bad");
+  ModelRuntime rt(testing::make_model(dir, "m", testing::tiny_config(ModelArch::Llama), 1), small_options());
+  rt.prefill({1, 2, 3});
+  EXPECT_THROW(rt.tree_pass({1, 2}, {-1, 1}), std::invalid_argument);   // parent not earlier
+  EXPECT_THROW(rt.tree_pass({1, 2}, {-1}), std::invalid_argument);      // size mismatch
+  EXPECT_THROW(rt.tree_pass({1, 500}, {-1, 0}), std::invalid_argument); // token outside vocab
+  rt.tree_pass({4, 5, 6}, {-1, -1, 0});
+  EXPECT_THROW(rt.commit({1, 2}), std::invalid_argument);  // 2 is a child of 0, not of 1
+  EXPECT_THROW(rt.commit({2}), std::invalid_argument);     // 2 does not start at the context
+  EXPECT_THROW(rt.commit({7}), std::invalid_argument);     // not in the tree
+  rt.commit({0, 2});
+  EXPECT_EQ(rt.length(), 5);
+  EXPECT_EQ(rt.tree_size(), 0);
+  EXPECT_THROW(rt.truncate(6), std::invalid_argument);
+  std::vector<int32_t> too_long(300, 1);
+  EXPECT_THROW(rt.prefill(too_long), std::invalid_argument);  // beyond max_context 256
+  RuntimeOptions o = small_options();
+  o.dtype = "int8";
+  EXPECT_THROW(ModelRuntime(testing::make_model(dir, "m2", testing::tiny_config(ModelArch::Llama), 1), o),
+               std::invalid_argument);
+}
+
+TEST(Runtime, TreeBuckets) {
+  EXPECT_EQ(tree_bucket(1), 1);
+  EXPECT_EQ(tree_bucket(3), 4);
+  EXPECT_EQ(tree_bucket(33), 64);
+  EXPECT_EQ(tree_bucket(64), 64);
+  EXPECT_EQ(tree_bucket(65), 64);
+}
+
+// Llama-3 RoPE scaling against the Hugging Face formula worked by hand: θ = 10000, head_dim 8
+// (inv_freq 1, 0.1, 0.01, 0.001; wavelengths 2π·(1, 10, 100, 1000)), factor 8, low 1, high 4,
+// original context 1024 → high-frequency cut 256, low-frequency cut 1024.
+TEST(Runtime, Llama3RopeScalingMatchesTheReferenceFormula) {
+  ModelConfig c = small_config(ModelArch::Llama, 16, 16, 1, 2, 2, 16);
+  c.rope_theta = 10000.0;
+  c.rope_scaling.llama3 = true;
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 1024;
+  const auto inv = rope_inv_freq(c);
+  ASSERT_EQ(inv.size(), 4u);
+  EXPECT_NEAR(inv[0], 1.0, 1e-12);     // wavelength 6.28 < 256: kept
+  EXPECT_NEAR(inv[1], 0.1, 1e-12);     // 62.8 < 256: kept
+  const double smooth = (1024.0 / (2 * M_PI * 100) - 1.0) / 3.0;  // 628 in [256, 1024]
+  EXPECT_NEAR(inv[2], (1 - smooth) * 0.01 / 8 + smooth * 0.01, 1e-12);
+  EXPECT_NEAR(inv[2], 0.0030868, 1e-6);
+  EXPECT_NEAR(inv[3], 0.001 / 8, 1e-15);  // 6283 > 1024: divided by the factor
+  c.rope_scaling.llama3 = false;
+  EXPECT_NEAR(rope_inv_freq(c)[3], 0.001, 1e-15);
+}
+
+}  // namespace
+}  // namespace rootspec
