@@ -1,5 +1,7 @@
 #include "chat_template.h"
 
+#include "utf8.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -10,8 +12,32 @@ namespace {
 
 bool has(const std::string & s, const char * needle) { return s.find(needle) != std::string::npos; }
 
-// Python's str.strip() / Jinja's trim on the whitespace that can occur in chat text.
-std::string strip(const std::string & s, const char * chars = " \t\n\r\v\f") {
+// Jinja's trim as the JavaScript peer runs it (String.prototype.trim: WhiteSpace and LineTerminator).
+bool js_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+           c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+}
+
+std::string trim(const std::string & raw) {
+    const std::string s = utf8_sanitize(raw);
+    size_t b = 0, e = s.size();
+    while (b < e) {
+        size_t i = b;
+        if (!js_space(utf8_next(s, i))) break;
+        b = i;
+    }
+    while (e > b) {
+        size_t k = e - 1;
+        while (k > b && (static_cast<uint8_t>(s[k]) & 0xC0) == 0x80) --k;
+        size_t i = k;
+        if (!js_space(utf8_next(s, i))) break;
+        e = k;
+    }
+    return s.substr(b, e - b);
+}
+
+// Python's str.strip(chars).
+std::string strip(const std::string & s, const char * chars) {
     const size_t b = s.find_first_not_of(chars);
     if (b == std::string::npos) return {};
     const size_t e = s.find_last_not_of(chars);
@@ -106,7 +132,7 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage> & msgs, const Cha
     if (family_ == Family::llama3) {
         for (size_t i = 0; i < msgs.size(); ++i) {
             if (i == 0) out += bos_;
-            out += "<|start_header_id|>" + msgs[i].role + "<|end_header_id|>\n\n" + strip(msgs[i].content) + "<|eot_id|>";
+            out += "<|start_header_id|>" + msgs[i].role + "<|end_header_id|>\n\n" + trim(msgs[i].content) + "<|eot_id|>";
         }
         if (opt.add_generation_prompt || !generation_switch_) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
         return out;

@@ -30,6 +30,7 @@ std::vector<Case> cases() {
         { { { "user", "Think first." }, { "assistant", "<think>\nreasoning here\n</think>\n\nThe answer is 4." }, { "user", "Why?" } }, nothink },
         { { { "system", "sys" }, { "user", "u1" }, { "assistant", "a1" } }, nogen },
         { { { "user", "line1\n\nline2\t<|eot_id|> inside" } }, gen },
+        { { { "user", "\xE3\x80\x80\xC2\xA0 padded with U+3000 and U+00A0 \xC2\xA0\xE3\x80\x80\n" } }, gen },
     };
 }
 
