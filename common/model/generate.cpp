@@ -111,6 +111,9 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter,
   if (prompt.size() > 1) target.prefill(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
   int32_t root = prompt.back();
 
+  // The drafter's own stream (it lives in another process in the daemon): Rheo tail draws,
+  // seeded from the request's generator as rootspec-sim does.
+  Rng draft_rng(o.pool_shape.rheo_m >= 0 && !o.autoregressive ? rng.next_u64() : 0);
   RuntimeDrafter draft_model(drafter ? *drafter : target);
   std::vector<float> drafter_root;  // [vocab] drafter logits at C
   if (!o.autoregressive) {
@@ -145,7 +148,7 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter,
     // Drafter: the pool below C (never depends on the target).
     draft_model.begin_round(drafter_root.data());
     Pool pool;
-    grow_pool(draft_model, o.pool_shape, pool);
+    grow_pool(draft_model, o.pool_shape, pool, &draft_rng);
     st.pool_size = pool.size();
 
     SelectionInputs in;
@@ -182,7 +185,7 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter,
         probs_from_logits(logits.row(i), V, o.temperature, probs.data() + static_cast<size_t>(i) * V);
       rows = RowsView{probs.data(), 1 + n, V};
     }
-    const RoundOutcome out = finish_round(plan, o.verifier, rows, rng);
+    const RoundOutcome out = finish_round(plan, o.verifier, rows, rng, &pool);
     if (!plan.skip_tree_pass) target.commit(out.kept_pass_rows);
     st.tree_nodes = out.verified_nodes;
     st.accepted = out.accepted;
