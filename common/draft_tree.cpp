@@ -33,6 +33,7 @@ DraftTree subtree_below(const DraftTree& tree, int node) {
   assert(node >= 0 && node < tree.size());
   std::vector<int> new_index(tree.size(), -1);
   DraftTree sub;
+  sub.anchor_pool_index = tree.pool_index[node];
   for (int i = node + 1; i < tree.size(); ++i) {
     const int p = tree.parent[i];
     if (p != node && (p < node || new_index[p] < 0)) continue;

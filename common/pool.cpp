@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <numeric>
 
 #include "rows.h"
@@ -16,6 +17,8 @@ int Pool::add(int32_t tok, int32_t par, double edge_logq) {
   logq.push_back(edge_logq);
   cum_logq.push_back(par == kRoot ? edge_logq : cum_logq[par] + edge_logq);
   expanded.push_back(0);
+  sampled.push_back(0);
+  q_true.push_back(0.0f);
   return size() - 1;
 }
 
@@ -26,6 +29,13 @@ void Pool::clear() {
   logq.clear();
   cum_logq.clear();
   expanded.clear();
+  sampled.clear();
+  q_true.clear();
+  rheo_m = -1;
+  row_start.clear();
+  row_len.clear();
+  row_token.clear();
+  row_prob.clear();
 }
 
 bool ranks_before(const Pool& pool, int a, int b) {
@@ -89,17 +99,93 @@ int PoolShape::expected_size() const {
   return total;
 }
 
-void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool) {
+namespace {
+constexpr double kRheoEpsilon = 1e-6;  // m = 0: proxy q(x₁) + ε puts the sampled slot first
+
+// Keeps the row of node u (kRoot → slot 0): `leads` first, then the other positive entries.
+void keep_row(Pool& pool, int u, const std::vector<int>& leads, const std::vector<float>& q) {
+  pool.row_start.resize(pool.size() + 1, -1);
+  pool.row_len.resize(pool.size() + 1, 0);
+  pool.row_start[u + 1] = static_cast<int32_t>(pool.row_token.size());
+  for (int t : leads) {
+    pool.row_token.push_back(t);
+    pool.row_prob.push_back(q[t]);
+  }
+  for (int t = 0; t < static_cast<int>(q.size()); ++t)
+    if (q[t] > 0 && std::find(leads.begin(), leads.end(), t) == leads.end()) {
+      pool.row_token.push_back(t);
+      pool.row_prob.push_back(q[t]);
+    }
+  pool.row_len[u + 1] = static_cast<int32_t>(pool.row_token.size()) - pool.row_start[u + 1];
+}
+
+// Adds the top_k children of `parent` from its draft row: the top-k tokens, or for a Rheo
+// pool the m leads, one token drawn from the tail with its proxy, and fill tokens (paper 002
+// §3.2). Returns the new pool indices.
+std::vector<int> add_children(Pool& pool, int parent, const float* row, int vocab,
+                              const PoolShape& shape, Rng* rng) {
+  std::vector<float> q(row, row + vocab);  // [vocab] the row the drafter proposes from
+  if (shape.sparse > 0 && shape.sparse < vocab) {
+    // Sparse draft row: top `sparse` entries renormalised (logits outside set to −inf).
+    std::vector<float> sparse(vocab, 0.0f);
+    double kept = 0.0;
+    for (int t : top_tokens(row, vocab, shape.sparse)) kept += sparse[t] = row[t];
+    for (float& p : sparse) p = static_cast<float>(p / kept);
+    q.swap(sparse);
+  }
+  std::vector<int> added;
+  const int K = std::min(shape.top_k, vocab);
+  if (shape.rheo_m < 0) {
+    for (int tok : top_tokens(q.data(), vocab, K)) added.push_back(pool.add(tok, parent, safe_log(q[tok])));
+    return added;
+  }
+  const std::vector<int> ranked_tokens = top_tokens(q.data(), vocab, std::min(vocab, shape.rheo_m + K));
+  std::vector<int> leads;
+  for (int t : ranked_tokens)
+    if (static_cast<int>(leads.size()) < shape.rheo_m && q[t] > 0) leads.push_back(t);
+  keep_row(pool, parent, leads, q);
+  std::vector<float> tail = q;  // [vocab] q without the leads: q̃ up to normalisation
+  for (int t : leads) tail[t] = 0.0f;
+  double z = 0.0;
+  for (float p : tail) z += p;
+  const int m = static_cast<int>(leads.size());
+  if (z <= 0 || K < m + 1) {
+    // Nothing left to sample, or no slot for it: deterministic top-k.
+    for (int t : top_tokens(q.data(), vocab, K)) added.push_back(pool.add(t, parent, safe_log(q[t])));
+    return added;
+  }
+  assert(rng && "a Rheo pool needs the drafter's generator");
+  const int y = sample_index(tail.data(), vocab, *rng);
+  const double proxy = shape.adhoc_proxy > 0 ? shape.adhoc_proxy
+                       : m == 0             ? std::min(1.0, q[ranked_tokens[0]] + kRheoEpsilon)
+                                            : std::min<double>(q[leads[m - 1]], z);
+  auto add_sampled = [&] {
+    const int u = pool.add(y, parent, std::log(proxy));
+    pool.sampled[u] = 1;
+    pool.q_true[u] = static_cast<float>(tail[y] / z);
+    added.push_back(u);
+  };
+  for (int t : leads) added.push_back(pool.add(t, parent, safe_log(q[t])));
+  add_sampled();
+  for (int t : ranked_tokens) {
+    if (static_cast<int>(added.size()) >= K) break;
+    if (t != y && std::find(leads.begin(), leads.end(), t) == leads.end())
+      added.push_back(pool.add(t, parent, safe_log(q[t])));
+  }
+  return added;
+}
+}  // namespace
+
+void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng) {
   assert(shape.top_k >= 1 && shape.depth >= 1 && shape.expand >= 1);
   const int vocab = drafter.vocab_size();
   pool.clear();
+  pool.rheo_m = shape.rheo_m;
   std::vector<float> rows;  // [frontier, vocab] draft probabilities
 
   drafter.draft_rows(pool, {kRoot}, rows);
   assert(static_cast<int>(rows.size()) == vocab);
-  std::vector<int> fresh;  // candidates added by the latest step
-  for (int tok : top_tokens(rows.data(), vocab, shape.top_k))
-    fresh.push_back(pool.add(tok, kRoot, safe_log(rows[tok])));
+  std::vector<int> fresh = add_children(pool, kRoot, rows.data(), vocab, shape, rng);
 
   for (int d = 2; d <= shape.depth; ++d) {
     // Forward the best `expand` of the newest candidates, in rank order.
@@ -111,12 +197,25 @@ void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool) {
     assert(rows.size() == frontier.size() * static_cast<size_t>(vocab));
     fresh.clear();
     for (size_t f = 0; f < frontier.size(); ++f) {
-      const float* row = rows.data() + f * vocab;
-      const int v = frontier[f];
-      for (int tok : top_tokens(row, vocab, shape.top_k))
-        fresh.push_back(pool.add(tok, v, safe_log(row[tok])));
+      const auto added = add_children(pool, frontier[f], rows.data() + f * vocab, vocab, shape, rng);
+      fresh.insert(fresh.end(), added.begin(), added.end());
     }
   }
+  pool.row_start.resize(pool.size() + 1, -1);
+  pool.row_len.resize(pool.size() + 1, 0);
+}
+
+bool rheo_tail_row(const Pool& pool, int u, int vocab, std::vector<float>& out) {
+  if (u + 1 >= static_cast<int>(pool.row_start.size()) || pool.row_start[u + 1] < 0) return false;
+  const int begin = pool.row_start[u + 1], len = pool.row_len[u + 1];
+  const int leads = std::min(pool.rheo_m, len);
+  out.assign(vocab, 0.0f);
+  double z = 0.0;
+  for (int i = begin + leads; i < begin + len; ++i) z += pool.row_prob[i];
+  if (z <= 0) return false;
+  for (int i = begin + leads; i < begin + len; ++i)
+    out[pool.row_token[i]] = static_cast<float>(pool.row_prob[i] / z);
+  return true;
 }
 
 }  // namespace rootspec

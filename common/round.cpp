@@ -5,7 +5,7 @@
 namespace rootspec {
 
 RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsView& rows,
-                          Rng& rng) {
+                          Rng& rng, const Pool* pool) {
   RoundOutcome out;
   if (plan.skip_tree_pass) {
     // y left the tree the rule needed: it is the round's continuation (paper 000 App. D.14).
@@ -13,7 +13,7 @@ RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsVi
     out.continuation = plan.first_token;
     return out;
   }
-  return assemble_round(plan, verify(verifier, plan.verify_tree, rows, rng));
+  return assemble_round(plan, verify(verifier, plan.verify_tree, rows, rng, pool));
 }
 
 RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& r) {

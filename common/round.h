@@ -26,8 +26,9 @@ struct RoundOutcome {
 // Verifies plan.verify_tree with the tree pass's tempered rows ([1 + n, vocab], row 0 at the
 // anchor) and assembles the round's output. With plan.skip_tree_pass, rows are not read and
 // the drawn y alone is emitted.
+// `pool` is the round's pool (the rheo verifier reads its sampled nodes and draft rows).
 RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsView& rows,
-                          Rng& rng);
+                          Rng& rng, const Pool* pool = nullptr);
 
 // The round's output from the verifier's result on plan.verify_tree (not for a skipped pass).
 RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& verified);

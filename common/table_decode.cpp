@@ -35,11 +35,13 @@ std::vector<int32_t> table_decode(const TableModel& model, const SpecConfig& con
   std::vector<float> root_probs(V);  // [vocab] p(· | C) at the temperature
   std::vector<float> rows;           // [1 + n, vocab] tree-pass rows at the temperature
   std::vector<double> pool_P;        // [pool] oracle input
+  // The drafter's own stream (it lives in another process in the daemon): Rheo tail draws.
+  Rng draft_rng(config.shape.rheo_m >= 0 ? rng.next_u64() : 0);
 
   while (seq.size() - start < static_cast<size_t>(min_tokens)) {
     // Drafter: grow the pool below the committed context.
     TableDrafter drafter(model, seq);
-    grow_pool(drafter, config.shape, pool);
+    grow_pool(drafter, config.shape, pool, &draft_rng);
 
     // Root pass: the exact root row (the daemon computes it while the drafter drafts).
     const int64_t root_key = model.key_of(seq);
@@ -88,8 +90,8 @@ std::vector<int32_t> table_decode(const TableModel& model, const SpecConfig& con
     // Verifier (+ KvCommit: the table needs none).
     const RoundOutcome out =
         hooks && hooks->verify && !plan.skip_tree_pass
-            ? assemble_round(plan, hooks->verify(config.verifier, tree, view, rng))
-            : finish_round(plan, config.verifier, view, rng);
+            ? assemble_round(plan, hooks->verify(config.verifier, tree, view, rng, &pool))
+            : finish_round(plan, config.verifier, view, rng, &pool);
     seq.insert(seq.end(), out.emitted.begin(), out.emitted.end());
     if (stats) {
       stats->rounds += 1;

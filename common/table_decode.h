@@ -33,7 +33,7 @@ struct DecodeStats {
 // Replaceable stages, for tests that plant bugs and show the exactness tests catch them.
 struct DecodeHooks {
   std::function<RoundPlan(Rule, const SelectionInputs&, int32_t root_token, Rng&)> plan;
-  std::function<VerifyResult(Verifier, const DraftTree&, const RowsView&, Rng&)> verify;
+  std::function<VerifyResult(Verifier, const DraftTree&, const RowsView&, Rng&, const Pool*)> verify;
 };
 
 // DraftModel over the model's draft table, below a committed sequence.

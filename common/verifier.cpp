@@ -13,7 +13,8 @@ struct VerifierInfo {
 constexpr VerifierInfo kVerifiers[] = {{Verifier::Greedy, "greedy"},
                                        {Verifier::Residual, "residual"},
                                        {Verifier::Predraw, "predraw"},
-                                       {Verifier::Tev, "tev"}};
+                                       {Verifier::Tev, "tev"},
+                                       {Verifier::Rheo, "rheo"}};
 
 // Child of `v` (kRoot or a tree index) labelled `token`, or −1.
 int child_with_token(const DraftTree& tree, const std::vector<std::vector<int>>& children, int v,
@@ -59,7 +60,7 @@ bool parse_verifier(const std::string& name, Verifier* v) {
 
 const std::vector<Verifier>& all_verifiers() {
   static const std::vector<Verifier> all = {Verifier::Greedy, Verifier::Residual,
-                                            Verifier::Predraw, Verifier::Tev};
+                                            Verifier::Predraw, Verifier::Tev, Verifier::Rheo};
   return all;
 }
 
@@ -80,38 +81,81 @@ VerifyResult verify_greedy(const DraftTree& tree, const RowsView& rows) {
   }
 }
 
-VerifyResult verify_residual(const DraftTree& tree, const RowsView& rows, Rng& rng) {
+namespace {
+// Sequential residual over `kids` in order under the residual row r ([vocab], unnormalised;
+// paper 000 App. C): accept child x with r(x)/Σr, else zero r(x) and go on. Returns the
+// accepted child, or −1 with r left as the final residual (every child zeroed).
+int try_children(const DraftTree& tree, const std::vector<int>& kids, std::vector<float>& r,
+                 Rng& rng) {
+  double total = 0.0, kids_mass = 0.0;
+  for (float x : r) total += x;
+  for (int c : kids) kids_mass += r[tree.token[c]];
+  // Σr = r(x) + untried children + outside: the last child is certain when nothing lies
+  // outside, whatever the float rounding.
+  const double outside = std::max(0.0, total - kids_mass);
+  double untried = kids_mass;
+  for (int c : kids) {
+    const double mass = r[tree.token[c]];
+    untried -= mass;
+    if (mass > 0 && rng.uniform() * (mass + std::max(0.0, untried) + outside) < mass) return c;
+    r[tree.token[c]] = 0.0f;
+  }
+  return -1;
+}
+
+// Shared walk of residual and rheo: `first_test` may settle the sampled child before the
+// sequential residual runs (rheo); it returns the accepted child, or −1 after it has turned
+// r into the residual to continue with.
+template <typename FirstTest>
+VerifyResult residual_walk(const DraftTree& tree, const RowsView& rows, Rng& rng,
+                           FirstTest first_test) {
   assert(rows.n_rows == tree.size() + 1);
   const auto children = tree.children();
+  std::vector<float> r;  // [vocab] current residual row
   int v = kRoot;
   for (;;) {
     const float* p = rows.row(v + 1);
-    const auto& kids = children[v + 1];
-    double total = 0.0, kids_mass = 0.0;
-    for (int i = 0; i < rows.vocab; ++i) total += p[i];
-    for (int c : kids) kids_mass += p[tree.token[c]];
-    // Mass outside the children; accepting child x with r(x)/Σr where Σr = r(x) + untried
-    // children + outside keeps the last child certain when nothing lies outside.
-    const double outside = std::max(0.0, total - kids_mass);
-    double untried = kids_mass;
-    int next = -1;
-    for (int c : kids) {
-      const double mass = p[tree.token[c]];
-      untried -= mass;
-      const double denom = mass + std::max(0.0, untried) + outside;
-      if (mass > 0 && rng.uniform() * denom < mass) {
-        next = c;
-        break;
-      }
-    }
+    r.assign(p, p + rows.vocab);
+    std::vector<int> kids = children[v + 1];
+    int next = first_test(v, kids, r);
+    if (next < 0) next = try_children(tree, kids, r, rng);
     if (next < 0) {
       VerifyResult out;
       fill_path(tree, v, out);
-      out.continuation = sample_residual(tree, kids, p, rows.vocab, rng);
+      out.continuation = sample_index(r.data(), rows.vocab, rng);
       return out;
     }
     v = next;
   }
+}
+}  // namespace
+
+VerifyResult verify_residual(const DraftTree& tree, const RowsView& rows, Rng& rng) {
+  return residual_walk(tree, rows, rng, [](int, std::vector<int>&, std::vector<float>&) { return -1; });
+}
+
+VerifyResult verify_rheo(const DraftTree& tree, const RowsView& rows, const Pool* pool, Rng& rng) {
+  std::vector<float> q_tilde;  // [vocab] true sampling law of the sampled child
+  auto first_test = [&](int v, std::vector<int>& kids, std::vector<float>& r) {
+    if (!pool || !pool->is_rheo()) return -1;
+    auto sampled = std::find_if(kids.begin(), kids.end(), [&](int c) {
+      return tree.pool_index[c] >= 0 && pool->sampled[tree.pool_index[c]];
+    });
+    if (sampled == kids.end()) return -1;
+    const int s = *sampled;
+    kids.erase(sampled);
+    const int source = v == kRoot ? tree.anchor_pool_index : tree.pool_index[v];
+    const bool have_row = rheo_tail_row(*pool, source, rows.vocab, q_tilde);
+    assert(have_row && "a sampled node's parent keeps its draft row");
+    (void)have_row;
+    // Accept u_s with min(1, p(u_s)/q̃(u_s)) (paper 002 Algorithm 1).
+    const int32_t y = tree.token[s];
+    if (rng.uniform() * q_tilde[y] < r[y]) return s;
+    // Rejected: r = max(0, p − q̃), left unnormalised (try_children and sampling renormalise).
+    for (int t = 0; t < rows.vocab; ++t) r[t] = std::max(0.0f, r[t] - q_tilde[t]);
+    return -1;
+  };
+  return residual_walk(tree, rows, rng, first_test);
 }
 
 VerifyResult verify_predraw(const DraftTree& tree, const RowsView& rows, Rng& rng) {
@@ -156,7 +200,8 @@ VerifyResult verify_tev(const DraftTree& tree, const RowsView& rows, Rng& rng) {
   return out;
 }
 
-VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng,
+                    const Pool* pool) {
   switch (v) {
     case Verifier::Greedy:
       return verify_greedy(tree, rows);
@@ -166,6 +211,8 @@ VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng
       return verify_predraw(tree, rows, rng);
     case Verifier::Tev:
       return verify_tev(tree, rows, rng);
+    case Verifier::Rheo:
+      return verify_rheo(tree, rows, pool, rng);
   }
   return {};
 }

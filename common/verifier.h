@@ -11,12 +11,13 @@
 #include <vector>
 
 #include "draft_tree.h"
+#include "pool.h"
 #include "rng.h"
 #include "rows.h"
 
 namespace rootspec {
 
-enum class Verifier { Greedy, Residual, Predraw, Tev };
+enum class Verifier { Greedy, Residual, Predraw, Tev, Rheo };
 
 const char* verifier_name(Verifier v);
 bool parse_verifier(const std::string& name, Verifier* v);
@@ -46,6 +47,16 @@ VerifyResult verify_predraw(const DraftTree& tree, const RowsView& rows, Rng& rn
 // p_v with the children's tokens removed and renormalised.
 VerifyResult verify_tev(const DraftTree& tree, const RowsView& rows, Rng& rng);
 
-VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng);
+// rheo (RheoSampling's OT verifier, paper 002 §3.3 / Algorithm 1): at a node whose children
+// hold the pool's sampled token u_s, accept u_s with min(1, p(u_s)/q̃(u_s)) (q̃: its true
+// sampling law, the tail of the node's kept draft row); on rejection continue with the
+// residual r = norm(max(0, p − q̃)) and recursive rejection over the other children under r;
+// if all are rejected, draw the continuation from the final residual. A node without a
+// sampled child (or a tree without a Rheo pool) is verified as by `residual`.
+VerifyResult verify_rheo(const DraftTree& tree, const RowsView& rows, const Pool* pool, Rng& rng);
+
+// `pool` is the tree's source pool, read by `rheo` only.
+VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng,
+                    const Pool* pool = nullptr);
 
 }  // namespace rootspec

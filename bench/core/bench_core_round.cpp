@@ -90,7 +90,28 @@ void BM_Verify(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(verify(v, tree, rows, rng));
   state.SetLabel(verifier_name(v));
 }
-BENCHMARK(BM_Verify)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verify)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
+
+// The rheo verifier on a Rheo pool (m = 1, sparse top-128 draft rows, paper 002 defaults).
+void BM_VerifyRheoPool(benchmark::State& state) {
+  static const Pool pool = [] {
+    RandomDrafter drafter(6);
+    Rng rng(7);
+    PoolShape shape;
+    shape.rheo_m = 1;
+    shape.sparse = 128;
+    Pool p;
+    grow_pool(drafter, shape, p, &rng);
+    return p;
+  }();
+  SelectionInputs in = fixture().inputs();
+  in.pool = &pool;
+  const DraftTree tree = tree_from_pool(pool, select_tree(Rule::Draft, in, -1));
+  const RowsView rows{fixture().tree_rows.data(), tree.size() + 1, kVocab};
+  Rng rng(8);
+  for (auto _ : state) benchmark::DoNotOptimize(verify(Verifier::Rheo, tree, rows, rng, &pool));
+}
+BENCHMARK(BM_VerifyRheoPool)->Unit(benchmark::kMicrosecond);
 
 // Selection + verification of one round, as the target runs them (rows of the verified tree
 // reuse the fixture's random rows).
@@ -102,12 +123,12 @@ void BM_SelectAndVerify(benchmark::State& state) {
   for (auto _ : state) {
     const RoundPlan plan = plan_round(rule, f.inputs(), 7, rng);
     const RowsView rows{f.tree_rows.data(), plan.verify_tree.size() + 1, kVocab};
-    benchmark::DoNotOptimize(finish_round(plan, v, rows, rng));
+    benchmark::DoNotOptimize(finish_round(plan, v, rows, rng, &f.pool));
   }
   state.SetLabel(std::string(rule_name(rule)) + "+" + verifier_name(v));
 }
 BENCHMARK(BM_SelectAndVerify)
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

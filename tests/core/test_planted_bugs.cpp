@@ -47,7 +47,7 @@ VerifyResult exit_at(const DraftTree& tree, int v, int32_t continuation) {
 TEST(PlantedBug, ResidualWithoutRenormalisationIsCaught) {
   // Accepts child x with its original probability p(x) instead of r(x)/Σr after rejections.
   DecodeHooks hooks;
-  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const auto children = tree.children();
     int v = kRoot;
     for (;;) {
@@ -72,7 +72,7 @@ TEST(PlantedBug, ResidualWithoutRenormalisationIsCaught) {
 TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
   // Draws the continuation from p_v itself instead of the residual without v's children.
   DecodeHooks hooks;
-  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const VerifyResult right = verify_tev(tree, rows, rng);
     return exit_at(tree, right.exit_node,
                    sample_index(rows.row(right.exit_node + 1), rows.vocab, rng));
@@ -83,7 +83,7 @@ TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
 TEST(PlantedBug, PredrawSharingOneUniformIsCaught) {
   // Uses one uniform for every node's draw: each R_v has the right marginal, the path does not.
   DecodeHooks hooks;
-  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng) {
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const auto children = tree.children();
     const double u = rng.uniform();
     auto draw = [&](const float* p) {
@@ -136,8 +136,8 @@ TEST(PlantedBug, CorrectStagesPassTheSameTest) {
   // The control: the real stages through the same hooks pass.
   DecodeHooks hooks;
   hooks.plan = plan_round;
-  hooks.verify = [](Verifier v, const DraftTree& t, const RowsView& r, Rng& rng) {
-    return verify(v, t, r, rng);
+  hooks.verify = [](Verifier v, const DraftTree& t, const RowsView& r, Rng& rng, const Pool* p) {
+    return verify(v, t, r, rng, p);
   };
   EXPECT_GT(law_p_value(config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
   EXPECT_GT(law_p_value(config_for(Rule::Draft, Verifier::Tev, 1.0, 8), hooks), kMinP);

@@ -39,7 +39,9 @@ TEST(Pool, DefaultShapeHas710CandidatesAnd70Expanded) {
     expanded += pool.expanded[u];
     per_depth[pool.depth[u]] += 1;
     ASSERT_LT(pool.parent[u], u);
-    if (pool.parent[u] != kRoot) ASSERT_TRUE(pool.expanded[pool.parent[u]]);
+    if (pool.parent[u] != kRoot) {
+      ASSERT_TRUE(pool.expanded[pool.parent[u]]);
+    }
   }
   EXPECT_EQ(expanded, 70);
   EXPECT_EQ(per_depth[1], 10);
@@ -48,7 +50,9 @@ TEST(Pool, DefaultShapeHas710CandidatesAnd70Expanded) {
   const auto order = ranked(pool);
   std::vector<uint8_t> in_prefix(pool.size(), 0);
   for (int u : order) {
-    if (pool.parent[u] != kRoot) ASSERT_TRUE(in_prefix[pool.parent[u]]);
+    if (pool.parent[u] != kRoot) {
+      ASSERT_TRUE(in_prefix[pool.parent[u]]);
+    }
     in_prefix[u] = 1;
   }
 }

@@ -2,7 +2,8 @@
 // exactness checks, analysis of fixed trees and the simulation demo.
 //
 //   rootspec-sim decode  --model M --rule R --verifier V --budget B --temperature T
-//                        [--top-k K --depth D --expand E] --emit N --runs R --seed S
+//                        [--top-k K --depth D --expand E] [--pool topk|rheo --rheo-m m
+//                        --sparse K] --emit N --runs R --seed S
 //   rootspec-sim analyze --model M --tree '{"tokens": [...], "parents": [...]}' [--temperature T]
 //   rootspec-sim compare --model M [--budget B --temperature T --runs R --emit N --seed S]
 //   rootspec-sim random  --vocab V --order K --seed S [--out FILE]
@@ -35,7 +36,8 @@ struct UsageError : std::runtime_error {
 [[noreturn]] void fail(const std::string& message) { throw UsageError(message); }
 
 struct DecodeOptions {
-  std::string model, rule = "draft", verifier = "residual";
+  std::string model, rule = "draft", verifier = "residual", pool = "topk";
+  int rheo_m = 1, sparse = 0;
   int budget = 8, top_k = 0, depth = 8, expand = 10, emit = 3, runs = 1000;  // top_k 0: min(10, V)
   double temperature = 1.0;
   uint64_t seed = 0;
@@ -45,6 +47,9 @@ void add_pool_options(CLI::App* cmd, DecodeOptions& o) {
   cmd->add_option("--top-k", o.top_k, "children added per forwarded node (default: min(10, vocab_size))");
   cmd->add_option("--depth", o.depth, "deepest pool level")->capture_default_str();
   cmd->add_option("--expand", o.expand, "nodes forwarded per step")->capture_default_str();
+  cmd->add_option("--pool", o.pool, "topk (EAGLE-3) or rheo (RheoSampling, paper 002)")->capture_default_str();
+  cmd->add_option("--rheo-m", o.rheo_m, "rheo: lead tokens before the sampled one")->capture_default_str();
+  cmd->add_option("--sparse", o.sparse, "keep the top K draft probabilities (0: all)")->capture_default_str();
 }
 
 SpecConfig make_config(const DecodeOptions& o, const TableModel& model) {
@@ -64,6 +69,13 @@ SpecConfig make_config(const DecodeOptions& o, const TableModel& model) {
   c.budget = o.budget;
   c.temperature = o.temperature;
   c.shape = PoolShape{top_k, o.depth, o.expand};
+  if (o.pool != "topk" && o.pool != "rheo") fail("unknown pool '" + o.pool + "' (topk, rheo)");
+  if (o.sparse < 0) fail("--sparse must be at least 0");
+  c.shape.sparse = o.sparse;
+  if (o.pool == "rheo") {
+    if (o.rheo_m < 0 || o.rheo_m >= top_k) fail("--rheo-m must be in [0, top-k)");
+    c.shape.rheo_m = o.rheo_m;
+  }
   return c;
 }
 
