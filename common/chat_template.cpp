@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctime>
 #include <fstream>
+#include <regex>
 #include <stdexcept>
 
 namespace rootspec {
@@ -75,11 +77,19 @@ ChatTemplate ChatTemplate::from_source(const std::string & src, const std::strin
     ChatTemplate t;
     t.bos_ = bos;
     if (has(src, "<|start_header_id|>") && has(src, "<|end_header_id|>") && has(src, "<|eot_id|>")) {
-        if (has(src, "Cutting Knowledge Date") || has(src, "tools")) {
-            throw std::runtime_error(origin + ": Llama-3.1-style chat template (tools / knowledge-date preamble) is not supported; supported: llama3, chatml (Qwen2/2.5/3)");
+        t.family_ = Family::llama3;
+        t.name_   = "llama3";
+        if (has(src, "Cutting Knowledge Date")) {
+            std::smatch m;
+            if (!std::regex_search(src, m, std::regex(R"(Cutting Knowledge Date: ([^\\"]+)\\n)"))) {
+                throw std::runtime_error(origin + ": Llama-3.1-style template without a literal knowledge date");
+            }
+            t.knowledge_date_  = m[1];
+            t.date_from_clock_ = has(src, "strftime_now");
+            if (std::regex_search(src, m, std::regex(R"re(set date_string = "([^"]+)")re"))) t.default_date_ = m[1];
+            if (t.default_date_.empty() && !t.date_from_clock_) throw std::runtime_error(origin + ": Llama-3.1-style template without a date_string default");
+            t.name_ = "llama3.1";
         }
-        t.family_            = Family::llama3;
-        t.name_              = "llama3";
         t.generation_switch_ = has(src, "add_generation_prompt");
         if (t.bos_.empty() && has(src, "bos_token")) throw std::runtime_error(origin + ": llama3 chat template uses bos_token but none is configured");
         return t;
@@ -130,8 +140,25 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage> & msgs, const Cha
     }
     std::string out;
     if (family_ == Family::llama3) {
-        for (size_t i = 0; i < msgs.size(); ++i) {
-            if (i == 0) out += bos_;
+        size_t first = 0;
+        if (!knowledge_date_.empty()) {
+            std::string date = opt.date_string.empty() ? default_date_ : opt.date_string;
+            if (opt.date_string.empty() && date_from_clock_) {
+                const std::time_t now = std::time(nullptr);
+                char              buf[32];
+                std::strftime(buf, sizeof(buf), "%d %b %Y", std::localtime(&now));
+                date = buf;
+            }
+            std::string system;
+            if (!msgs.empty() && msgs[0].role == "system") {
+                system = trim(msgs[0].content);
+                first  = 1;
+            }
+            out += bos_ + "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: " + knowledge_date_ + "\nToday Date: " + date +
+                   "\n\n" + system + "<|eot_id|>";
+        }
+        for (size_t i = first; i < msgs.size(); ++i) {
+            if (i == 0 && knowledge_date_.empty()) out += bos_; // Llama-3.0 puts BOS on the first message
             out += "<|start_header_id|>" + msgs[i].role + "<|end_header_id|>\n\n" + trim(msgs[i].content) + "<|eot_id|>";
         }
         if (opt.add_generation_prompt || !generation_switch_) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";

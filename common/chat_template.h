@@ -5,6 +5,12 @@
 //           "<|start_header_id|>{role}<|end_header_id|>\n\n{content stripped}<|eot_id|>", then
 //           "<|start_header_id|>assistant<|end_header_id|>\n\n" (always, when the template has no
 //           add_generation_prompt switch).
+//   llama3.1 the same headers behind Llama-3.1/3.2's preamble (requests without tools): bos,
+//           "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: {from template}\n"
+//           "Today Date: {date}\n\n{system message stripped}<|eot_id|>", then the other messages as
+//           llama3. {date} is ChatOptions::date_string, else the template's literal default
+//           ("26 Jul 2024"), or today's date ("%d %b %Y") where the template calls strftime_now
+//           (Llama-3.2), as transformers does.
 //   chatml  "<|im_start|>" + "<|im_end|>" (Qwen2, Qwen2.5, Qwen3): per message
 //           "<|im_start|>{role}\n{content}<|im_end|>\n", generation prompt "<|im_start|>assistant\n".
 //           A default system prompt written literally in the template ("<|im_start|>system\nYou are
@@ -27,6 +33,7 @@ struct ChatMessage {
 struct ChatOptions {
     bool add_generation_prompt = true;
     bool enable_thinking       = true; // Qwen3's switch; ignored by templates without it
+    std::string date_string;           // llama3.1 "Today Date"; empty: the template's default
 };
 
 class ChatTemplate {
@@ -43,7 +50,7 @@ class ChatTemplate {
     std::string apply(const std::vector<ChatMessage> & messages, const ChatOptions & opt = {}) const;
 
     Family              family() const { return family_; }
-    const std::string & name() const { return name_; } // "llama3", "chatml", "qwen3"
+    const std::string & name() const { return name_; } // "llama3", "llama3.1", "chatml", "qwen3"
     bool                has_thinking_switch() const { return thinking_switch_; }
     const std::string & default_system() const { return default_system_; }
 
@@ -54,6 +61,9 @@ class ChatTemplate {
     std::string default_system_;
     bool        thinking_switch_      = false;
     bool        generation_switch_    = true; // false: the template always adds the assistant header
+    std::string knowledge_date_;              // llama3.1 preamble; empty for llama3
+    std::string default_date_;
+    bool        date_from_clock_ = false;
 };
 
 } // namespace rootspec

@@ -34,17 +34,142 @@ std::vector<Case> cases() {
     };
 }
 
-json to_json(const Case & c) {
+json to_json(const Case & c, const std::string & tmpl_source) {
     json msgs = json::array();
     for (const auto & m : c.messages) msgs.push_back({ { "role", m.role }, { "content", m.content } });
-    return { { "messages", msgs }, { "options", { { "add_generation_prompt", c.opt.add_generation_prompt }, { "enable_thinking", c.opt.enable_thinking } } } };
+    json opt = { { "add_generation_prompt", c.opt.add_generation_prompt }, { "enable_thinking", c.opt.enable_thinking } };
+    if (!c.opt.date_string.empty()) opt["date_string"] = c.opt.date_string;
+    if (!tmpl_source.empty()) opt["chat_template"] = tmpl_source;
+    return { { "messages", msgs }, { "options", opt } };
 }
 
-// Renders every case with the peer; entries are null where the peer cannot render the template.
-json peer_render(const std::string & model) {
+// Renders every case with the peer (with the package's template, or tmpl_source); entries are
+// null where the peer cannot render the template.
+json peer_render(const std::string & model, const std::vector<Case> & cs = cases(), const std::string & tmpl_source = {}) {
     json all = json::array();
-    for (const auto & c : cases()) all.push_back(to_json(c));
+    for (const auto & c : cs) all.push_back(to_json(c, tmpl_source));
     return json::parse(peer::run({ "chat", model }, all.dump()));
+}
+
+// Meta's chat_template of Llama-3.1-8B-Instruct (tokenizer_config.json), verbatim.
+const char * k_llama31_template = R"TPL({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+)TPL";
+
+// Llama-3.2 differs (for requests without tools) only in taking the date from the clock.
+std::string llama32_template() {
+    std::string s = k_llama31_template;
+    const std::string from = "{%- set date_string = \"26 Jul 2024\" %}";
+    const std::string to   = "{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}{%- else %}" + from + "{%- endif %}";
+    s.replace(s.find(from), from.size(), to);
+    return s;
 }
 
 void write(const peer::fs::path & p, const std::string & s) { std::ofstream(p, std::ios::binary) << s; }
@@ -56,8 +181,8 @@ TEST(ChatTemplate, Llama3MatchesPeer) {
     const auto        tmpl = ChatTemplate::from_tokenizer_config(dir + "/tokenizer_config.json");
     EXPECT_EQ(tmpl.name(), "llama3");
     const auto tok   = load_tokenizer(dir);
-    const json theirs = peer_render("llama3");
     const auto cs     = cases();
+    const json theirs = peer_render("llama3", cs);
     ASSERT_EQ(theirs.size(), cs.size());
     for (size_t i = 0; i < cs.size(); ++i) {
         ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3 template, case " << i;
@@ -90,7 +215,7 @@ TEST(ChatTemplate, Qwen3DocumentedStrings) {
     EXPECT_EQ(got(5), "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nu1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\na1<|im_end|>\n");
 
     // Where the peer can render Qwen3 (a later version), it must agree; this one cannot parse it.
-    const json theirs = peer_render("qwen3");
+    const json theirs = peer_render("qwen3", cs);
     ASSERT_EQ(theirs.size(), cs.size());
     size_t rendered = 0;
     for (size_t i = 0; i < cs.size(); ++i) {
@@ -119,6 +244,14 @@ TEST(ChatTemplate, Qwen25DefaultSystemFromTemplate) {
               "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
     EXPECT_EQ(tmpl.apply({ { "system", "Be brief." }, { "user", "Hello" } }),
               "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+    // The peer's Jinja engine renders this template: compare on every case.
+    const auto cs     = cases();
+    const json theirs = peer_render("qwen3", cs, src);
+    ASSERT_EQ(theirs.size(), cs.size());
+    for (size_t i = 0; i < cs.size(); ++i) {
+        ASSERT_FALSE(theirs[i].is_null()) << "case " << i;
+        EXPECT_EQ(tmpl.apply(cs[i].messages, cs[i].opt), theirs[i]["text"].get<std::string>()) << "case " << i;
+    }
     ChatOptions nothink;
     nothink.enable_thinking = false; // no switch in this template: ignored
     EXPECT_EQ(tmpl.apply({ { "user", "Hi" } }, nothink), tmpl.apply({ { "user", "Hi" } }));
@@ -140,4 +273,34 @@ TEST(ChatTemplate, UnknownTemplateNamesTheFile) {
     EXPECT_THROW(ChatTemplate::from_tokenizer_config((tmp.path / "missing.json").string()), std::runtime_error);
     const auto llama = ChatTemplate::from_source("<|start_header_id|><|end_header_id|><|eot_id|>{{ add_generation_prompt }}", "<s>", "x");
     EXPECT_THROW(llama.apply({ { "tool", "x" } }), std::invalid_argument);
+}
+
+TEST(ChatTemplate, Llama31And32MatchPeer) {
+    const auto tok = load_tokenizer(peer::model_dir("llama3"));
+    for (const std::string & src : { std::string(k_llama31_template), llama32_template() }) {
+        const bool clock = src.find("strftime_now") != std::string::npos;
+        const auto tmpl  = ChatTemplate::from_source(src, "<|begin_of_text|>", clock ? "llama-3.2" : "llama-3.1");
+        EXPECT_EQ(tmpl.name(), "llama3.1");
+        auto cs = cases();
+        if (clock) {
+            for (auto & c : cs) c.opt.date_string = "05 Nov 2026"; // the peer has no strftime_now
+        }
+        const json theirs = peer_render("llama3", cs, src);
+        ASSERT_EQ(theirs.size(), cs.size());
+        for (size_t i = 0; i < cs.size(); ++i) {
+            ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3.1 template, case " << i;
+            const std::string ours = tmpl.apply(cs[i].messages, cs[i].opt);
+            EXPECT_EQ(ours, theirs[i]["text"].get<std::string>()) << "case " << i;
+            EXPECT_EQ(tok->encode(ours, false), theirs[i]["ids"].get<std::vector<token_id>>()) << "case " << i;
+        }
+    }
+    // The prompt format of the Llama-3.1 model card.
+    const auto tmpl = ChatTemplate::from_source(k_llama31_template, "<|begin_of_text|>", "llama-3.1");
+    EXPECT_EQ(tmpl.apply({ { "system", "You are a helpful assistant" }, { "user", "What is the capital of France?" } }),
+              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+              "You are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is the capital of France?<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    // Llama-3.2 without an explicit date takes today's.
+    const auto t32 = ChatTemplate::from_source(llama32_template(), "<|begin_of_text|>", "llama-3.2");
+    EXPECT_EQ(t32.apply({ { "user", "x" } }).find("26 Jul 2024"), std::string::npos);
 }
