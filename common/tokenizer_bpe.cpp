@@ -460,7 +460,10 @@ void BpeTokenizer::bpe(std::string_view word, std::vector<token_id> & out) const
             std::push_heap(heap.begin(), heap.end());
         }
     };
-    for (int32_t i = 0; i + 1 < n; ++i) push(i, i + 1);
+    for (int32_t i = 0; i + 1 < n; ++i) { // initial pairs: heapify once, O(n)
+        if (const Merge * m = find_merge(sym[i].id, sym[i + 1].id)) heap.push_back({ m->rank, i, i + 1, sym[i].id, sym[i + 1].id, m->merged });
+    }
+    std::make_heap(heap.begin(), heap.end());
     while (!heap.empty()) {
         std::pop_heap(heap.begin(), heap.end());
         const Cand c = heap.back();
