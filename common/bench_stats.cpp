@@ -133,6 +133,40 @@ Estimate bootstrap_gain(const std::vector<PromptTotals>& a, const std::vector<Pr
   return e;
 }
 
+void add_round(DecodeRecord* record, const RoundSample& round) {
+  if (round.accepted < 0) throw std::invalid_argument("add_round: accepted < 0");
+  auto& r = *record;
+  const double n = static_cast<double>(r.rounds);
+  r.mean_accepted = (r.mean_accepted * n + round.accepted) / (n + 1.0);
+  r.mean_tree_size = (r.mean_tree_size * n + round.tree_size) / (n + 1.0);
+  r.rounds += 1;
+  const auto k = static_cast<size_t>(round.accepted);
+  if (r.accepted_hist.size() <= k) r.accepted_hist.resize(k + 1, 0);
+  r.accepted_hist[k] += 1;
+  for (const auto& [stage, ms] : round.stage_ms) r.stage_ms[stage] += ms;
+}
+
+int64_t tokens_to_first_eos(const std::vector<int32_t>& emitted,
+                            const std::vector<int32_t>& eos_ids) {
+  for (size_t i = 0; i < emitted.size(); ++i)
+    if (std::find(eos_ids.begin(), eos_ids.end(), emitted[i]) != eos_ids.end())
+      return static_cast<int64_t>(i);
+  return static_cast<int64_t>(emitted.size());
+}
+
+std::string round_trace_line(const DecodeRecord& d, int64_t round_index, const RoundSample& r) {
+  nlohmann::ordered_json j;
+  j["prompt_id"] = d.prompt_id;
+  j["decoder"] = d.decoder;
+  j["temperature"] = d.temperature;
+  j["budget"] = d.budget;
+  j["round"] = round_index;
+  j["accepted"] = r.accepted;
+  j["tree_size"] = r.tree_size;
+  j["stage_ms"] = r.stage_ms;
+  return j.dump();
+}
+
 std::vector<PromptTotals> prompt_totals(const std::vector<DecodeRecord>& records,
                                         const std::string& decoder, double temperature,
                                         int budget) {

@@ -40,6 +40,28 @@ struct DecodeRecord {
   std::map<std::string, double> stage_ms;
 };
 
+// What one round contributes to its decode's record; the bench fills it from the target's round
+// report, and it is also the line of the optional per-round trace (JSONL).
+struct RoundSample {
+  int accepted = 0;   // accepted draft tokens (RoundOutcome::accepted)
+  int tree_size = 0;  // selected tree nodes (0 when the pass was skipped or for ar)
+  std::map<std::string, double> stage_ms;
+};
+
+// Folds one round into a record: rounds, running means of accepted length and tree size,
+// accepted_hist and stage_ms. tokens and seconds are the caller's (they stop at the first EOS
+// and the last commit, which a round does not know).
+void add_round(DecodeRecord* record, const RoundSample& round);
+
+// The number of tokens counted for a decode: those emitted before the first EOS token, the EOS
+// itself excluded (App. D.14 counts "tokens emitted up to the first end-of-sequence token"; a
+// round may accept tokens past an EOS, and they do not count). With no EOS, all of them.
+int64_t tokens_to_first_eos(const std::vector<int32_t>& emitted, const std::vector<int32_t>& eos_ids);
+
+// One trace line (no trailing newline): {"prompt_id","decoder","temperature","budget","round",
+// "accepted","tree_size","stage_ms"}.
+std::string round_trace_line(const DecodeRecord& decode, int64_t round_index, const RoundSample& r);
+
 // Tokens and seconds of one prompt for one grid point (summed if the prompt ran more than
 // once there, e.g. two sampling seeds): the bootstrap's resampling unit is the prompt.
 struct PromptTotals {

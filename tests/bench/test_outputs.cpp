@@ -126,6 +126,27 @@ TEST(BenchCsv, ReaderErrorsNameTheLine) {
   EXPECT_THROW(read_records_csv(missing), CsvError);
 }
 
+TEST(BenchRecord, RoundsFoldIntoTheRecord) {
+  DecodeRecord r;
+  r.prompt_id = "q";
+  r.decoder = "root";
+  r.budget = 8;
+  add_round(&r, {2, 8, {{"tree_pass", 3.0}}});
+  add_round(&r, {0, 6, {{"tree_pass", 1.0}, {"select", 0.5}}});
+  add_round(&r, {4, 7, {}});
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_DOUBLE_EQ(r.mean_accepted, 2.0);
+  EXPECT_DOUBLE_EQ(r.mean_tree_size, 7.0);
+  EXPECT_EQ(r.accepted_hist, (std::vector<int64_t>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(r.stage_ms, (std::map<std::string, double>{{"tree_pass", 4.0}, {"select", 0.5}}));
+  EXPECT_EQ(round_trace_line(r, 1, {0, 6, {{"select", 0.5}}}),
+            "{\"prompt_id\":\"q\",\"decoder\":\"root\",\"temperature\":0.0,\"budget\":8,"
+            "\"round\":1,\"accepted\":0,\"tree_size\":6,\"stage_ms\":{\"select\":0.5}}");
+  EXPECT_EQ(tokens_to_first_eos({5, 6, 2, 7, 2}, {2}), 2);
+  EXPECT_EQ(tokens_to_first_eos({5, 6, 7}, {2, 9}), 3);
+  EXPECT_EQ(tokens_to_first_eos({9}, {2, 9}), 0);
+}
+
 // Synthetic records of a whole run in the rotated order: every decoder, T and B on every prompt.
 // Tree decoders are faster than ar by a fixed factor per decoder and budget, with noise.
 std::vector<DecodeRecord> synthetic_run(int n_prompts, uint64_t seed) {
