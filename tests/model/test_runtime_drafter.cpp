@@ -1,0 +1,78 @@
+// RuntimeDrafter: the draft rows pool growth receives equal the drafter model's rows by
+// sequential decoding at each forwarded node, across rounds with appended contexts.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model_fixtures.h"
+#include "rows.h"
+#include "runtime_drafter.h"
+
+namespace rootspec {
+namespace {
+
+using testing::TempDir;
+
+// Records every row draft_rows returns, keyed by pool node.
+class Recorder : public DraftModel {
+ public:
+  explicit Recorder(RuntimeDrafter& inner) : inner_(inner) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override {
+    inner_.draft_rows(pool, nodes, out);
+    const int V = vocab_size();
+    for (size_t i = 0; i < nodes.size(); ++i)
+      rows.push_back({nodes[i], std::vector<float>(out.begin() + i * V, out.begin() + (i + 1) * V)});
+  }
+  std::vector<std::pair<int, std::vector<float>>> rows;
+
+ private:
+  RuntimeDrafter& inner_;
+};
+
+TEST(RuntimeDrafter, PoolRowsEqualSequentialDraftRows) {
+  set_torch_threads(1);
+  TempDir dir("drafter");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Qwen3, 2), 4);
+  RuntimeOptions o;
+  o.max_context = 128;
+  o.max_tree = 80;
+  ModelRuntime rt(d, o), ref(d, o);
+  const int V = rt.vocab_size();
+  RuntimeDrafter drafter(rt);
+  std::mt19937 gen(9);
+  std::vector<int32_t> context = testing::random_tokens(gen, 6, V);
+  RowsView last = rt.prefill(context);
+  std::vector<float> root_logits(last.row(0), last.row(0) + V);
+  PoolShape shape;  // EAGLE-3: 710 candidates, 70 forwarded
+  std::vector<float> want(V);
+  for (int round = 0; round < 3; ++round) {
+    drafter.begin_round(root_logits.data());
+    Recorder rec(drafter);
+    Pool pool;
+    grow_pool(rec, shape, pool);
+    EXPECT_EQ(pool.size(), shape.expected_size());
+    ASSERT_EQ(rec.rows.size(), 1u + 70u);
+    float worst = 0.0f;
+    for (const auto& [node, row] : rec.rows) {
+      std::vector<int32_t> seq = context;
+      std::vector<int32_t> path;
+      for (int a = node; a != kRoot; a = pool.parent[a]) path.insert(path.begin(), pool.token[a]);
+      seq.insert(seq.end(), path.begin(), path.end());
+      ref.truncate(0);
+      const RowsView r = ref.prefill(seq);
+      probs_from_logits(r.row(0), V, 1.0, want.data());
+      worst = std::max(worst, testing::max_abs_diff(want.data(), row.data(), V));
+    }
+    EXPECT_LE(worst, 1e-5f) << "round " << round;
+    // Next round: append a few tokens (a path of the pool, as a round would emit).
+    std::vector<int32_t> emitted = {pool.token[0], testing::random_tokens(gen, 1, V)[0]};
+    last = rt.prefill(emitted);
+    root_logits.assign(last.row(0), last.row(0) + V);
+    context.insert(context.end(), emitted.begin(), emitted.end());
+    ASSERT_EQ(rt.length(), static_cast<int>(context.size()));
+  }
+}
+
+}  // namespace
+}  // namespace rootspec
