@@ -1,0 +1,54 @@
+// DaemonConfig: what `rootspec-target` and `rootspec-drafter` run with, from a TOML file
+// (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3, issue 5).
+//
+//   [target]   model, device, dtype, threads
+//   [drafter]  model, device, dtype, threads
+//   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects)
+//   [decoding] max_context, max_new_tokens, rule, verifier, budget, temperature, stop_at_eos
+//   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse
+//   [limits]   peer_timeout_s (a silent peer past this is treated as dead)
+//
+// Relative model paths are resolved against the config file's folder.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pool.h"
+
+namespace rootspec {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ProcessConfig {
+  std::string model;
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  int threads = 1;
+};
+
+struct DaemonConfig {
+  ProcessConfig target, drafter;
+  std::string client_endpoint = "tcp://127.0.0.1:5600";
+  std::string drafter_endpoint = "tcp://127.0.0.1:5601";
+  int max_context = 2048;
+  int max_new_tokens = 128;
+  std::string rule = "root-draw";   // ar | draft | root | root-draw | pearl | pearl-top1
+  std::string verifier = "residual";
+  int budget = 8;
+  double temperature = 0.0;
+  bool stop_at_eos = true;
+  PoolShape pool;
+  double peer_timeout_s = 60.0;
+
+  // Reads `path` (may be empty: defaults only), then applies "section.key=value" overrides.
+  // Throws ConfigError naming the file, key and problem.
+  static DaemonConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  // Checks values (rule and verifier names, ranges); throws ConfigError naming the key.
+  void validate() const;
+};
+
+}  // namespace rootspec

@@ -1,0 +1,144 @@
+#include "drafter_server.h"
+
+#include <iostream>
+#include <unistd.h>
+
+#include "transport.h"
+
+namespace rootspec {
+
+DrafterServer::DrafterServer(const DaemonConfig& config, ModelRuntime& runtime)
+    : config_(config), rt_(runtime), drafter_(runtime), router_(ctx_, zmq::socket_type::router) {
+  router_.set(zmq::sockopt::router_mandatory, 1);
+  router_.set(zmq::sockopt::linger, 0);
+  router_.bind(config.drafter_endpoint);
+}
+
+void DrafterServer::reply_error(const std::string& identity, const Header& about,
+                                const std::string& field, const std::string& message) {
+  Header h = about;
+  h.type = MessageType::Error;
+  send_routed(router_, identity, encode(h, ErrorBody{field, message}));
+}
+
+void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
+  const int64_t start = monotonic_ns();
+  const RowsView last = rt_.prefill(tokens);  // the drafter's row at the new C
+  drafter_.begin_round(last.row(0));
+  PoolBody body;
+  grow_pool(drafter_, shape_, body.pool, &draft_rng_);
+  body.draft_start_ns = start;
+  body.draft_end_ns = monotonic_ns();
+  Header h;
+  h.type = MessageType::Pool;
+  h.request = request_;
+  h.round = next_round_++;
+  send_routed(router_, identity, encode(h, body));
+}
+
+bool DrafterServer::handle(const std::string& identity, const zmq::message_t& payload) {
+  std::optional<Message> msg;
+  try {
+    msg.emplace(payload.data(), payload.size());
+  } catch (const ProtocolError& e) {
+    reply_error(identity, Header{}, e.field, e.what());
+    return true;
+  }
+  const Header& h = msg->header();
+  try {
+    switch (h.type) {
+      case MessageType::Hello: {
+        const HelloBody b = msg->hello();
+        if (b.vocab != rt_.vocab_size())
+          return reply_error(identity, h, "body.vocab",
+                             "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
+                                 std::to_string(rt_.vocab_size())),
+                 true;
+        target_pid_ = b.pid;
+        Header r = h;
+        r.type = MessageType::Ready;
+        send_routed(router_, identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),
+                                                          config_.drafter.model}));
+        return true;
+      }
+      case MessageType::Prefill: {
+        PrefillBody b = msg->prefill();
+        const int limit = config_.max_context;
+        if (static_cast<int>(b.prompt.size()) > limit)
+          return reply_error(identity, h, "body.prompt",
+                             std::to_string(b.prompt.size()) + " tokens, more than the drafter's context allows (" +
+                                 std::to_string(limit) + ")"),
+                 true;
+        for (size_t i = 0; i < b.prompt.size(); ++i)
+          if (b.prompt[i] >= rt_.vocab_size())
+            return reply_error(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary"),
+                   true;
+        if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
+          return reply_error(identity, h, "body.shape", "pool shape larger than the drafter's tree cache"), true;
+        rt_.truncate(0);
+        request_ = h.request;
+        next_round_ = 0;
+        shape_ = b.shape;
+        draft_rng_ = Rng(b.draft_seed);
+        draft_and_send(identity, b.prompt);
+        return true;
+      }
+      case MessageType::Commit: {
+        const CommitBody b = msg->commit();
+        if (h.request != request_ || request_ == 0)
+          return reply_error(identity, h, "request", "no Prefill for request " + std::to_string(h.request)), true;
+        if (h.round != next_round_)
+          return reply_error(identity, h, "round",
+                             "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round)),
+                 true;
+        for (size_t i = 0; i < b.tokens.size(); ++i)
+          if (b.tokens[i] >= rt_.vocab_size())
+            return reply_error(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary"),
+                   true;
+        if (rt_.length() + static_cast<int>(b.tokens.size()) > config_.max_context + shape_.depth + 2)
+          return reply_error(identity, h, "body.tokens", "the drafter's context is full"), true;
+        draft_and_send(identity, b.tokens);
+        return true;
+      }
+      case MessageType::Cancel:
+        msg->empty_body();
+        if (h.request == request_) request_ = 0;
+        return true;
+      case MessageType::Shutdown:
+        msg->empty_body();
+        return false;
+      default:
+        reply_error(identity, h, "type",
+                    std::string("the drafter does not accept ") + message_type_name(h.type) + " messages");
+        return true;
+    }
+  } catch (const ProtocolError& e) {
+    reply_error(identity, h, e.field, e.what());
+  } catch (const std::exception& e) {
+    reply_error(identity, h, "", std::string("drafter failure: ") + e.what());
+  }
+  return true;
+}
+
+int DrafterServer::run() {
+  DisconnectWatch watch(ctx_, router_, "drafter");
+  std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model " << config_.drafter.model
+            << ", vocab " << rt_.vocab_size() << ")" << std::endl;
+  for (;;) {
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, std::chrono::milliseconds(200));
+    watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
+    if (target_pid_ != 0 && !process_alive(target_pid_)) {
+      std::cerr << "rootspec-drafter: the target process " << target_pid_ << " is gone; exiting" << std::endl;
+      return 3;
+    }
+    while (auto frame = recv_routed(router_))
+      if (!handle(frame->identity, frame->payload)) {
+        std::cerr << "rootspec-drafter: shutdown" << std::endl;
+        return 0;
+      }
+  }
+}
+
+}  // namespace rootspec

@@ -1,0 +1,43 @@
+// DrafterServer: the drafter process (DESIGN §1, §3). It keeps its own KV cache of the
+// committed context and, for every Prefill or Commit from the target, appends the new tokens
+// and grows the round's pool with tree passes over the drafter model, then sends the Pool.
+#pragma once
+
+#include <zmq.hpp>
+
+#include "daemon_config.h"
+#include "model_runtime.h"
+#include "protocol.h"
+#include "rng.h"
+#include "runtime_drafter.h"
+
+namespace rootspec {
+
+class DrafterServer {
+ public:
+  DrafterServer(const DaemonConfig& config, ModelRuntime& runtime);
+  // Serves until Shutdown (returns 0) or the target dies (returns 3).
+  int run();
+
+ private:
+  // Handles one message; returns false on Shutdown.
+  bool handle(const std::string& identity, const zmq::message_t& payload);
+  void reply_error(const std::string& identity, const Header& about, const std::string& field,
+                   const std::string& message);
+  // Appends `tokens` to the drafter's context, grows the pool and sends it.
+  void draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens);
+
+  const DaemonConfig& config_;
+  ModelRuntime& rt_;
+  RuntimeDrafter drafter_;
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+
+  int target_pid_ = 0;          // from Hello: the drafter exits when it is gone
+  uint64_t request_ = 0;        // request being drafted (0: none)
+  uint32_t next_round_ = 0;     // round the next Commit must carry
+  PoolShape shape_;
+  Rng draft_rng_;
+};
+
+}  // namespace rootspec

@@ -1,0 +1,35 @@
+// A client's Generate, resolved against the server's defaults and checked against the model:
+// every problem is a ProtocolError naming the option ("budget", "prompt_ids[3]", …).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "chat_template.h"
+#include "daemon_config.h"
+#include "protocol.h"
+#include "selection.h"
+#include "tokenizer.h"
+#include "verifier.h"
+
+namespace rootspec {
+
+struct ResolvedRequest {
+  std::vector<int32_t> prompt;  // the committed context to start from (root token last)
+  bool autoregressive = false;  // rule "ar": the target alone
+  Rule rule = Rule::Draft;
+  Verifier verifier = Verifier::Residual;
+  int budget = 8;
+  double temperature = 0.0;
+  int max_new_tokens = 128;
+  uint64_t seed = 0;
+  bool stream = true;
+  bool stop_at_eos = true;
+};
+
+// `tokenizer` and `chat` may be null (a model folder without them): text prompts are then
+// refused. `vocab` is the target's; `max_budget` the largest tree its cache holds.
+ResolvedRequest resolve_request(const GenerateBody& body, const DaemonConfig& config, int vocab,
+                                int max_budget, const Tokenizer* tokenizer, const ChatTemplate* chat);
+
+}  // namespace rootspec

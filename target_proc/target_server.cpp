@@ -1,0 +1,366 @@
+#include "target_server.h"
+
+#include <algorithm>
+#include <iostream>
+#include <unistd.h>
+
+#include "round.h"
+#include "rows.h"
+#include "tokenizer_stream.h"
+
+namespace rootspec {
+
+namespace {
+double ms_since(int64_t start_ns) { return (monotonic_ns() - start_ns) / 1e6; }
+}  // namespace
+
+TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
+                           const ChatTemplate* chat)
+    : config_(config),
+      target_(target),
+      tokenizer_(tokenizer),
+      chat_(chat),
+      clients_(ctx_, zmq::socket_type::router),
+      drafter_(ctx_, zmq::socket_type::dealer) {
+  clients_.set(zmq::sockopt::router_mandatory, 1);
+  clients_.set(zmq::sockopt::linger, 0);
+  drafter_.set(zmq::sockopt::linger, 0);
+}
+
+// ---- plumbing -------------------------------------------------------------------------------
+
+void TargetServer::send_drafter(const std::string& bytes) {
+  if (!drafter_.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
+    throw DrafterGone("the drafter does not take messages");
+}
+
+bool TargetServer::drafter_alive() {
+  // A closed connection wakes the poll at once; the pid check (zombies count as dead) decides.
+  drafter_watch_->poll_disconnected();
+  return process_alive(drafter_pid_);
+}
+
+bool TargetServer::send_client(const Pending& to, const std::string& bytes) {
+  if (send_routed(clients_, to.client, bytes)) return true;
+  cancel_current_ = true;  // the client went away: stop its request, serve the next
+  return false;
+}
+
+void TargetServer::reply_error(const std::string& client, uint64_t id, MessageType about,
+                               const std::string& field, const std::string& message) {
+  (void)about;
+  Header h;
+  h.type = MessageType::Error;
+  h.request = id;
+  send_routed(clients_, client, encode(h, ErrorBody{field, message}));
+}
+
+bool TargetServer::connect_drafter() {
+  drafter_watch_ = std::make_unique<DisconnectWatch>(ctx_, drafter_, "target-drafter");
+  drafter_.connect(config_.drafter_endpoint);
+  Header h;
+  h.type = MessageType::Hello;
+  send_drafter(encode(h, HelloBody{static_cast<int32_t>(getpid()), target_.vocab_size()}));
+  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(config_.peer_timeout_s * 1e9);
+  while (monotonic_ns() < deadline) {
+    zmq::message_t reply;
+    zmq::pollitem_t item{drafter_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(200));
+    if (!drafter_.recv(reply, zmq::recv_flags::dontwait)) continue;
+    try {
+      const Message m(reply.data(), reply.size());
+      if (m.header().type == MessageType::Error) {
+        std::cerr << "rootspec-target: the drafter refused: " << m.error().message << std::endl;
+        return false;
+      }
+      const ReadyBody r = m.ready();
+      drafter_pid_ = r.pid;
+      std::cerr << "rootspec-target: drafter ready (pid " << r.pid << ", model " << r.model << ")" << std::endl;
+      return true;
+    } catch (const ProtocolError& e) {
+      std::cerr << "rootspec-target: bad reply from the drafter: " << e.what() << std::endl;
+      return false;
+    }
+  }
+  std::cerr << "rootspec-target: no answer from the drafter at " << config_.drafter_endpoint << " within "
+            << config_.peer_timeout_s << " s" << std::endl;
+  return false;
+}
+
+void TargetServer::drain_clients(Pending* current) {
+  while (auto frame = recv_routed(clients_)) {
+    std::optional<Message> msg;
+    try {
+      msg.emplace(frame->payload.data(), frame->payload.size());
+    } catch (const ProtocolError& e) {
+      reply_error(frame->identity, 0, MessageType::Error, e.field, e.what());
+      continue;
+    }
+    const Header& h = msg->header();
+    try {
+      switch (h.type) {
+        case MessageType::Generate:
+          queue_.push_back(Pending{frame->identity, h.request, msg->generate()});
+          break;
+        case MessageType::Cancel: {
+          msg->empty_body();
+          if (current && current->client == frame->identity && current->id == h.request) cancel_current_ = true;
+          for (auto it = queue_.begin(); it != queue_.end(); ++it)
+            if (it->client == frame->identity && it->id == h.request) {
+              queue_.erase(it);
+              break;
+            }
+          break;
+        }
+        case MessageType::Shutdown:
+          msg->empty_body();
+          shutdown_ = true;
+          cancel_current_ = true;
+          break;
+        default:
+          reply_error(frame->identity, h.request, h.type, "type",
+                      std::string("the target does not accept ") + message_type_name(h.type) + " messages");
+      }
+    } catch (const ProtocolError& e) {
+      reply_error(frame->identity, h.request, h.type, e.field, e.what());
+    }
+  }
+}
+
+PoolBody TargetServer::wait_pool(uint64_t request, uint32_t round, Pending& current, double* waited_ms) {
+  const int64_t start = monotonic_ns();
+  const int64_t deadline = start + static_cast<int64_t>(config_.peer_timeout_s * 1e9);
+  for (;;) {
+    zmq::message_t reply;
+    while (drafter_.recv(reply, zmq::recv_flags::dontwait)) {
+      try {
+        const Message m(reply.data(), reply.size());
+        if (m.header().type == MessageType::Error && m.header().request == request)
+          throw DrafterGone("the drafter failed: " + m.error().message);
+        if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)
+          continue;  // a stale pool of a cancelled request
+        PoolBody b = m.pool();
+        *waited_ms += ms_since(start);
+        return b;
+      } catch (const ProtocolError& e) {
+        throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
+      }
+    }
+    if (!drafter_alive()) throw DrafterGone("the drafter process is gone");
+    if (monotonic_ns() > deadline)
+      throw DrafterGone("no pool from the drafter within " + std::to_string(config_.peer_timeout_s) + " s");
+    zmq::pollitem_t items[] = {{drafter_.handle(), 0, ZMQ_POLLIN, 0},
+                               {clients_.handle(), 0, ZMQ_POLLIN, 0},
+                               {drafter_watch_->events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 3, std::chrono::milliseconds(100));
+    if (items[1].revents & ZMQ_POLLIN) drain_clients(&current);
+  }
+}
+
+// ---- one request: the round loop -----------------------------------------------------------
+
+void TargetServer::serve(Pending& req) {
+  ResolvedRequest r;
+  try {
+    r = resolve_request(req.body, config_, target_.vocab_size(), target_.options().max_tree - 1, tokenizer_, chat_);
+  } catch (const ProtocolError& e) {
+    return reply_error(req.client, req.id, MessageType::Generate, e.field, e.what());
+  }
+  cancel_current_ = false;
+  const int V = target_.vocab_size();
+  const auto& eos = target_.config().eos_token_ids;
+  const uint64_t internal = next_internal_id_++;
+  DoneBody done;
+  std::optional<TokenStreamDecoder> text;
+  if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
+  std::vector<float> root_probs(V), probs;  // [vocab], [1 + n, vocab] tempered target rows
+  Rng rng(r.seed);
+  bool finished = false;
+  std::string stop = "length";
+
+  // Emits tokens as generate() does: stop at max_new_tokens, or after the first EOS.
+  auto emit = [&](const std::vector<int32_t>& tokens) {
+    DeltaBody delta;
+    for (int32_t t : tokens) {
+      if (finished) break;
+      done.tokens.push_back(t);
+      delta.tokens.push_back(t);
+      if (text) delta.text += text->push(t);
+      const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
+      if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
+      if (r.stop_at_eos && is_eos) finished = true, stop = "eos";
+      if (static_cast<int>(done.tokens.size()) >= r.max_new_tokens ||
+          static_cast<int>(r.prompt.size() + done.tokens.size()) >= config_.max_context)
+        finished = true;
+    }
+    if (finished && text) delta.text += text->finish();
+    if (r.stream && !delta.tokens.empty()) {
+      Header h;
+      h.type = MessageType::Delta;
+      h.request = req.id;
+      h.round = static_cast<uint32_t>(done.rounds);
+      send_client(req, encode(h, delta));
+    }
+  };
+
+  // Target cache: C minus the root token, which is the last of C.
+  done.prefill_start_ns = monotonic_ns();
+  target_.truncate(0);
+  if (r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(r.prompt.begin(), r.prompt.end() - 1));
+  int32_t root = r.prompt.back();
+  done.ms_prefill = ms_since(done.prefill_start_ns);
+  try {
+    if (!r.autoregressive) {
+      // The drafter's own stream, drawn where rootspec-generate draws it (one RNG contract).
+      const uint64_t draft_seed = config_.pool.rheo_m >= 0 ? rng.next_u64() : 0;
+      Header h;
+      h.type = MessageType::Prefill;
+      h.request = internal;
+      send_drafter(encode(h, PrefillBody{r.prompt, config_.pool, draft_seed}));
+    }
+    int64_t commit_sent = monotonic_ns();
+    while (!finished && !cancel_current_) {
+      RoundTrace tr;
+      tr.commit_sent_ns = commit_sent;
+      if (r.autoregressive) {  // plain decoding: one root pass per token
+        tr.root_start_ns = monotonic_ns();
+        const RowsView row = target_.root_pass(root);
+        probs_from_logits(row.row(0), V, r.temperature, root_probs.data());
+        root = sample_index(root_probs.data(), V, rng);
+        tr.root_end_ns = monotonic_ns();
+        done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
+        tr.emitted = 1;
+        done.last_commit_ns = monotonic_ns();
+        ++done.rounds;
+        done.trace.push_back(tr);
+        emit({root});
+        drain_clients(&req);
+        continue;
+      }
+      // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
+      SelectionInputs in;
+      if (rule_draws_first(r.rule)) {
+        tr.root_start_ns = monotonic_ns();
+        const RowsView row = target_.root_pass(root);
+        probs_from_logits(row.row(0), V, r.temperature, root_probs.data());
+        in.root_probs = root_probs.data();
+        tr.root_end_ns = monotonic_ns();
+        done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
+      }
+      // Drafter → TreeSelector.
+      const PoolBody pool = wait_pool(internal, static_cast<uint32_t>(done.rounds), req, &done.ms_drafter_wait);
+      tr.pool_received_ns = monotonic_ns();
+      tr.draft_start_ns = pool.draft_start_ns;
+      tr.draft_end_ns = pool.draft_end_ns;
+      in.pool = &pool.pool;
+      in.budget = r.budget;
+      in.vocab = V;
+      int64_t t0 = monotonic_ns();
+      const RoundPlan plan = plan_round(r.rule, in, root, rng);
+      done.ms_verify += ms_since(t0);
+      // Tree pass: the anchor and the selected nodes below it, under the tree mask.
+      RowsView rows;
+      if (!plan.skip_tree_pass) {
+        t0 = monotonic_ns();
+        const DraftTree& tree = plan.verify_tree;
+        const int n = tree.size();
+        std::vector<int32_t> tokens(1 + n), parents(1 + n);  // [1 + n] anchor first
+        tokens[0] = plan.anchor_token;
+        parents[0] = -1;
+        for (int i = 0; i < n; ++i) {
+          tokens[i + 1] = tree.token[i];
+          parents[i + 1] = tree.parent[i] == kRoot ? 0 : tree.parent[i] + 1;
+        }
+        const RowsView logits = target_.tree_pass(tokens, parents);
+        probs.resize(static_cast<size_t>(1 + n) * V);
+        for (int i = 0; i <= n; ++i)
+          probs_from_logits(logits.row(i), V, r.temperature, probs.data() + static_cast<size_t>(i) * V);
+        rows = RowsView{probs.data(), 1 + n, V};
+        done.ms_tree_pass += ms_since(t0);
+      }
+      // Verifier.
+      t0 = monotonic_ns();
+      const RoundOutcome out = finish_round(plan, r.verifier, rows, rng, &pool.pool);
+      done.ms_verify += ms_since(t0);
+      // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
+      t0 = monotonic_ns();
+      if (!plan.skip_tree_pass) target_.commit(out.kept_pass_rows);
+      done.ms_commit += ms_since(t0);
+      done.last_commit_ns = monotonic_ns();
+      root = out.continuation;
+      tr.accepted = out.accepted;
+      tr.emitted = static_cast<int32_t>(out.emitted.size());
+      tr.tree_nodes = out.verified_nodes;
+      tr.tree_pass_skipped = plan.skip_tree_pass;
+      ++done.rounds;
+      done.trace.push_back(tr);
+      emit(out.emitted);
+      if (finished || cancel_current_) break;
+      Header h;
+      h.type = MessageType::Commit;
+      h.request = internal;
+      h.round = static_cast<uint32_t>(done.rounds);
+      send_drafter(encode(h, CommitBody{out.emitted}));
+      commit_sent = monotonic_ns();
+    }
+  } catch (const DrafterGone&) {
+    reply_error(req.client, req.id, MessageType::Generate, "drafter", "the drafter process is gone; request failed");
+    throw;
+  }
+  if (cancel_current_ && !finished) {
+    stop = "cancelled";
+    std::cerr << "rootspec-target: request " << req.id << " cancelled after " << done.tokens.size() << " tokens"
+              << std::endl;
+  }
+  if (done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
+  done.stop_reason = stop;
+  const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
+  done.tokens_per_second = seconds > 0 ? done.tokens_to_eos / seconds : 0.0;
+  Header h;
+  h.type = MessageType::Done;
+  h.request = req.id;
+  h.round = static_cast<uint32_t>(done.rounds);
+  send_client(req, encode(h, done));
+}
+
+int TargetServer::run() {
+  if (!connect_drafter()) return 3;
+  clients_.bind(config_.client_endpoint);
+  std::cerr << "rootspec-target: ready; clients connect to " << config_.client_endpoint << std::endl;
+  while (!shutdown_) {
+    drain_clients(nullptr);
+    if (!queue_.empty()) {
+      Pending req = std::move(queue_.front());
+      queue_.pop_front();
+      try {
+        serve(req);
+      } catch (const DrafterGone& e) {
+        std::cerr << "rootspec-target: " << e.what() << "; failing " << queue_.size() << " queued request(s)"
+                  << std::endl;
+        for (const Pending& q : queue_)
+          reply_error(q.client, q.id, MessageType::Generate, "drafter", "the drafter process is gone");
+        return 3;
+      } catch (const std::exception& e) {
+        reply_error(req.client, req.id, MessageType::Generate, "", std::string("target failure: ") + e.what());
+      }
+      continue;
+    }
+    if (!drafter_alive()) {
+      std::cerr << "rootspec-target: the drafter process is gone" << std::endl;
+      return 3;
+    }
+    zmq::pollitem_t items[] = {{clients_.handle(), 0, ZMQ_POLLIN, 0},
+                               {drafter_watch_->events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, std::chrono::milliseconds(200));
+  }
+  Header h;
+  h.type = MessageType::Shutdown;
+  try {
+    send_drafter(encode_empty(h));
+  } catch (const DrafterGone&) {
+  }
+  std::cerr << "rootspec-target: shutdown" << std::endl;
+  return 0;
+}
+
+}  // namespace rootspec

@@ -1,0 +1,221 @@
+// Protocol codec: round trips of every message, and bad messages rejected with the field named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <msgpack.hpp>
+
+#include "protocol.h"
+#include "table_decode.h"
+
+namespace rootspec {
+namespace {
+
+Header header(MessageType t, uint64_t request = 7, uint32_t round = 3) {
+  Header h;
+  h.type = t;
+  h.request = request;
+  h.round = round;
+  return h;
+}
+
+Message parse(const std::string& bytes) { return Message(bytes.data(), bytes.size()); }
+
+std::string field_of_error(const std::string& bytes, bool body_generate = false) {
+  try {
+    const Message m = parse(bytes);
+    if (body_generate) m.generate();
+    else m.pool();
+  } catch (const ProtocolError& e) {
+    return e.field;
+  }
+  return "";
+}
+
+TEST(Protocol, RoundTripsEveryMessage) {
+  {
+    const Message m = parse(encode(header(MessageType::Hello), HelloBody{123, 32000}));
+    EXPECT_EQ(m.header().type, MessageType::Hello);
+    EXPECT_EQ(m.header().request, 7u);
+    EXPECT_EQ(m.header().round, 3u);
+    EXPECT_EQ(m.hello().pid, 123);
+    EXPECT_EQ(m.hello().vocab, 32000);
+  }
+  {
+    const ReadyBody r = parse(encode(header(MessageType::Ready), ReadyBody{9, 100, "models/d"})).ready();
+    EXPECT_EQ(r.model, "models/d");
+  }
+  {
+    PrefillBody b{{1, 2, 3}, PoolShape{4, 3, 2}, 99};
+    b.shape.rheo_m = 1;
+    b.shape.sparse = 128;
+    const PrefillBody r = parse(encode(header(MessageType::Prefill), b)).prefill();
+    EXPECT_EQ(r.prompt, b.prompt);
+    EXPECT_EQ(r.shape.top_k, 4);
+    EXPECT_EQ(r.shape.rheo_m, 1);
+    EXPECT_EQ(r.shape.sparse, 128);
+    EXPECT_EQ(r.draft_seed, 99u);
+  }
+  EXPECT_EQ(parse(encode(header(MessageType::Commit), CommitBody{{5, 6}})).commit().tokens,
+            (std::vector<int32_t>{5, 6}));
+  {
+    const ErrorBody e = parse(encode(header(MessageType::Error), ErrorBody{"body.x", "bad"})).error();
+    EXPECT_EQ(e.field, "body.x");
+    EXPECT_EQ(e.message, "bad");
+  }
+  {
+    GenerateBody g;
+    g.prompt = "héllo";
+    g.rule = "root-draw";
+    g.budget = 8;
+    g.temperature = 0.7;
+    g.seed = 42;
+    const GenerateBody r = parse(encode(header(MessageType::Generate), g)).generate();
+    EXPECT_EQ(r.prompt, "héllo");
+    EXPECT_FALSE(r.has_prompt_ids);
+    EXPECT_EQ(r.rule, "root-draw");
+    EXPECT_EQ(r.budget, 8);
+    EXPECT_DOUBLE_EQ(r.temperature, 0.7);
+    EXPECT_EQ(r.seed, 42u);
+    g.prompt.clear();
+    g.prompt_ids = {1, 2};
+    g.has_prompt_ids = true;
+    EXPECT_EQ(parse(encode(header(MessageType::Generate), g)).generate().prompt_ids, g.prompt_ids);
+  }
+  {
+    const DeltaBody d = parse(encode(header(MessageType::Delta), DeltaBody{{1}, "a"})).delta();
+    EXPECT_EQ(d.text, "a");
+  }
+  {
+    DoneBody d;
+    d.stop_reason = "eos";
+    d.tokens = {1, 2, 3};
+    d.rounds = 2;
+    d.ms_root_pass = 1.5;
+    RoundTrace t;
+    t.root_start_ns = 10;
+    t.draft_end_ns = 20;
+    t.accepted = 2;
+    t.tree_pass_skipped = true;
+    d.trace = {t, t};
+    const DoneBody r = parse(encode(header(MessageType::Done), d)).done();
+    EXPECT_EQ(r.tokens, d.tokens);
+    EXPECT_DOUBLE_EQ(r.ms_root_pass, 1.5);
+    ASSERT_EQ(r.trace.size(), 2u);
+    EXPECT_EQ(r.trace[1].draft_end_ns, 20);
+    EXPECT_TRUE(r.trace[1].tree_pass_skipped);
+  }
+  parse(encode_empty(header(MessageType::Cancel))).empty_body();
+}
+
+TEST(Protocol, PoolRoundTripsIncludingRheoRows) {
+  const TableModel model = TableModel::random(30, 2, 4);
+  TableDrafter drafter(model, model.context());
+  Rng rng(1);
+  PoolShape shape;
+  shape.rheo_m = 1;
+  shape.sparse = 8;
+  PoolBody b;
+  grow_pool(drafter, shape, b.pool, &rng);
+  b.draft_start_ns = 5;
+  b.draft_end_ns = 9;
+  const PoolBody r = parse(encode(header(MessageType::Pool), b)).pool();
+  EXPECT_EQ(r.pool.token, b.pool.token);
+  EXPECT_EQ(r.pool.parent, b.pool.parent);
+  EXPECT_EQ(r.pool.depth, b.pool.depth);
+  EXPECT_EQ(r.pool.cum_logq, b.pool.cum_logq);
+  EXPECT_EQ(r.pool.sampled, b.pool.sampled);
+  EXPECT_EQ(r.pool.q_true, b.pool.q_true);
+  EXPECT_EQ(r.pool.row_token, b.pool.row_token);
+  EXPECT_EQ(r.pool.row_prob, b.pool.row_prob);
+  EXPECT_EQ(r.pool.rheo_m, 1);
+  EXPECT_EQ(r.draft_end_ns, 9);
+}
+
+std::string raw_message(const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(&buf);
+  write(pk);
+  return std::string(buf.data(), buf.size());
+}
+
+TEST(Protocol, BadMessagesNameTheField) {
+  auto expect_field = [](const std::string& bytes, const std::string& want) {
+    try {
+      parse(bytes);
+      ADD_FAILURE() << "accepted; wanted an error on " << want;
+    } catch (const ProtocolError& e) {
+      EXPECT_EQ(e.field, want) << e.what();
+    }
+  };
+  expect_field("", "message");
+  expect_field("\xc1garbage", "message");
+  std::string hello = encode(header(MessageType::Hello), HelloBody{1, 2});
+  expect_field(hello.substr(0, hello.size() - 1), "message");  // truncated
+  expect_field(hello + "x", "message");                        // trailing bytes
+  expect_field(raw_message([](auto& pk) {
+                 pk.pack_map(5);
+                 pk.pack("v"), pk.pack(99), pk.pack("type"), pk.pack("hello"), pk.pack("request");
+                 pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
+               }),
+               "v");
+  expect_field(raw_message([](auto& pk) {
+                 pk.pack_map(5);
+                 pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("teleport"), pk.pack("request");
+                 pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
+               }),
+               "type");
+  expect_field(raw_message([](auto& pk) {
+                 pk.pack_map(4);
+                 pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("hello"), pk.pack("request");
+                 pk.pack(1), pk.pack("round"), pk.pack(0);
+               }),
+               "body");
+  expect_field(raw_message([](auto& pk) { pk.pack_array(1), pk.pack(1); }), "");
+  std::string oversized(kMaxMessageBytes + 1, '\0');
+  expect_field(oversized, "message");
+}
+
+TEST(Protocol, BadBodiesNameTheField) {
+  // A pool whose parent points forward.
+  PoolBody b;
+  b.pool.add(3, kRoot, -0.1);
+  b.pool.add(4, 0, -0.2);
+  b.pool.row_start.assign(3, -1);
+  b.pool.row_len.assign(3, 0);
+  std::string bytes = encode(header(MessageType::Pool), b);
+  EXPECT_EQ(field_of_error(bytes), "");
+  b.pool.parent[0] = 1;
+  EXPECT_EQ(field_of_error(encode(header(MessageType::Pool), b)), "body.parent[0]");
+  b.pool.parent[0] = kRoot;
+  b.pool.logq[1] = 0.5;  // a probability above 1
+  EXPECT_EQ(field_of_error(encode(header(MessageType::Pool), b)), "body.logq[1]");
+  // A Generate with a wrong type, an unknown field, and both prompt forms.
+  auto generate_with = [](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& body) {
+    return raw_message([&](auto& pk) {
+      pk.pack_map(5);
+      pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("generate"), pk.pack("request");
+      pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body");
+      body(pk);
+    });
+  };
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("budget"), pk.pack("eight");
+            }), true),
+            "body.budget");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("temprature"), pk.pack(1.0);
+            }), true),
+            "body.temprature");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("prompt_ids");
+              pk.pack(std::vector<int>{1});
+            }), true),
+            "body.prompt");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+              pk.pack_map(1), pk.pack("prompt_ids"), pk.pack(std::vector<int>{1, -4});
+            }), true),
+            "body.prompt_ids[1]");
+}
+
+}  // namespace
+}  // namespace rootspec
