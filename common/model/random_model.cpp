@@ -141,6 +141,9 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
   const int64_t h = c.hidden_size, hd = c.head_dim, q = int64_t(c.num_attention_heads) * hd,
                 kv = int64_t(c.num_key_value_heads) * hd, f = c.intermediate_size, V = c.vocab_size;
   const double in_std = 1.0 / std::sqrt(double(h));
+  // Residual-branch outputs shrink with depth so that every layer nudges the embedding
+  // stream a little and a first-layers drafter often agrees with the full model.
+  const double out_scale = 0.5 / std::sqrt(double(c.num_hidden_layers));
   std::vector<TensorToWrite> t;
   t.push_back(make_tensor("model.embed_tokens.weight", {V, h}, dt, rng, 0.0, 1.0));
   for (int i = 0; i < c.num_hidden_layers; ++i) {
@@ -149,7 +152,7 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
     t.push_back(make_tensor(p + "self_attn.q_proj.weight", {q, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "self_attn.k_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "self_attn.v_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
-    t.push_back(make_tensor(p + "self_attn.o_proj.weight", {h, q}, dt, rng, 0.0, 0.5 / std::sqrt(double(q))));
+    t.push_back(make_tensor(p + "self_attn.o_proj.weight", {h, q}, dt, rng, 0.0, out_scale / std::sqrt(double(q))));
     if (c.qkv_bias) {
       t.push_back(make_tensor(p + "self_attn.q_proj.bias", {q}, dt, rng, 0.0, 0.1));
       t.push_back(make_tensor(p + "self_attn.k_proj.bias", {kv}, dt, rng, 0.0, 0.1));
@@ -163,7 +166,7 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
     t.push_back(make_tensor(p + "post_attention_layernorm.weight", {h}, dt, rng, 1.0, 0.1));
     t.push_back(make_tensor(p + "mlp.gate_proj.weight", {f, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "mlp.up_proj.weight", {f, h}, dt, rng, 0.0, in_std));
-    t.push_back(make_tensor(p + "mlp.down_proj.weight", {h, f}, dt, rng, 0.0, 0.5 / std::sqrt(double(f))));
+    t.push_back(make_tensor(p + "mlp.down_proj.weight", {h, f}, dt, rng, 0.0, out_scale / std::sqrt(double(f))));
   }
   t.push_back(make_tensor("model.norm.weight", {h}, dt, rng, 1.0, 0.1));
   if (!c.tie_word_embeddings)
