@@ -1,0 +1,257 @@
+// Shared by the daemon tests: a random tiny pair on disk, the two daemons as real processes
+// on ipc endpoints in a temporary folder, and a minimal client speaking the protocol.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "generate.h"
+#include "model_runtime.h"
+#include "protocol.h"
+#include "random_model.h"
+#include "transport.h"
+
+namespace rootspec::testing {
+
+inline std::string fresh_dir(const std::string& tag) {
+  static int counter = 0;
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("rootspec_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Forks and execs `argv`, stderr and stdout to `log`; one intra-op thread.
+inline pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `seconds` for `pid` to exit; returns its exit status, or −1 if still running.
+inline int wait_exit(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+// The random tiny pair every daemon test uses (made once per test process).
+struct PairModels {
+  std::string dir, target, drafter;
+  PairModels() : dir(fresh_dir("daemon_models")) {
+    target = dir + "/target";
+    drafter = dir + "/drafter";
+    ModelConfig c = small_config(ModelArch::Llama, /*vocab=*/256, /*hidden=*/64, /*layers=*/3, /*heads=*/4,
+                                 /*kv_heads=*/2, /*intermediate=*/128);
+    RandomModelOptions o;
+    o.seed = 11;
+    write_random_model(target, c, o);
+    write_truncated_model(target, drafter, 1);
+  }
+};
+inline const PairModels& pair_models() {
+  static const PairModels m;
+  return m;
+}
+
+// A config for the random pair with ipc endpoints in `dir` (client.sock, drafter.sock).
+inline std::string write_pair_config(const std::string& dir) {
+  const std::string path = dir + "/pair.toml";
+  std::ofstream(path) << "[target]\nmodel = \"" << pair_models().target << "\"\n"
+                      << "[drafter]\nmodel = \"" << pair_models().drafter << "\"\n"
+                      << "[endpoints]\nclient = \"ipc://" << dir << "/client.sock\"\n"
+                      << "drafter = \"ipc://" << dir << "/drafter.sock\"\n"
+                      << "[decoding]\nmax_context = 256\nmax_new_tokens = 24\nrule = \"root-draw\"\n"
+                      << "[limits]\npeer_timeout_s = 20.0\n";
+  return path;
+}
+
+// The two daemons on ipc endpoints; stopped (SIGKILL) on destruction.
+class Pair {
+ public:
+  explicit Pair(const std::vector<std::string>& overrides = {}) : dir_(fresh_dir("daemon_pair")) {
+    config_ = write_pair_config(dir_);
+    client_endpoint = "ipc://" + dir_ + "/client.sock";
+    std::vector<std::string> extra;
+    for (const auto& o : overrides) extra.insert(extra.end(), {"--set", o});
+    auto argv = [&](const char* bin) {
+      std::vector<std::string> a = {bin, "--config", config_};
+      a.insert(a.end(), extra.begin(), extra.end());
+      return a;
+    };
+    drafter_pid = spawn(argv(ROOTSPEC_DRAFTER_BIN), drafter_log());
+    target_pid = spawn(argv(ROOTSPEC_TARGET_BIN), target_log());
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (read_file(target_log()).find("ready; clients connect") == std::string::npos) {
+      if (std::chrono::steady_clock::now() > end || wait_exit(target_pid, 0) != -1)
+        throw std::runtime_error("the pair did not start: " + read_file(target_log()) + read_file(drafter_log()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~Pair() {
+    for (pid_t p : {target_pid, drafter_pid})
+      if (p > 0 && kill(p, SIGKILL) == 0) waitpid(p, nullptr, 0);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string target_log() const { return dir_ + "/target.log"; }
+  std::string drafter_log() const { return dir_ + "/drafter.log"; }
+  std::string drafter_endpoint() const { return "ipc://" + dir_ + "/drafter.sock"; }
+  const std::string& dir() const { return dir_; }
+
+  std::string client_endpoint;
+  pid_t target_pid = -1, drafter_pid = -1;
+
+ private:
+  std::string dir_, config_;
+};
+
+struct Reply {
+  std::vector<int32_t> tokens;   // from the Delta messages
+  std::optional<DoneBody> done;
+  std::optional<ErrorBody> error;
+  int deltas = 0;
+  bool timed_out = false;
+};
+
+// A DEALER client: sends `bytes`, collects replies until Done or Error (or the timeout).
+class Client {
+ public:
+  explicit Client(const std::string& endpoint) : sock_(ctx_, zmq::socket_type::dealer) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.connect(endpoint);
+  }
+  void send(const std::string& bytes) { sock_.send(zmq::buffer(bytes), zmq::send_flags::none); }
+  // Receives one reply message, or nullopt after `seconds`.
+  std::optional<zmq::message_t> receive(double seconds) {
+    zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
+    zmq::message_t m;
+    if (!sock_.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+    return m;
+  }
+  Reply collect(double seconds = 60) {
+    Reply r;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      auto m = receive(0.05);
+      if (!m) continue;
+      const Message msg(m->data(), m->size());
+      if (msg.header().type == MessageType::Delta) {
+        const DeltaBody d = msg.delta();
+        r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
+        ++r.deltas;
+      } else if (msg.header().type == MessageType::Done) {
+        r.done = msg.done();
+        return r;
+      } else if (msg.header().type == MessageType::Error) {
+        r.error = msg.error();
+        return r;
+      }
+    }
+    r.timed_out = true;
+    return r;
+  }
+  Reply generate(const GenerateBody& g, double seconds = 60) {
+    Header h;
+    h.type = MessageType::Generate;
+    h.request = ++next_id_;
+    send(encode(h, g));
+    return collect(seconds);
+  }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  uint64_t next_id_ = 0;
+};
+
+inline GenerateBody generate_body(const std::vector<int32_t>& prompt, const std::string& rule,
+                                  const std::string& verifier, int budget, double temperature,
+                                  uint64_t seed = 0, int max_new_tokens = 24) {
+  GenerateBody g;
+  g.prompt_ids = prompt;
+  g.has_prompt_ids = true;
+  g.rule = rule;
+  g.verifier = verifier;
+  g.budget = budget;
+  g.temperature = temperature;
+  g.seed = seed;
+  g.max_new_tokens = max_new_tokens;
+  g.stop_at_eos = false;
+  return g;
+}
+
+// rootspec-generate's decoder in this process, over the same folders (the reference).
+class Reference {
+ public:
+  Reference() {
+    set_torch_threads(1);
+    // The caches the daemons allocate for the Pair's config (max_context 256, default pool).
+    RuntimeOptions t, d;
+    t.max_context = d.max_context = 256 + 8 + 2;
+    t.max_tree = kMaxTreeBucket;
+    d.max_tree = 80;
+    target_ = std::make_unique<ModelRuntime>(pair_models().target, t);
+    drafter_ = std::make_unique<ModelRuntime>(pair_models().drafter, d);
+  }
+  std::vector<int32_t> decode(const std::vector<int32_t>& prompt, const std::string& rule,
+                              const std::string& verifier, int budget, double temperature, uint64_t seed,
+                              int max_new_tokens = 24, int rheo_m = -1) {
+    GenerateOptions g;
+    g.autoregressive = rule == "ar";
+    if (!g.autoregressive) parse_rule(rule, &g.rule);
+    parse_verifier(verifier, &g.verifier);
+    g.budget = budget;
+    g.temperature = temperature;
+    g.seed = seed;
+    g.max_new_tokens = max_new_tokens;
+    g.pool_shape.rheo_m = rheo_m;
+    return generate(*target_, drafter_.get(), prompt, g).tokens;
+  }
+
+ private:
+  std::unique_ptr<ModelRuntime> target_, drafter_;
+};
+
+inline std::vector<std::vector<int32_t>> test_prompts() {
+  return {{1, 2, 3}, {10, 20, 30, 40, 50}, {200}, {7, 7, 7, 7, 7, 7, 7, 7}, {99, 150, 3, 250, 17, 42}};
+}
+
+}  // namespace rootspec::testing
