@@ -1,6 +1,7 @@
 #include "model_weights.h"
 
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 

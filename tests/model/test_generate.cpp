@@ -142,6 +142,37 @@ INSTANTIATE_TEST_SUITE_P(Models, Generate, ::testing::ValuesIn(pairs()),
 
 void PrintTo(const Pair& p, std::ostream* os) { *os << p.name; }
 
+// With stop_at_eos every rule stops right after the target's first EOS id, as ar does.
+TEST(GenerateEos, EveryRuleStopsAtTheFirstEos) {
+  set_torch_threads(1);
+  TempDir dir("eos");
+  const ModelConfig base = testing::tiny_config(ModelArch::Llama, 3);
+  const std::string t0 = testing::make_model(dir, "t0", base, 41);
+  const std::vector<int32_t> prompt = {7, 8, 9};
+  GenerateOptions ar = options(Rule::Draft, 1);
+  ar.autoregressive = true;
+  std::vector<int32_t> free_run;
+  {
+    ModelRuntime rt(t0, runtime_options_for(ar, 3, false));
+    free_run = generate(rt, nullptr, prompt, ar).tokens;
+  }
+  // The same weights with the 6th generated token declared EOS (a list, as Llama-3 writes it).
+  ModelConfig c = base;
+  c.eos_token_ids = {95, free_run[5]};
+  const std::string t = testing::make_model(dir, "t", c, 41);
+  write_truncated_model(t, dir.sub("d"), 1);
+  size_t first = 0;
+  while (free_run[first] != free_run[5]) ++first;
+  for (Rule rule : {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1}) {
+    GenerateOptions o = options(rule, 8);
+    o.stop_at_eos = true;
+    ModelRuntime target(t, runtime_options_for(o, 3, false));
+    ModelRuntime drafter(dir.sub("d"), runtime_options_for(o, 3, true));
+    const auto got = generate(target, &drafter, prompt, o).tokens;
+    EXPECT_EQ(got, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1)) << rule_name(rule);
+  }
+}
+
 TEST(GenerateErrors, RejectsBadRequests) {
   set_torch_threads(1);
   Models m(pairs()[0], 1);
