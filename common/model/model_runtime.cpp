@@ -270,6 +270,8 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
   if (options.max_tree < 1) throw std::invalid_argument("runtime: max_tree must be ≥ 1");
   m.device = parse_device_option(options.device);
   m.dtype = parse_dtype_option(options.dtype);
+  if (m.dtype == torch::kFloat16 && m.device.is_cpu())  // libtorch has no CPU fp16 matmul
+    throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
   m.w = load_weights(dir, m.device, m.dtype);
   const ModelConfig& c = m.w.config;
   m.vocab = c.vocab_size;

@@ -201,8 +201,13 @@ TEST(Runtime, RejectsBadTreesAndCommits) {
   EXPECT_THROW(rt.prefill(too_long), std::invalid_argument);  // beyond max_context 256
   RuntimeOptions o = small_options();
   o.dtype = "int8";
-  EXPECT_THROW(ModelRuntime(testing::make_model(dir, "m2", testing::tiny_config(ModelArch::Llama), 1), o),
-               std::invalid_argument);
+  const std::string m2 = testing::make_model(dir, "m2", testing::tiny_config(ModelArch::Llama), 1);
+  EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
+  o.dtype = "float16";  // CUDA only
+  EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
+  o.dtype = "float32";
+  o.device = "tpu";
+  EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
 }
 
 TEST(Runtime, TreeBuckets) {
