@@ -192,6 +192,7 @@ class MapReader {
 };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr uint32_t kTraceFields = 13;  // entries of one RoundTrace on the wire
 constexpr int64_t kMaxVocab = 1 << 24;
 
 PoolShape read_shape(const MapReader& r) {
@@ -333,7 +334,7 @@ std::string encode(const Header& h, const DoneBody& b) {
   pk.pack("trace");
   pk.pack_array(static_cast<uint32_t>(b.trace.size()));
   for (const RoundTrace& t : b.trace) {
-    pk.pack_array(11);
+    pk.pack_array(kTraceFields);
     pk.pack(t.commit_sent_ns);
     pk.pack(t.root_start_ns);
     pk.pack(t.root_end_ns);
@@ -344,7 +345,9 @@ std::string encode(const Header& h, const DoneBody& b) {
     pk.pack(t.emitted);
     pk.pack(t.tree_nodes);
     pk.pack(t.tree_pass_skipped);
-    pk.pack(0);  // reserved
+    pk.pack(t.tree_pass_ns);
+    pk.pack(t.verify_ns);
+    pk.pack(t.commit_ns);
   }
   return finish(buf);
 }
@@ -564,10 +567,10 @@ DoneBody Message::done() const {
   for (uint32_t i = 0; i < trace.via.array.size; ++i) {
     const auto& row = trace.via.array.ptr[i];
     const std::string where = "body.trace[" + std::to_string(i) + "]";
-    if (row.type != msgpack::type::ARRAY || row.via.array.size != 11)
-      throw ProtocolError(where, "must be an array of 11 entries");
+    if (row.type != msgpack::type::ARRAY || row.via.array.size != kTraceFields)
+      throw ProtocolError(where, "must be an array of " + std::to_string(kTraceFields) + " entries");
     const auto* v = row.via.array.ptr;
-    for (int k = 0; k < 11; ++k)
+    for (uint32_t k = 0; k < kTraceFields; ++k)
       if (!is_int(v[k]) && v[k].type != msgpack::type::BOOLEAN) throw ProtocolError(where, "entries must be integers");
     RoundTrace t;
     t.commit_sent_ns = v[0].as<int64_t>();
@@ -580,6 +583,9 @@ DoneBody Message::done() const {
     t.emitted = v[7].as<int32_t>();
     t.tree_nodes = v[8].as<int32_t>();
     t.tree_pass_skipped = v[9].type == msgpack::type::BOOLEAN ? v[9].via.boolean : v[9].as<int>() != 0;
+    t.tree_pass_ns = v[10].as<int64_t>();
+    t.verify_ns = v[11].as<int64_t>();
+    t.commit_ns = v[12].as<int64_t>();
     b.trace.push_back(t);
   }
   return b;

@@ -98,6 +98,8 @@ struct RoundTrace {
   int64_t root_start_ns = 0, root_end_ns = 0;  // root pass (0 when the rule has none)
   int64_t draft_start_ns = 0, draft_end_ns = 0;  // from the Pool
   int64_t pool_received_ns = 0;
+  int64_t tree_pass_ns = 0, verify_ns = 0, commit_ns = 0;  // durations: tree pass, selection +
+                                                            // verification, KV commit
   int32_t accepted = 0, emitted = 0, tree_nodes = 0;
   bool tree_pass_skipped = false;
 };

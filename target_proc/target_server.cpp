@@ -170,6 +170,7 @@ void TargetServer::serve(Pending& req) {
   const int V = target_.vocab_size();
   const auto& eos = target_.config().eos_token_ids;
   const uint64_t internal = next_internal_id_++;
+  int64_t commit_sent = 0;  // when the drafter was last told to draft (the round's start)
   DoneBody done;
   std::optional<TokenStreamDecoder> text;
   if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
@@ -185,7 +186,7 @@ void TargetServer::serve(Pending& req) {
       if (finished) break;
       done.tokens.push_back(t);
       delta.tokens.push_back(t);
-      if (text) delta.text += text->push(t);
+      if (text && t < tokenizer_->vocab_size()) delta.text += text->push(t);  // ids past it have no text
       const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
       if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
       if (r.stop_at_eos && is_eos) finished = true, stop = "eos";
@@ -209,6 +210,7 @@ void TargetServer::serve(Pending& req) {
   if (r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(r.prompt.begin(), r.prompt.end() - 1));
   int32_t root = r.prompt.back();
   done.ms_prefill = ms_since(done.prefill_start_ns);
+  commit_sent = monotonic_ns();
   try {
     if (!r.autoregressive) {
       // The drafter's own stream, drawn where rootspec-generate draws it (one RNG contract).
@@ -216,9 +218,10 @@ void TargetServer::serve(Pending& req) {
       Header h;
       h.type = MessageType::Prefill;
       h.request = internal;
-      send_drafter(encode(h, PrefillBody{r.prompt, config_.pool, draft_seed}));
+      const std::string prefill = encode(h, PrefillBody{r.prompt, config_.pool, draft_seed});
+      commit_sent = monotonic_ns();  // stamped before sending: the drafter may start at once
+      send_drafter(prefill);
     }
-    int64_t commit_sent = monotonic_ns();
     while (!finished && !cancel_current_) {
       RoundTrace tr;
       tr.commit_sent_ns = commit_sent;
@@ -235,6 +238,7 @@ void TargetServer::serve(Pending& req) {
         done.trace.push_back(tr);
         emit({root});
         drain_clients(&req);
+        commit_sent = monotonic_ns();  // ar: a round starts when the previous one ends
         continue;
       }
       // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
@@ -257,7 +261,7 @@ void TargetServer::serve(Pending& req) {
       in.vocab = V;
       int64_t t0 = monotonic_ns();
       const RoundPlan plan = plan_round(r.rule, in, root, rng);
-      done.ms_verify += ms_since(t0);
+      tr.verify_ns += monotonic_ns() - t0;
       // Tree pass: the anchor and the selected nodes below it, under the tree mask.
       RowsView rows;
       if (!plan.skip_tree_pass) {
@@ -276,17 +280,20 @@ void TargetServer::serve(Pending& req) {
         for (int i = 0; i <= n; ++i)
           probs_from_logits(logits.row(i), V, r.temperature, probs.data() + static_cast<size_t>(i) * V);
         rows = RowsView{probs.data(), 1 + n, V};
-        done.ms_tree_pass += ms_since(t0);
+        tr.tree_pass_ns = monotonic_ns() - t0;
       }
       // Verifier.
       t0 = monotonic_ns();
       const RoundOutcome out = finish_round(plan, r.verifier, rows, rng, &pool.pool);
-      done.ms_verify += ms_since(t0);
+      tr.verify_ns += monotonic_ns() - t0;
       // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
       t0 = monotonic_ns();
       if (!plan.skip_tree_pass) target_.commit(out.kept_pass_rows);
-      done.ms_commit += ms_since(t0);
       done.last_commit_ns = monotonic_ns();
+      tr.commit_ns = done.last_commit_ns - t0;
+      done.ms_tree_pass += tr.tree_pass_ns / 1e6;
+      done.ms_verify += tr.verify_ns / 1e6;
+      done.ms_commit += tr.commit_ns / 1e6;
       root = out.continuation;
       tr.accepted = out.accepted;
       tr.emitted = static_cast<int32_t>(out.emitted.size());
@@ -300,8 +307,9 @@ void TargetServer::serve(Pending& req) {
       h.type = MessageType::Commit;
       h.request = internal;
       h.round = static_cast<uint32_t>(done.rounds);
-      send_drafter(encode(h, CommitBody{out.emitted}));
+      const std::string commit = encode(h, CommitBody{out.emitted});
       commit_sent = monotonic_ns();
+      send_drafter(commit);
     }
   } catch (const DrafterGone&) {
     reply_error(req.client, req.id, MessageType::Generate, "drafter", "the drafter process is gone; request failed");

@@ -96,6 +96,7 @@ TEST(Protocol, RoundTripsEveryMessage) {
     t.draft_end_ns = 20;
     t.accepted = 2;
     t.tree_pass_skipped = true;
+    t.commit_ns = 77;
     d.trace = {t, t};
     const DoneBody r = parse(encode(header(MessageType::Done), d)).done();
     EXPECT_EQ(r.tokens, d.tokens);
@@ -103,6 +104,7 @@ TEST(Protocol, RoundTripsEveryMessage) {
     ASSERT_EQ(r.trace.size(), 2u);
     EXPECT_EQ(r.trace[1].draft_end_ns, 20);
     EXPECT_TRUE(r.trace[1].tree_pass_skipped);
+    EXPECT_EQ(r.trace[1].commit_ns, 77);
   }
   parse(encode_empty(header(MessageType::Cancel))).empty_body();
 }

@@ -50,6 +50,7 @@ nlohmann::json done_json(const DoneBody& d) {
     rounds.push_back({{"commit_sent_ns", t.commit_sent_ns}, {"root_start_ns", t.root_start_ns},
                       {"root_end_ns", t.root_end_ns}, {"draft_start_ns", t.draft_start_ns},
                       {"draft_end_ns", t.draft_end_ns}, {"pool_received_ns", t.pool_received_ns},
+                      {"tree_pass_ns", t.tree_pass_ns}, {"verify_ns", t.verify_ns}, {"commit_ns", t.commit_ns},
                       {"accepted", t.accepted}, {"emitted", t.emitted}, {"tree_nodes", t.tree_nodes},
                       {"tree_pass_skipped", t.tree_pass_skipped}});
   j["trace"] = rounds;
