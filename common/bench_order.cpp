@@ -11,16 +11,6 @@ namespace rootspec {
 
 namespace {
 
-// Unbiased index in [0, n) by rejection.
-uint64_t uniform_below(Rng& rng, uint64_t n) {
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() -
-                         std::numeric_limits<uint64_t>::max() % n;
-  uint64_t x;
-  do x = rng.next_u64();
-  while (x >= limit);
-  return x % n;
-}
-
 std::string duration(double s) {
   if (!(s >= 0) || !std::isfinite(s)) return "?";
   const long t = std::lround(s);

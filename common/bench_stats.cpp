@@ -18,17 +18,6 @@ namespace rootspec {
 
 namespace {
 
-// Unbiased index in [0, n) by rejection (plain % would favour low indices by ~n/2^64: harmless
-// here, but exactness is cheap).
-uint64_t uniform_below(Rng& rng, uint64_t n) {
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() -
-                         std::numeric_limits<uint64_t>::max() % n;
-  uint64_t x;
-  do x = rng.next_u64();
-  while (x >= limit);
-  return x % n;
-}
-
 // Linear interpolation between order statistics (Hyndman & Fan type 7, R's default).
 double quantile_sorted(const std::vector<double>& v, double q) {
   const double h = (static_cast<double>(v.size()) - 1.0) * q;

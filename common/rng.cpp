@@ -54,6 +54,16 @@ uint64_t Rng::next_u64() {
 
 double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
+uint64_t uniform_below(Rng& rng, uint64_t n) {
+  assert(n >= 1);
+  // Plain % would favour low values by ~n/2^64: harmless, but exactness is cheap.
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do x = rng.next_u64();
+  while (x >= limit);
+  return x % n;
+}
+
 int sample_index(const float* w, int n, Rng& rng) { return sample_index_impl(w, n, rng); }
 int sample_index(const double* w, int n, Rng& rng) { return sample_index_impl(w, n, rng); }
 

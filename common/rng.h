@@ -19,6 +19,9 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Unbiased integer in [0, n) (n ≥ 1), by rejection.
+uint64_t uniform_below(Rng& rng, uint64_t n);
+
 // Draws an index from the unnormalised non-negative weights w[0..n) by inverse CDF over
 // the index order (one uniform). Returns the last index with positive weight if rounding
 // runs past the end. Asserts that some weight is positive.

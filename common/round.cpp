@@ -4,6 +4,20 @@
 
 namespace rootspec {
 
+TreePassInput tree_pass_input(const RoundPlan& plan) {
+  const DraftTree& tree = plan.verify_tree;
+  TreePassInput in;
+  in.tokens.reserve(1 + tree.size());
+  in.parents.reserve(1 + tree.size());
+  in.tokens.push_back(plan.anchor_token);
+  in.parents.push_back(-1);
+  for (int i = 0; i < tree.size(); ++i) {
+    in.tokens.push_back(tree.token[i]);
+    in.parents.push_back(tree.parent[i] == kRoot ? 0 : tree.parent[i] + 1);
+  }
+  return in;
+}
+
 RoundOutcome finish_round(const RoundPlan& plan, Verifier verifier, const RowsView& rows,
                           Rng& rng, const Pool* pool) {
   RoundOutcome out;

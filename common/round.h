@@ -23,6 +23,13 @@ struct RoundOutcome {
   std::vector<int32_t> kept_pass_rows;
 };
 
+// The tree pass's input: the anchor token, then the verify tree's nodes, with parents as
+// pass indices (−1 for the anchor, 0 for a child of the anchor). [1 + n] each.
+struct TreePassInput {
+  std::vector<int32_t> tokens, parents;
+};
+TreePassInput tree_pass_input(const RoundPlan& plan);
+
 // Verifies plan.verify_tree with the tree pass's tempered rows ([1 + n, vocab], row 0 at the
 // anchor) and assembles the round's output. With plan.skip_tree_pass, rows are not read and
 // the drawn y alone is emitted.

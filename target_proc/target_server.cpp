@@ -266,16 +266,9 @@ void TargetServer::serve(Pending& req) {
       RowsView rows;
       if (!plan.skip_tree_pass) {
         t0 = monotonic_ns();
-        const DraftTree& tree = plan.verify_tree;
-        const int n = tree.size();
-        std::vector<int32_t> tokens(1 + n), parents(1 + n);  // [1 + n] anchor first
-        tokens[0] = plan.anchor_token;
-        parents[0] = -1;
-        for (int i = 0; i < n; ++i) {
-          tokens[i + 1] = tree.token[i];
-          parents[i + 1] = tree.parent[i] == kRoot ? 0 : tree.parent[i] + 1;
-        }
-        const RowsView logits = target_.tree_pass(tokens, parents);
+        const int n = plan.verify_tree.size();
+        const TreePassInput input = tree_pass_input(plan);  // [1 + n] anchor first
+        const RowsView logits = target_.tree_pass(input.tokens, input.parents);
         probs.resize(static_cast<size_t>(1 + n) * V);
         for (int i = 0; i <= n; ++i)
           probs_from_logits(logits.row(i), V, r.temperature, probs.data() + static_cast<size_t>(i) * V);

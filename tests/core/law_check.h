@@ -10,6 +10,23 @@
 
 namespace rootspec::testing {
 
+// The model of every seeded exactness test: V = 5, order 2 (125 cells for 3 tokens).
+inline const TableModel& law_test_model() {
+  static const TableModel m = TableModel::random(5, 2, /*seed=*/20261129, 2.0, 0.5);
+  return m;
+}
+
+// Pool top_k 3 (< V, so first draws can leave the pool), depth 4, expand 3: 30 candidates.
+inline SpecConfig law_test_config(Rule rule, Verifier verifier, double T, int B) {
+  SpecConfig c;
+  c.rule = rule;
+  c.verifier = verifier;
+  c.temperature = T;
+  c.budget = B;
+  c.shape = PoolShape{3, 4, 3};
+  return c;
+}
+
 // Runs `runs` decodes and tests the law of the first n tokens. Returns the test result.
 inline ChiSquareResult first_tokens_law(const TableModel& model, const SpecConfig& config, int n,
                                         int runs, uint64_t seed,

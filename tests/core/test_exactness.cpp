@@ -24,19 +24,10 @@ constexpr int kTokens = 3;
 constexpr int kRuns = 12000;
 constexpr double kMinP = 1e-4;
 
-const TableModel& test_model() {
-  static const TableModel m = TableModel::random(5, 2, /*seed=*/20261129, 2.0, 0.5);
-  return m;
-}
+const TableModel& test_model() { return testing::law_test_model(); }
 
 SpecConfig config_for(Rule rule, Verifier verifier, double T, int B) {
-  SpecConfig c;
-  c.rule = rule;
-  c.verifier = verifier;
-  c.temperature = T;
-  c.budget = B;
-  c.shape = PoolShape{3, 4, 3};
-  return c;
+  return testing::law_test_config(rule, verifier, T, B);
 }
 
 using Case = std::tuple<Rule, Verifier, double, int>;

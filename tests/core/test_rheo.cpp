@@ -18,18 +18,10 @@ namespace {
 constexpr int kRuns = 12000;
 constexpr double kMinP = 1e-4;
 
-const TableModel& test_model() {
-  static const TableModel m = TableModel::random(5, 2, /*seed=*/20261129, 2.0, 0.5);
-  return m;
-}
+const TableModel& test_model() { return testing::law_test_model(); }
 
 SpecConfig rheo_config(Rule rule, int m, double T, int B, int sparse) {
-  SpecConfig c;
-  c.rule = rule;
-  c.verifier = Verifier::Rheo;
-  c.temperature = T;
-  c.budget = B;
-  c.shape = PoolShape{3, 4, 3};
+  SpecConfig c = testing::law_test_config(rule, Verifier::Rheo, T, B);
   c.shape.rheo_m = m;
   c.shape.sparse = sparse;
   return c;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -17,8 +18,9 @@ struct SimRun {
   std::string out, err;
 };
 
+// Per process: ctest runs each test of this file as its own process, possibly in parallel.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "rootspec_sim_cli_" + name;
+  return ::testing::TempDir() + "rootspec_sim_cli_" + std::to_string(getpid()) + "_" + name;
 }
 
 SimRun run_sim(const std::string& args) {
