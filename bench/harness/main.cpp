@@ -1,0 +1,490 @@
+// rootspec-bench: the timing harness of issue 6 with the protocol of paper 000 App. D.14.
+//
+//   rootspec-bench --launch configs/random-cpu.toml --out bench/results/run1
+//   rootspec-bench --endpoint tcp://127.0.0.1:5600 --limit-prompts 5 --max-new-tokens 32 --out /tmp/b
+//
+// Every combination of the grid (decoders × temperatures × budgets; `ar` once per T) decodes
+// every prompt once, in an order rotated by the prompt's position in a seeded prompt order,
+// after warm-up decodes of the first --warmup prompts (bench_order.h). A decode's speed is the
+// tokens up to the first EOS over the time from the start of the target prefill to the last
+// commit, both stamped by the target (Done.prefill_start_ns, Done.last_commit_ns); a run's
+// speed is summed tokens over summed seconds; speeds and gains carry 95% percentile intervals
+// from paired bootstrap resamples of prompts (bench_stats.h).
+//
+// Writes to --out: records.csv (one row per decode, warm-up included and flagged),
+// summary.json (bench_stats summary plus a "run" object: options, failures), and with --trace
+// trace.jsonl (one line per round). Prints a table on stdout and a progress line on stderr.
+// Exit codes: 0 every decode succeeded; 1 a decode failed, the target went away or the run was
+// interrupted (outputs are still written for what ran); 2 bad options; 3 the pair did not start.
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "bench_order.h"
+#include "bench_stats.h"
+#include "decode_record.h"
+#include "pair_launcher.h"
+#include "prompt_set.h"
+#include "protocol.h"
+#include "transport.h"
+
+using namespace rootspec;
+using namespace rootspec::harness;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_signal(int) { g_interrupted = true; }
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char buf[4096];
+  if (!getcwd(buf, sizeof buf)) return path;
+  return std::string(buf) + "/" + path;
+}
+
+bool is_file(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The build folder this binary sits in: <build>/bench/harness/rootspec-bench.
+std::string own_build_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string p(buf, static_cast<size_t>(n));
+  for (int i = 0; i < 3; ++i) {
+    const size_t slash = p.rfind('/');
+    if (slash == std::string::npos) return "";
+    p.resize(slash);
+  }
+  return p;
+}
+
+void mkdirs(const std::string& dir) {
+  std::string cur;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!cur.empty()) mkdir(cur.c_str(), 0755);
+    }
+    if (i < dir.size()) cur += dir[i];
+  }
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw std::runtime_error("cannot create folder " + dir);
+}
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+std::string grid_name(const GridPoint& g) {
+  std::string s = g.decoder + " T=" + fmt("%g", g.temperature);
+  if (g.budget > 0) s += " B=" + std::to_string(g.budget);
+  return s;
+}
+
+// One request on the client socket.
+struct Outcome {
+  enum Kind { kDone, kError, kTimeout, kGone, kInterrupted } kind = kError;
+  DoneBody done;
+  std::string error;
+};
+
+class Client {
+ public:
+  Client(const std::string& endpoint) : sock_(ctx_, zmq::socket_type::dealer), watch_(ctx_, sock_, "bench") {
+    sock_.set(zmq::sockopt::linger, 200);
+    sock_.connect(endpoint);
+  }
+  Outcome generate(const GenerateBody& g, double timeout_s, PairLauncher* launcher) {
+    Header h;
+    h.type = MessageType::Generate;
+    h.request = ++request_;
+    sock_.send(zmq::buffer(encode(h, g)), zmq::send_flags::none);
+    const double deadline = now_s() + timeout_s;
+    Outcome o;
+    for (;;) {
+      zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}, {watch_.events().handle(), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(100));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;  // a signal (Ctrl-C): looked at below
+      }
+      zmq::message_t reply;
+      while (recv_dontwait(reply)) {
+        try {
+          const Message m(reply.data(), reply.size());
+          if (m.header().request != request_) continue;  // a late answer to a timed-out request
+          switch (m.header().type) {
+            case MessageType::Done:
+              o.kind = Outcome::kDone;
+              o.done = m.done();
+              return o;
+            case MessageType::Error: {
+              const ErrorBody e = m.error();
+              o.kind = Outcome::kError;
+              // The target's message may already start with the field ("rule: unknown rule …").
+              const bool named = e.field.empty() || e.message.rfind(e.field + ":", 0) == 0;
+              o.error = (named ? "" : e.field + ": ") + e.message;
+              return o;
+            }
+            case MessageType::Delta:
+              break;  // only with --stream
+            default:
+              o.kind = Outcome::kError;
+              o.error = std::string("unexpected ") + message_type_name(m.header().type) + " message";
+              return o;
+          }
+        } catch (const ProtocolError& e) {
+          o.kind = Outcome::kError;
+          o.error = std::string("bad reply: ") + e.what();
+          return o;
+        }
+      }
+      if (watch_.poll_disconnected() || (launcher && !launcher->alive())) {
+        o.kind = Outcome::kGone;
+        o.error = "the target went away";
+        return o;
+      }
+      if (g_interrupted) {
+        cancel();
+        o.kind = Outcome::kInterrupted;
+        o.error = "interrupted";
+        return o;
+      }
+      if (now_s() > deadline) {
+        cancel();
+        o.kind = Outcome::kTimeout;
+        o.error = "no answer within " + fmt("%g", timeout_s) + " s";
+        return o;
+      }
+    }
+  }
+
+ private:
+  bool recv_dontwait(zmq::message_t& m) {
+    for (;;) {
+      try {
+        return static_cast<bool>(sock_.recv(m, zmq::recv_flags::dontwait));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+    }
+  }
+  void cancel() {
+    Header h;
+    h.type = MessageType::Cancel;
+    h.request = request_;
+    sock_.send(zmq::buffer(encode_empty(h)), zmq::send_flags::dontwait);
+  }
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  DisconnectWatch watch_;
+  uint64_t request_ = 0;
+};
+
+struct Failure {
+  std::string prompt_id, decoder, error;
+  double temperature = 0;
+  int budget = 0;
+  bool warmup = false;
+};
+
+std::string estimate_text(const Estimate& e, double scale, const char* f) {
+  return fmt(f, e.value * scale) + " [" + fmt(f, e.lo * scale) + ", " + fmt(f, e.hi * scale) + "]";
+}
+
+void print_table(std::ostream& out, const BenchSummary& s) {
+  const int level = static_cast<int>(s.options.bootstrap.level * 100 + 0.5);
+  out << "decoder     T     B  decodes   tokens/s [" << level << "% interval]      vs " << s.options.ar
+      << " (%)                vs " << s.options.baseline << " (%)          acc/round\n";
+  for (const SummaryEntry& e : s.entries) {
+    char head[64];
+    std::snprintf(head, sizeof head, "%-10s %3g %5s %8d   ", e.decoder.c_str(), e.temperature,
+                  e.budget > 0 ? std::to_string(e.budget).c_str() : "-", e.decodes);
+    std::string line = head;
+    std::string sp = estimate_text(e.speed, 1, "%.1f");
+    sp.resize(std::max<size_t>(sp.size(), 28), ' ');
+    line += sp;
+    std::string ar = e.over_ar ? estimate_text(e.over_ar->estimate, 100, "%+.1f") : "-";
+    ar.resize(std::max<size_t>(ar.size(), 28), ' ');
+    line += ar;
+    std::string bl = e.over_baseline ? estimate_text(e.over_baseline->estimate, 100, "%+.1f") : "-";
+    bl.resize(std::max<size_t>(bl.size(), 26), ' ');
+    line += bl + fmt("%.2f", e.mean_accepted);
+    out << line << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
+  std::string endpoint, launch_config, prompts_path, out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root",
+                                                   temps_s = "0,1", budgets_s = "8,59", baseline = "draft", verifier,
+                                                   build_dir, run_dir, root_dir = ROOTSPEC_SOURCE_DIR;
+  std::vector<std::string> sets;
+  int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000;
+  uint64_t seed = 0;
+  double request_timeout_s = 600, level = 0.95;
+  bool trace = false, stream = false;
+  auto* ep = app.add_option("--endpoint", endpoint, "the running target's client endpoint (e.g. tcp://127.0.0.1:5600)");
+  auto* la = app.add_option("--launch", launch_config, "start a pair with `launch/rootspec up --config CONFIG` and stop it at the end");
+  ep->excludes(la);
+  app.add_option("--set", sets, "with --launch: section.key=value passed to the pair (repeatable), e.g. endpoints.client=tcp://127.0.0.1:5710");
+  app.add_option("--prompts", prompts_path, "prompt file (JSONL); default: bench/prompts/prompts.jsonl of the source tree");
+  app.add_option("--limit-prompts", limit_prompts, "use only the first N prompts of the file (0: all)")->capture_default_str();
+  app.add_option("--decoders", decoders_s, "decoders (rules) to compare; 'ar' is plain decoding")->capture_default_str();
+  app.add_option("--temperatures", temps_s, "temperatures (0 = greedy)")->capture_default_str();
+  app.add_option("--budgets", budgets_s, "tree budgets B")->capture_default_str();
+  app.add_option("--max-new-tokens", max_new_tokens, "limit per decode (default: the server's)");
+  app.add_option("--verifier", verifier, "verifier for every tree decoder (default: the server's)");
+  app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up prompts (each runs every combination once, not summarised)")->capture_default_str();
+  app.add_option("--baseline", baseline, "decoder the gains are measured against")->capture_default_str();
+  app.add_option("--resamples", resamples, "paired bootstrap resamples")->capture_default_str();
+  app.add_option("--level", level, "interval level")->capture_default_str();
+  app.add_option("--out", out_dir, "output folder")->capture_default_str();
+  app.add_flag("--trace", trace, "also write trace.jsonl, one line per round");
+  app.add_flag("--stream", stream, "ask for Delta messages while decoding (default: only Done)");
+  app.add_option("--request-timeout", request_timeout_s, "a decode fails after this many seconds")->capture_default_str();
+  app.add_option("--build-dir", build_dir, "with --launch: the build folder of the daemons (default: this binary's)");
+  app.add_option("--run-dir", run_dir, "with --launch: the pair's logs (default: OUT/run)");
+  app.add_option("--root", root_dir, "source tree (launcher, default prompts)")->capture_default_str();
+
+  std::vector<BenchPrompt> prompts;
+  std::vector<GridPoint> grid;
+  try {
+    app.parse(argc, argv);
+    if (endpoint.empty() && launch_config.empty()) throw CLI::ValidationError("--endpoint", "give --endpoint or --launch");
+    if (!sets.empty() && launch_config.empty()) throw CLI::ValidationError("--set", "only with --launch");
+    if (max_new_tokens == 0 || max_new_tokens < -1) throw CLI::ValidationError("--max-new-tokens", "must be >= 1");
+    if (warmup < 0) throw CLI::ValidationError("--warmup", "must be >= 0");
+    if (limit_prompts < 0) throw CLI::ValidationError("--limit-prompts", "must be >= 0");
+    if (resamples < 1) throw CLI::ValidationError("--resamples", "must be >= 1");
+    if (!(level > 0 && level < 1)) throw CLI::ValidationError("--level", "must be in (0, 1)");
+    if (prompts_path.empty()) prompts_path = root_dir + "/bench/prompts/prompts.jsonl";
+    try {
+      grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s), parse_budgets(budgets_s));
+      prompts = load_prompt_set(prompts_path);
+    } catch (const std::exception& e) {
+      throw CLI::ValidationError(e.what());
+    }
+    if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < prompts.size()) prompts.resize(limit_prompts);
+    if (prompts.empty()) throw CLI::ValidationError("--prompts", "no prompts in " + prompts_path);
+    if (warmup > static_cast<int>(prompts.size())) warmup = static_cast<int>(prompts.size());
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::cerr << "rootspec-bench: " << e.what() << "\n";
+    return 2;
+  }
+
+  try {
+    out_dir = absolute(out_dir);
+    mkdirs(out_dir);
+  } catch (const std::exception& e) {
+    std::cerr << "rootspec-bench: " << e.what() << "\n";
+    return 2;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  PairLauncher launcher;
+  if (!launch_config.empty()) {
+    LaunchOptions lo;
+    lo.script = root_dir + "/launch/rootspec";
+    lo.config = absolute(launch_config);
+    char real[PATH_MAX];
+    if (realpath(lo.config.c_str(), real)) lo.config = real;  // the launcher compares it with its default
+    if (!is_file(lo.config)) {
+      std::cerr << "rootspec-bench: --launch: no config file " << lo.config << "\n";
+      return 2;
+    }
+    lo.sets = sets;
+    lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
+    lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
+    std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
+              << " (build " << lo.build_dir << ", logs " << lo.run_dir << ")\n";
+    try {
+      endpoint = launcher.start(lo, &g_interrupted);
+    } catch (const LaunchError& e) {
+      std::cerr << "rootspec-bench: " << e.what() << "\n";
+      return 3;
+    }
+    std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
+  }
+
+  const std::vector<RunItem> order =
+      rotated_run_order(static_cast<int>(prompts.size()), static_cast<int>(grid.size()), RunOrderOptions{seed, warmup});
+  std::ofstream trace_out;
+  if (trace) {
+    trace_out.open(out_dir + "/trace.jsonl");
+    if (!trace_out) {
+      std::cerr << "rootspec-bench: cannot write " << out_dir << "/trace.jsonl\n";
+      return 2;
+    }
+  }
+  std::cerr << "rootspec-bench: " << prompts.size() << " prompts × " << grid.size() << " combinations + "
+            << warmup << " warm-up prompts = " << order.size() << " decodes\n";
+
+  std::vector<DecodeRecord> records;
+  std::vector<Failure> failures;
+  bool gone = false;
+  int64_t done_items = 0;
+  const double t_start = now_s();
+  double last_print = -1;
+  const bool tty = isatty(STDERR_FILENO);
+  std::string fatal;
+  try {
+    Client client(endpoint);
+    for (const RunItem& item : order) {
+      if (g_interrupted || gone) break;
+      const BenchPrompt& p = prompts[static_cast<size_t>(item.prompt)];
+      const GridPoint& g = grid[static_cast<size_t>(item.combination)];
+      GenerateBody body;
+      if (p.has_ids) {
+        body.prompt_ids = p.prompt_ids;
+        body.has_prompt_ids = true;
+      } else {
+        body.prompt = p.prompt;
+      }
+      body.raw = false;  // the server applies the model's chat template when it has one
+      body.max_new_tokens = max_new_tokens;
+      body.temperature = g.temperature;
+      body.rule = g.decoder;
+      if (g.budget > 0) body.verifier = verifier;
+      body.budget = g.budget > 0 ? g.budget : -1;
+      body.seed = decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget);
+      body.stream = stream;
+      body.stop_at_eos = true;
+      Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
+      if (o.kind == Outcome::kInterrupted) break;
+      if (o.kind == Outcome::kDone) {
+        try {
+          BuiltDecode b = build_decode(o.done, g, p.id, p.category, body.seed, item.warmup);
+          if (trace)
+            for (size_t i = 0; i < b.rounds.size(); ++i) {
+              nlohmann::ordered_json j = nlohmann::ordered_json::parse(round_trace_line(b.record, static_cast<int64_t>(i), b.rounds[i]));
+              j["warmup"] = item.warmup;
+              trace_out << j.dump() << "\n";
+            }
+          records.push_back(std::move(b.record));
+        } catch (const BadDone& e) {
+          o.kind = Outcome::kError;
+          o.error = std::string("untimeable Done: ") + e.what();
+        }
+      }
+      if (o.kind != Outcome::kDone) {
+        failures.push_back(Failure{p.id, g.decoder, o.error, g.temperature, g.budget, item.warmup});
+        std::cerr << (tty ? "\r\033[K" : "") << "rootspec-bench: FAILED " << p.id << " " << grid_name(g)
+                  << (item.warmup ? " (warm-up)" : "") << ": " << o.error << "\n";
+        if (o.kind == Outcome::kGone) gone = true;
+      }
+      ++done_items;
+      const double elapsed = now_s() - t_start;
+      if (tty || elapsed - last_print >= 10 || done_items == static_cast<int64_t>(order.size())) {
+        last_print = elapsed;
+        std::string line = progress_line(done_items, static_cast<int64_t>(order.size()), elapsed) + "  " + p.id +
+                           " " + grid_name(g) + (item.warmup ? " (warm-up)" : "");
+        if (!failures.empty()) line += "  failed " + std::to_string(failures.size());
+        std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      }
+    }
+    if (tty) std::cerr << "\n";
+  } catch (const std::exception& e) {  // stop the pair and keep what ran
+    fatal = e.what();
+    std::cerr << "\nrootspec-bench: error: " << fatal << "\n";
+  }
+  const bool interrupted = g_interrupted.load();
+  const double wall_s = now_s() - t_start;
+  int launcher_status = -1;
+  if (!launch_config.empty()) {
+    std::cerr << "rootspec-bench: stopping the pair\n";
+    launcher_status = launcher.stop();
+  }
+
+  // ---- outputs ---------------------------------------------------------------------------------
+  SummaryOptions so;
+  so.baseline = baseline;
+  so.bootstrap.resamples = resamples;
+  so.bootstrap.level = level;
+  so.bootstrap.seed = seed;
+  const BenchSummary summary = summarise(records, so);
+  nlohmann::json j = summary_to_json(summary);
+  nlohmann::json run;
+  run["endpoint"] = endpoint;
+  run["launch_config"] = launch_config;
+  run["prompts_file"] = prompts_path;
+  run["prompts"] = prompts.size();
+  run["combinations"] = grid.size();
+  run["warmup_prompts"] = warmup;
+  run["decodes_planned"] = order.size();
+  run["decodes_done"] = records.size();
+  run["max_new_tokens"] = max_new_tokens;
+  run["verifier"] = verifier.empty() ? "server default" : verifier;
+  run["seed"] = seed;
+  run["wall_s"] = wall_s;
+  run["interrupted"] = interrupted;
+  run["target_gone"] = gone;
+  run["error"] = fatal;
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  run["finished_utc"] = date;
+  nlohmann::json fails = nlohmann::json::array();
+  for (const Failure& f : failures)
+    fails.push_back({{"prompt_id", f.prompt_id}, {"decoder", f.decoder}, {"temperature", f.temperature},
+                     {"budget", f.budget}, {"warmup", f.warmup}, {"error", f.error}});
+  run["failures"] = fails;
+  j["run"] = run;
+  int rc = 0;
+  {
+    std::ofstream csv(out_dir + "/records.csv");
+    write_records_csv(csv, records);
+    std::ofstream js(out_dir + "/summary.json");
+    js << j.dump(2) << "\n";
+    if (!csv || !js) {
+      std::cerr << "rootspec-bench: cannot write the outputs to " << out_dir << "\n";
+      rc = 1;
+    }
+  }
+  print_table(std::cout, summary);
+  std::cout << "records: " << out_dir << "/records.csv  summary: " << out_dir << "/summary.json"
+            << (trace ? "  trace: " + out_dir + "/trace.jsonl" : "") << "\n";
+  std::cout << "plots: " << root_dir << "/bench/plot.sh " << out_dir << "/summary.json " << out_dir << "/records.csv\n";
+  if (!failures.empty()) {
+    std::cerr << "rootspec-bench: " << failures.size() << " decode(s) failed (listed in summary.json run.failures)\n";
+    rc = 1;
+  }
+  if (gone) std::cerr << "rootspec-bench: the target went away; the run stopped early\n";
+  if (interrupted) std::cerr << "rootspec-bench: interrupted; outputs hold the decodes that finished\n";
+  if (gone || interrupted || !fatal.empty()) rc = 1;
+  if (launcher_status > 0 && !interrupted)
+    std::cerr << "rootspec-bench: note: the launcher exited with status " << launcher_status << "\n";
+  return rc;
+}
