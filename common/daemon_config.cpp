@@ -39,6 +39,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key,
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
     if (key == "drafter") return void(c.drafter_endpoint = str());
+    if (key == "pool_transport") return void(c.pool_transport = str());
   } else if (section == "decoding") {
     if (key == "max_context") return void(c.max_context = integer());
     if (key == "max_new_tokens") return void(c.max_new_tokens = integer());
@@ -134,6 +135,8 @@ void DaemonConfig::validate() const {
   if (pool.sparse < 0) throw ConfigError("pool.sparse: must be at least 0");
   if (target.threads < 1 || drafter.threads < 1) throw ConfigError("threads: must be at least 1");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
+  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl")
+    throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\" or \"nccl\"");
 }
 
 }  // namespace rootspec

@@ -3,7 +3,9 @@
 //
 //   [target]   model, device, dtype, threads
 //   [drafter]  model, device, dtype, threads
-//   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects)
+//   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
+//              pool_transport ("auto": NCCL when built with it and the two processes are on
+//              different CUDA devices, else ZeroMQ; "zmq"; "nccl")
 //   [decoding] max_context, max_new_tokens, rule, verifier, budget, temperature, stop_at_eos
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse
 //   [limits]   peer_timeout_s (a silent peer past this is treated as dead)
@@ -34,6 +36,7 @@ struct DaemonConfig {
   ProcessConfig target, drafter;
   std::string client_endpoint = "tcp://127.0.0.1:5600";
   std::string drafter_endpoint = "tcp://127.0.0.1:5601";
+  std::string pool_transport = "auto";
   int max_context = 2048;
   int max_new_tokens = 128;
   std::string rule = "root-draw";   // ar | draft | root | root-draw | pearl | pearl-top1

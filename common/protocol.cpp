@@ -222,9 +222,18 @@ const char* message_type_name(MessageType type) {
 std::string encode(const Header& h, const HelloBody& b) {
   msgpack::sbuffer buf;
   Packer pk(&buf);
-  begin(pk, h, 2);
+  begin(pk, h, b.nccl_id.empty() ? 2 : 3);
   field(pk, "pid", b.pid);
   field(pk, "vocab", b.vocab);
+  if (!b.nccl_id.empty()) field(pk, "nccl_id", b.nccl_id);
+  return finish(buf);
+}
+
+std::string encode_nccl_announcement(const Header& h, size_t bytes) {
+  msgpack::sbuffer buf;
+  Packer pk(&buf);
+  begin(pk, h, 1);
+  field(pk, "nccl_bytes", static_cast<uint64_t>(bytes));
   return finish(buf);
 }
 
@@ -422,9 +431,24 @@ void expect_type(const Header& h, MessageType want) {
 HelloBody Message::hello() const {
   expect_type(header_, MessageType::Hello);
   const MapReader r(*impl_->body, "body");
-  r.only({"pid", "vocab"});
-  return {static_cast<int32_t>(r.integer("pid", 1, std::numeric_limits<int32_t>::max())),
-          static_cast<int32_t>(r.integer("vocab", 1, kMaxVocab))};
+  r.only({"pid", "vocab", "nccl_id"});
+  HelloBody b;
+  b.pid = static_cast<int32_t>(r.integer("pid", 1, std::numeric_limits<int32_t>::max()));
+  b.vocab = static_cast<int32_t>(r.integer("vocab", 1, kMaxVocab));
+  if (r.has("nccl_id")) b.nccl_id = r.string("nccl_id", 1024);
+  return b;
+}
+
+bool Message::is_nccl_announcement() const {
+  if (header_.type != MessageType::Pool) return false;
+  return MapReader(*impl_->body, "body").has("nccl_bytes");
+}
+
+size_t Message::nccl_bytes() const {
+  expect_type(header_, MessageType::Pool);
+  const MapReader r(*impl_->body, "body");
+  r.only({"nccl_bytes"});
+  return static_cast<size_t>(r.integer("nccl_bytes", 1, kMaxMessageBytes));
 }
 
 ReadyBody Message::ready() const {

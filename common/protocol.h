@@ -45,6 +45,7 @@ struct Header {
 struct HelloBody {
   int32_t pid = 0;     // the target process, so the drafter notices when it dies
   int32_t vocab = 0;   // the target's vocabulary; the drafter's must equal it
+  std::string nccl_id; // non-empty: pools travel over NCCL (common/nccl/pool_channel.h)
 };
 struct ReadyBody {
   int32_t pid = 0;
@@ -125,6 +126,7 @@ std::string encode(const Header& h, const GenerateBody& b);
 std::string encode(const Header& h, const DeltaBody& b);
 std::string encode(const Header& h, const DoneBody& b);
 std::string encode_empty(const Header& h);  // Cancel, Shutdown
+std::string encode_nccl_announcement(const Header& h, size_t bytes);  // a Pool sent over NCCL
 
 // A received message: the header is validated on construction (throws ProtocolError);
 // body_as_*() validate the body.
@@ -145,6 +147,9 @@ class Message {
   DeltaBody delta() const;
   DoneBody done() const;
   void empty_body() const;  // Cancel, Shutdown: the body must be an empty map
+  // A Pool whose body is {"nccl_bytes": n}: the Pool message itself follows over NCCL.
+  bool is_nccl_announcement() const;
+  size_t nccl_bytes() const;
 
  private:
   struct Impl;

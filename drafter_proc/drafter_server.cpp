@@ -33,7 +33,16 @@ void DrafterServer::draft_and_send(const std::string& identity, const std::vecto
   h.type = MessageType::Pool;
   h.request = request_;
   h.round = next_round_++;
-  send_routed(router_, identity, encode(h, body));
+  const std::string bytes = encode(h, body);
+  if (!nccl_) {
+    send_routed(router_, identity, bytes);
+    return;
+  }
+#ifdef ROOTSPEC_WITH_NCCL
+  // Announce the size over ZeroMQ, then the message itself device to device.
+  send_routed(router_, identity, encode_nccl_announcement(h, bytes.size()));
+  nccl_->send(bytes);
+#endif
 }
 
 bool DrafterServer::handle(const std::string& identity, const zmq::message_t& payload) {
@@ -55,6 +64,16 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
                                  std::to_string(rt_.vocab_size())),
                  true;
         target_pid_ = b.pid;
+        if (!b.nccl_id.empty()) {
+#ifdef ROOTSPEC_WITH_NCCL
+          const int device = cuda_device_index(config_.drafter.device);
+          if (device < 0) return reply_error(identity, h, "body.nccl_id", "the drafter is not on a CUDA device"), true;
+          nccl_ = std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device, config_.peer_timeout_s);
+#else
+          return reply_error(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)"),
+                 true;
+#endif
+        }
         Header r = h;
         r.type = MessageType::Ready;
         send_routed(router_, identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),

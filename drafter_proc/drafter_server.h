@@ -3,10 +3,12 @@
 // and grows the round's pool with tree passes over the drafter model, then sends the Pool.
 #pragma once
 
+#include <memory>
 #include <zmq.hpp>
 
 #include "daemon_config.h"
 #include "model_runtime.h"
+#include "pool_channel.h"
 #include "protocol.h"
 #include "rng.h"
 #include "runtime_drafter.h"
@@ -38,6 +40,7 @@ class DrafterServer {
   uint32_t next_round_ = 0;     // round the next Commit must carry
   PoolShape shape_;
   Rng draft_rng_;
+  std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
 };
 
 }  // namespace rootspec

@@ -58,9 +58,38 @@ void TargetServer::reply_error(const std::string& client, uint64_t id, MessageTy
 bool TargetServer::connect_drafter() {
   drafter_watch_ = std::make_unique<DisconnectWatch>(ctx_, drafter_, "target-drafter");
   drafter_.connect(config_.drafter_endpoint);
+  // Pool transport: NCCL when both processes sit on different CUDA devices (or when asked).
+  HelloBody hello{static_cast<int32_t>(getpid()), target_.vocab_size(), ""};
+  const int target_device = cuda_device_index(config_.target.device);
+  const int drafter_device = cuda_device_index(config_.drafter.device);
+  const bool want_nccl = config_.pool_transport == "nccl" ||
+                         (config_.pool_transport == "auto" && target_device >= 0 && drafter_device >= 0 &&
+                          target_device != drafter_device);
+#ifdef ROOTSPEC_WITH_NCCL
+  if (want_nccl) {
+    if (target_device < 0) {
+      std::cerr << "rootspec-target: pool_transport nccl needs the target on a CUDA device" << std::endl;
+      return false;
+    }
+    hello.nccl_id = PoolChannel::new_unique_id();
+  }
+#else
+  if (config_.pool_transport == "nccl") {
+    std::cerr << "rootspec-target: pool_transport nccl: this build has no NCCL (ROOTSPEC_WITH_NCCL)" << std::endl;
+    return false;
+  }
+  (void)want_nccl;
+#endif
   Header h;
   h.type = MessageType::Hello;
-  send_drafter(encode(h, HelloBody{static_cast<int32_t>(getpid()), target_.vocab_size()}));
+  send_drafter(encode(h, hello));
+#ifdef ROOTSPEC_WITH_NCCL
+  if (!hello.nccl_id.empty()) {  // collective: the drafter joins when it reads the Hello
+    nccl_ = std::make_shared<PoolChannel>(hello.nccl_id, PoolChannel::kTargetRank, target_device,
+                                          config_.peer_timeout_s);
+    std::cerr << "rootspec-target: pools travel over NCCL" << std::endl;
+  }
+#endif
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(config_.peer_timeout_s * 1e9);
   while (monotonic_ns() < deadline) {
     zmq::message_t reply;
@@ -134,7 +163,16 @@ PoolBody TargetServer::wait_pool(uint64_t request, uint32_t round, Pending& curr
     zmq::message_t reply;
     while (drafter_.recv(reply, zmq::recv_flags::dontwait)) {
       try {
-        const Message m(reply.data(), reply.size());
+        std::optional<Message> over_nccl;  // the Pool itself, when ZeroMQ only announced it
+        const Message announced(reply.data(), reply.size());
+        if (announced.is_nccl_announcement()) {
+          if (!nccl_) throw DrafterGone("the drafter announced an NCCL pool on a ZeroMQ pair");
+#ifdef ROOTSPEC_WITH_NCCL
+          const std::string bytes = nccl_->receive(announced.nccl_bytes());
+          over_nccl.emplace(bytes.data(), bytes.size());
+#endif
+        }
+        const Message& m = over_nccl ? *over_nccl : announced;
         if (m.header().type == MessageType::Error && m.header().request == request)
           throw DrafterGone("the drafter failed: " + m.error().message);
         if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)

@@ -11,6 +11,7 @@
 #include "chat_template.h"
 #include "daemon_config.h"
 #include "model_runtime.h"
+#include "pool_channel.h"
 #include "protocol.h"
 #include "request.h"
 #include "tokenizer.h"
@@ -59,6 +60,7 @@ class TargetServer {
   zmq::socket_t drafter_;  // DEALER, connected to the drafter
   std::unique_ptr<DisconnectWatch> drafter_watch_;
   int drafter_pid_ = 0;
+  std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL (different GPUs), else ZeroMQ
   std::deque<Pending> queue_;
   uint64_t next_internal_id_ = 1;
   bool cancel_current_ = false;

@@ -41,6 +41,15 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_EQ(m.hello().vocab, 32000);
   }
   {
+    const std::string id(128, '\x07');  // NCCL ids are raw bytes
+    const HelloBody b = parse(encode(header(MessageType::Hello), HelloBody{5, 6, id})).hello();
+    EXPECT_EQ(b.nccl_id, id);
+    const Message a = parse(encode_nccl_announcement(header(MessageType::Pool), 12345));
+    EXPECT_TRUE(a.is_nccl_announcement());
+    EXPECT_EQ(a.nccl_bytes(), 12345u);
+    EXPECT_FALSE(parse(encode(header(MessageType::Pool), PoolBody{})).is_nccl_announcement());
+  }
+  {
     const ReadyBody r = parse(encode(header(MessageType::Ready), ReadyBody{9, 100, "models/d"})).ready();
     EXPECT_EQ(r.model, "models/d");
   }
