@@ -14,11 +14,12 @@ DrafterServer::DrafterServer(const DaemonConfig& config, ModelRuntime& runtime)
   router_.bind(config.drafter_endpoint);
 }
 
-void DrafterServer::reply_error(const std::string& identity, const Header& about,
-                                const std::string& field, const std::string& message) {
+bool DrafterServer::refuse(const std::string& identity, const Header& about, const std::string& field,
+                           const std::string& message) {
   Header h = about;
   h.type = MessageType::Error;
   send_routed(router_, identity, encode(h, ErrorBody{field, message}));
+  return true;
 }
 
 void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
@@ -50,8 +51,7 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
   try {
     msg.emplace(payload.data(), payload.size());
   } catch (const ProtocolError& e) {
-    reply_error(identity, Header{}, e.field, e.what());
-    return true;
+    return refuse(identity, Header{}, e.field, e.what());
   }
   const Header& h = msg->header();
   try {
@@ -59,19 +59,17 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
       case MessageType::Hello: {
         const HelloBody b = msg->hello();
         if (b.vocab != rt_.vocab_size())
-          return reply_error(identity, h, "body.vocab",
+          return refuse(identity, h, "body.vocab",
                              "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
-                                 std::to_string(rt_.vocab_size())),
-                 true;
+                                 std::to_string(rt_.vocab_size()));
         target_pid_ = b.pid;
         if (!b.nccl_id.empty()) {
 #ifdef ROOTSPEC_WITH_NCCL
           const int device = cuda_device_index(config_.drafter.device);
-          if (device < 0) return reply_error(identity, h, "body.nccl_id", "the drafter is not on a CUDA device"), true;
+          if (device < 0) return refuse(identity, h, "body.nccl_id", "the drafter is not on a CUDA device");
           nccl_ = std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device, config_.peer_timeout_s);
 #else
-          return reply_error(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)"),
-                 true;
+          return refuse(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
 #endif
         }
         Header r = h;
@@ -84,16 +82,14 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
         PrefillBody b = msg->prefill();
         const int limit = config_.max_context;
         if (static_cast<int>(b.prompt.size()) > limit)
-          return reply_error(identity, h, "body.prompt",
+          return refuse(identity, h, "body.prompt",
                              std::to_string(b.prompt.size()) + " tokens, more than the drafter's context allows (" +
-                                 std::to_string(limit) + ")"),
-                 true;
+                                 std::to_string(limit) + ")");
         for (size_t i = 0; i < b.prompt.size(); ++i)
           if (b.prompt[i] >= rt_.vocab_size())
-            return reply_error(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary"),
-                   true;
+            return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary");
         if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
-          return reply_error(identity, h, "body.shape", "pool shape larger than the drafter's tree cache"), true;
+          return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
         rt_.truncate(0);
         request_ = h.request;
         next_round_ = 0;
@@ -105,17 +101,15 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
       case MessageType::Commit: {
         const CommitBody b = msg->commit();
         if (h.request != request_ || request_ == 0)
-          return reply_error(identity, h, "request", "no Prefill for request " + std::to_string(h.request)), true;
+          return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
         if (h.round != next_round_)
-          return reply_error(identity, h, "round",
-                             "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round)),
-                 true;
+          return refuse(identity, h, "round",
+                             "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round));
         for (size_t i = 0; i < b.tokens.size(); ++i)
           if (b.tokens[i] >= rt_.vocab_size())
-            return reply_error(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary"),
-                   true;
+            return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary");
         if (rt_.length() + static_cast<int>(b.tokens.size()) > config_.max_context + shape_.depth + 2)
-          return reply_error(identity, h, "body.tokens", "the drafter's context is full"), true;
+          return refuse(identity, h, "body.tokens", "the drafter's context is full");
         draft_and_send(identity, b.tokens);
         return true;
       }
@@ -127,16 +121,14 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
         msg->empty_body();
         return false;
       default:
-        reply_error(identity, h, "type",
-                    std::string("the drafter does not accept ") + message_type_name(h.type) + " messages");
-        return true;
+        return refuse(identity, h, "type",
+                      std::string("the drafter does not accept ") + message_type_name(h.type) + " messages");
     }
   } catch (const ProtocolError& e) {
-    reply_error(identity, h, e.field, e.what());
+    return refuse(identity, h, e.field, e.what());
   } catch (const std::exception& e) {
-    reply_error(identity, h, "", std::string("drafter failure: ") + e.what());
+    return refuse(identity, h, "", std::string("drafter failure: ") + e.what());
   }
-  return true;
 }
 
 int DrafterServer::run() {

@@ -24,8 +24,9 @@ class DrafterServer {
  private:
   // Handles one message; returns false on Shutdown.
   bool handle(const std::string& identity, const zmq::message_t& payload);
-  void reply_error(const std::string& identity, const Header& about, const std::string& field,
-                   const std::string& message);
+  // Answers a bad message with an Error naming `field`; returns true (keep serving).
+  bool refuse(const std::string& identity, const Header& about, const std::string& field,
+              const std::string& message);
   // Appends `tokens` to the drafter's context, grows the pool and sends it.
   void draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens);
 

@@ -46,9 +46,8 @@ bool TargetServer::send_client(const Pending& to, const std::string& bytes) {
   return false;
 }
 
-void TargetServer::reply_error(const std::string& client, uint64_t id, MessageType about,
-                               const std::string& field, const std::string& message) {
-  (void)about;
+void TargetServer::reply_error(const std::string& client, uint64_t id, const std::string& field,
+                               const std::string& message) {
   Header h;
   h.type = MessageType::Error;
   h.request = id;
@@ -122,7 +121,7 @@ void TargetServer::drain_clients(Pending* current) {
     try {
       msg.emplace(frame->payload.data(), frame->payload.size());
     } catch (const ProtocolError& e) {
-      reply_error(frame->identity, 0, MessageType::Error, e.field, e.what());
+      reply_error(frame->identity, 0, e.field, e.what());
       continue;
     }
     const Header& h = msg->header();
@@ -147,11 +146,11 @@ void TargetServer::drain_clients(Pending* current) {
           cancel_current_ = true;
           break;
         default:
-          reply_error(frame->identity, h.request, h.type, "type",
+          reply_error(frame->identity, h.request, "type",
                       std::string("the target does not accept ") + message_type_name(h.type) + " messages");
       }
     } catch (const ProtocolError& e) {
-      reply_error(frame->identity, h.request, h.type, e.field, e.what());
+      reply_error(frame->identity, h.request, e.field, e.what());
     }
   }
 }
@@ -202,7 +201,7 @@ void TargetServer::serve(Pending& req) {
   try {
     r = resolve_request(req.body, config_, target_.vocab_size(), target_.options().max_tree - 1, tokenizer_, chat_);
   } catch (const ProtocolError& e) {
-    return reply_error(req.client, req.id, MessageType::Generate, e.field, e.what());
+    return reply_error(req.client, req.id, e.field, e.what());
   }
   cancel_current_ = false;
   const int V = target_.vocab_size();
@@ -227,7 +226,10 @@ void TargetServer::serve(Pending& req) {
       if (text && t < tokenizer_->vocab_size()) delta.text += text->push(t);  // ids past it have no text
       const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
       if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
-      if (r.stop_at_eos && is_eos) finished = true, stop = "eos";
+      if (r.stop_at_eos && is_eos) {
+        finished = true;
+        stop = "eos";
+      }
       if (static_cast<int>(done.tokens.size()) >= r.max_new_tokens ||
           static_cast<int>(r.prompt.size() + done.tokens.size()) >= config_.max_context)
         finished = true;
@@ -343,7 +345,7 @@ void TargetServer::serve(Pending& req) {
       send_drafter(commit);
     }
   } catch (const DrafterGone&) {
-    reply_error(req.client, req.id, MessageType::Generate, "drafter", "the drafter process is gone; request failed");
+    reply_error(req.client, req.id, "drafter", "the drafter process is gone; request failed");
     throw;
   }
   if (cancel_current_ && !finished) {
@@ -377,10 +379,10 @@ int TargetServer::run() {
         std::cerr << "rootspec-target: " << e.what() << "; failing " << queue_.size() << " queued request(s)"
                   << std::endl;
         for (const Pending& q : queue_)
-          reply_error(q.client, q.id, MessageType::Generate, "drafter", "the drafter process is gone");
+          reply_error(q.client, q.id, "drafter", "the drafter process is gone");
         return 3;
       } catch (const std::exception& e) {
-        reply_error(req.client, req.id, MessageType::Generate, "", std::string("target failure: ") + e.what());
+        reply_error(req.client, req.id, "", std::string("target failure: ") + e.what());
       }
       continue;
     }

@@ -48,8 +48,7 @@ class TargetServer {
   bool drafter_alive();
   // Sends to a client; false (and the request is marked cancelled) if it has gone.
   bool send_client(const Pending& to, const std::string& bytes);
-  void reply_error(const std::string& client, uint64_t id, MessageType about, const std::string& field,
-                   const std::string& message);
+  void reply_error(const std::string& client, uint64_t id, const std::string& field, const std::string& message);
 
   const DaemonConfig& config_;
   ModelRuntime& target_;
