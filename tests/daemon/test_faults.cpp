@@ -115,21 +115,31 @@ TEST(Faults, MalformedMessagesOnEverySocketGetAnErrorAndServingGoesOn) {
   EXPECT_EQ(r.done->tokens.size(), 24u);
 }
 
-// launch/rootspec up: if either process dies, the launcher stops the other and exits non-zero.
-void launcher_tears_down_after_killing(bool kill_drafter) {
-  const std::string dir = fresh_dir("launcher");
+// Starts `launch/rootspec up` on a fresh random-pair config; returns its pid once the pair is up.
+pid_t launch_pair(const std::string& dir, const std::string& log) {
   const std::string config = write_pair_config(dir);
-  const std::string log = dir + "/launcher.log";
   setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
   setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
   setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
-  const pid_t launcher = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
+  const pid_t launcher =
+      spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
   const auto start = Clock::now();
   while (read_file(log).find("the pair is up") == std::string::npos) {
-    ASSERT_LT(seconds_since(start), 60) << read_file(log);
-    ASSERT_EQ(wait_exit(launcher, 0), -1) << read_file(log);
+    if (seconds_since(start) > 60 || wait_exit(launcher, 0) != -1) {
+      ADD_FAILURE() << "the launcher did not bring the pair up: " << read_file(log);
+      return -1;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return launcher;
+}
+
+// launch/rootspec up: if either process dies, the launcher stops the other and exits non-zero.
+void launcher_tears_down_after_killing(bool kill_drafter) {
+  const std::string dir = fresh_dir("launcher");
+  const std::string log = dir + "/launcher.log";
+  const pid_t launcher = launch_pair(dir, log);
+  ASSERT_GT(launcher, 0);
   std::istringstream pids(read_file(dir + "/run/pids"));
   pid_t drafter = 0, target = 0;
   pids >> drafter >> target;
@@ -143,6 +153,21 @@ void launcher_tears_down_after_killing(bool kill_drafter) {
   EXPECT_FALSE(process_alive(target));
   EXPECT_NE(read_file(log).find("last log lines"), std::string::npos) << read_file(log);
   if (status == -1) kill(launcher, SIGKILL);
+}
+
+TEST(Faults, LauncherDownStopsThePairCleanly) {
+  const std::string dir = fresh_dir("launcher");
+  const std::string log = dir + "/launcher.log";
+  const pid_t launcher = launch_pair(dir, log);
+  ASSERT_GT(launcher, 0);
+  std::istringstream pids(read_file(dir + "/run/pids"));
+  pid_t drafter = 0, target = 0;
+  pids >> drafter >> target;
+  const pid_t down = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"}, dir + "/down.log");
+  EXPECT_EQ(wait_exit(down, 20), 0) << read_file(dir + "/down.log");
+  EXPECT_EQ(wait_exit(launcher, 20), 0) << read_file(log);
+  EXPECT_FALSE(process_alive(drafter));
+  EXPECT_FALSE(process_alive(target));
 }
 
 TEST(Faults, LauncherTearsDownThePairWhenTheDrafterDies) { launcher_tears_down_after_killing(true); }
