@@ -139,24 +139,40 @@ class MapReader {
     if (o.via.str.size > max_len) throw ProtocolError(at(key), "longer than " + std::to_string(max_len) + " bytes");
     return std::string(o.via.str.ptr, o.via.str.size);
   }
+  // Arrays are checked element by element; the field path is only built for an error (pools
+  // carry thousands of entries per round).
   template <typename T>
   std::vector<T> int_array(const char* key, size_t max_len, int64_t lo, int64_t hi) const {
     const auto& a = array(key, max_len);
     std::vector<T> out(a.size);
-    for (uint32_t i = 0; i < a.size; ++i)
-      out[i] = static_cast<T>(as_int(a.ptr[i], at(key) + "[" + std::to_string(i) + "]", lo, hi));
+    for (uint32_t i = 0; i < a.size; ++i) {
+      const msgpack::object& o = a.ptr[i];
+      const bool in_range = o.type == msgpack::type::POSITIVE_INTEGER
+                                ? o.via.u64 <= static_cast<uint64_t>(hi) && static_cast<int64_t>(o.via.u64) >= lo
+                                : o.type == msgpack::type::NEGATIVE_INTEGER && o.via.i64 >= lo && o.via.i64 <= hi;
+      if (!in_range) as_int(o, element(key, i), lo, hi);  // throws with the element's path
+      out[i] = static_cast<T>(o.type == msgpack::type::POSITIVE_INTEGER ? static_cast<int64_t>(o.via.u64) : o.via.i64);
+    }
     return out;
   }
   template <typename T>
   std::vector<T> number_array(const char* key, size_t max_len, double lo, double hi) const {
     const auto& a = array(key, max_len);
     std::vector<T> out(a.size);
-    for (uint32_t i = 0; i < a.size; ++i)
-      out[i] = static_cast<T>(as_number(a.ptr[i], at(key) + "[" + std::to_string(i) + "]", lo, hi));
+    for (uint32_t i = 0; i < a.size; ++i) {
+      const msgpack::object& o = a.ptr[i];
+      const bool is_float = o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64;
+      if (is_float && o.via.f64 >= lo && o.via.f64 <= hi) {  // NaN fails both comparisons
+        out[i] = static_cast<T>(o.via.f64);
+        continue;
+      }
+      out[i] = static_cast<T>(as_number(o, element(key, i), lo, hi));
+    }
     return out;
   }
   MapReader map(const char* key) const { return MapReader(need(key), at(key)); }
   std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string element(const char* key, uint32_t i) const { return at(key) + "[" + std::to_string(i) + "]"; }
 
  private:
   const msgpack::object_array& array(const char* key, size_t max_len) const {
