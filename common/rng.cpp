@@ -15,22 +15,22 @@ uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 template <typename T>
 int sample_index_impl(const T* w, int n, Rng& rng) {
+  // Weights are ≥ 0 (precondition). The total pass has no branches: it runs over the whole
+  // vocabulary for every draw.
   double total = 0.0;
-  int last_positive = -1;
-  for (int i = 0; i < n; ++i) {
-    assert(w[i] >= 0);
-    if (w[i] > 0) {
-      total += static_cast<double>(w[i]);
-      last_positive = i;
-    }
-  }
-  assert(last_positive >= 0 && "sample_index: no positive weight");
+  for (int i = 0; i < n; ++i) total += static_cast<double>(w[i]);
+  assert(total > 0 && "sample_index: no positive weight");
   const double u = rng.uniform() * total;
   double acc = 0.0;
+  int last_positive = -1;
   for (int i = 0; i < n; ++i) {
-    acc += static_cast<double>(w[i]);
-    if (u < acc && w[i] > 0) return i;
+    if (w[i] > 0) {
+      acc += static_cast<double>(w[i]);
+      last_positive = i;
+      if (u < acc) return i;
+    }
   }
+  assert(last_positive >= 0);
   return last_positive;  // u landed in the rounding gap at the end
 }
 }  // namespace

@@ -17,16 +17,23 @@ constexpr RuleInfo kRules[] = {{Rule::Draft, "draft"},         {Rule::Root, "roo
                                {Rule::RootDraw, "root-draw"}, {Rule::Pearl, "pearl"},
                                {Rule::PearlTop1, "pearl-top1"}, {Rule::Oracle, "oracle"}};
 
-// The first `budget` nodes of `order`, sorted by pool index.
-std::vector<int> take_top(std::vector<int> order, int budget) {
-  if (static_cast<int>(order.size()) > budget) order.resize(budget);
+// The `budget` best pool nodes under `better` (a strict order), sorted by pool index. Only the
+// kept prefix is ordered: selection runs every round on 710 candidates.
+template <typename Better>
+std::vector<int> take_top(int pool_size, int budget, Better better) {
+  std::vector<int> order(pool_size);
+  std::iota(order.begin(), order.end(), 0);
+  const int kept = std::min(budget, pool_size);
+  std::partial_sort(order.begin(), order.begin() + kept, order.end(), better);
+  order.resize(kept);
   std::sort(order.begin(), order.end());
   return order;
 }
 
 // Draft selection: the B highest-ranked candidates (paper 000 App. C).
 std::vector<int> draft_tree_nodes(const SelectionInputs& in) {
-  return take_top(ranked(*in.pool), in.budget);
+  const Pool& pool = *in.pool;
+  return take_top(pool.size(), in.budget, [&](int a, int b) { return ranks_before(pool, a, b); });
 }
 
 // Root selection: the first draft factor q(x₁) replaced by the root row's p(x₁) (paper 000
@@ -43,14 +50,11 @@ std::vector<int> root_tree_nodes(const SelectionInputs& in) {
     tail[u] = p == kRoot ? 0.0 : tail[p] + pool.logq[u];
     score[u] = lead[u] + tail[u];
   }
-  std::vector<int> order(pool.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
+  return take_top(pool.size(), in.budget, [&](int a, int b) {
     if (score[a] != score[b]) return score[a] > score[b];
     if (pool.depth[a] != pool.depth[b]) return pool.depth[a] < pool.depth[b];
     return a < b;
   });
-  return take_top(order, in.budget);
 }
 
 // Oracle: the B largest exact path probabilities (ancestor-closed: P is non-increasing along
@@ -59,14 +63,11 @@ std::vector<int> oracle_tree_nodes(const SelectionInputs& in) {
   const Pool& pool = *in.pool;
   assert(in.pool_path_probs && static_cast<int>(in.pool_path_probs->size()) == pool.size());
   const std::vector<double>& P = *in.pool_path_probs;
-  std::vector<int> order(pool.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
+  return take_top(pool.size(), in.budget, [&](int a, int b) {
     if (P[a] != P[b]) return P[a] > P[b];
     if (pool.depth[a] != pool.depth[b]) return pool.depth[a] < pool.depth[b];
     return a < b;
   });
-  return take_top(order, in.budget);
 }
 
 int level_one_node(const Pool& pool, const std::vector<int>& nodes, int32_t token) {
