@@ -204,157 +204,46 @@ void TargetServer::serve(Pending& req) {
     return reply_error(req.client, req.id, e.field, e.what());
   }
   cancel_current_ = false;
-  const int V = target_.vocab_size();
-  const auto& eos = target_.config().eos_token_ids;
-  const uint64_t internal = next_internal_id_++;
-  int64_t commit_sent = 0;  // when the drafter was last told to draft (the round's start)
-  DoneBody done;
-  std::optional<TokenStreamDecoder> text;
-  if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
-  std::vector<float> root_probs(V), probs;  // [vocab], [1 + n, vocab] tempered target rows
-  Rng rng(r.seed);
-  bool finished = false;
-  std::string stop = "length";
-
-  // Emits tokens as generate() does: stop at max_new_tokens, or after the first EOS.
-  auto emit = [&](const std::vector<int32_t>& tokens) {
-    DeltaBody delta;
-    for (int32_t t : tokens) {
-      if (finished) break;
-      done.tokens.push_back(t);
-      delta.tokens.push_back(t);
-      if (text && t < tokenizer_->vocab_size()) delta.text += text->push(t);  // ids past it have no text
-      const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
-      if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
-      if (r.stop_at_eos && is_eos) {
-        finished = true;
-        stop = "eos";
-      }
-      if (static_cast<int>(done.tokens.size()) >= r.max_new_tokens ||
-          static_cast<int>(r.prompt.size() + done.tokens.size()) >= config_.max_context)
-        finished = true;
-    }
-    if (finished && text) delta.text += text->finish();
-    if (r.stream && !delta.tokens.empty()) {
-      Header h;
-      h.type = MessageType::Delta;
-      h.request = req.id;
-      h.round = static_cast<uint32_t>(done.rounds);
-      send_client(req, encode(h, delta));
-    }
-  };
+  Active a{req, std::move(r)};
+  a.internal = next_internal_id_++;
+  a.rng = Rng(a.r.seed);
+  a.root_probs.resize(target_.vocab_size());
+  if (tokenizer_) a.text.emplace(*tokenizer_, /*skip_special=*/true);
 
   // Target cache: C minus the root token, which is the last of C.
-  done.prefill_start_ns = monotonic_ns();
+  a.done.prefill_start_ns = monotonic_ns();
   target_.truncate(0);
-  if (r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(r.prompt.begin(), r.prompt.end() - 1));
-  int32_t root = r.prompt.back();
-  done.ms_prefill = ms_since(done.prefill_start_ns);
-  commit_sent = monotonic_ns();
+  if (a.r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(a.r.prompt.begin(), a.r.prompt.end() - 1));
+  a.root = a.r.prompt.back();
+  a.done.ms_prefill = ms_since(a.done.prefill_start_ns);
+  a.commit_sent = monotonic_ns();
   try {
-    if (!r.autoregressive) {
+    if (!a.r.autoregressive) {
       // The drafter's own stream, drawn where rootspec-generate draws it (one RNG contract).
-      const uint64_t draft_seed = config_.pool.rheo_m >= 0 ? rng.next_u64() : 0;
+      const uint64_t draft_seed = config_.pool.rheo_m >= 0 ? a.rng.next_u64() : 0;
       Header h;
       h.type = MessageType::Prefill;
-      h.request = internal;
-      const std::string prefill = encode(h, PrefillBody{r.prompt, config_.pool, draft_seed});
-      commit_sent = monotonic_ns();  // stamped before sending: the drafter may start at once
+      h.request = a.internal;
+      const std::string prefill = encode(h, PrefillBody{a.r.prompt, config_.pool, draft_seed});
+      a.commit_sent = monotonic_ns();  // stamped before sending: the drafter may start at once
       send_drafter(prefill);
     }
-    while (!finished && !cancel_current_) {
-      RoundTrace tr;
-      tr.commit_sent_ns = commit_sent;
-      if (r.autoregressive) {  // plain decoding: one root pass per token
-        tr.root_start_ns = monotonic_ns();
-        const RowsView row = target_.root_pass(root);
-        probs_from_logits(row.row(0), V, r.temperature, root_probs.data());
-        root = sample_index(root_probs.data(), V, rng);
-        tr.root_end_ns = monotonic_ns();
-        done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
-        tr.emitted = 1;
-        done.last_commit_ns = monotonic_ns();
-        ++done.rounds;
-        done.trace.push_back(tr);
-        emit({root});
-        drain_clients(&req);
-        commit_sent = monotonic_ns();  // ar: a round starts when the previous one ends
-        continue;
-      }
-      // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
-      SelectionInputs in;
-      if (rule_draws_first(r.rule)) {
-        tr.root_start_ns = monotonic_ns();
-        const RowsView row = target_.root_pass(root);
-        probs_from_logits(row.row(0), V, r.temperature, root_probs.data());
-        in.root_probs = root_probs.data();
-        tr.root_end_ns = monotonic_ns();
-        done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
-      }
-      // Drafter → TreeSelector.
-      const PoolBody pool = wait_pool(internal, static_cast<uint32_t>(done.rounds), req, &done.ms_drafter_wait);
-      tr.pool_received_ns = monotonic_ns();
-      tr.draft_start_ns = pool.draft_start_ns;
-      tr.draft_end_ns = pool.draft_end_ns;
-      in.pool = &pool.pool;
-      in.budget = r.budget;
-      in.vocab = V;
-      int64_t t0 = monotonic_ns();
-      const RoundPlan plan = plan_round(r.rule, in, root, rng);
-      tr.verify_ns += monotonic_ns() - t0;
-      // Tree pass: the anchor and the selected nodes below it, under the tree mask.
-      RowsView rows;
-      if (!plan.skip_tree_pass) {
-        t0 = monotonic_ns();
-        const int n = plan.verify_tree.size();
-        const TreePassInput input = tree_pass_input(plan);  // [1 + n] anchor first
-        const RowsView logits = target_.tree_pass(input.tokens, input.parents);
-        probs.resize(static_cast<size_t>(1 + n) * V);
-        for (int i = 0; i <= n; ++i)
-          probs_from_logits(logits.row(i), V, r.temperature, probs.data() + static_cast<size_t>(i) * V);
-        rows = RowsView{probs.data(), 1 + n, V};
-        tr.tree_pass_ns = monotonic_ns() - t0;
-      }
-      // Verifier.
-      t0 = monotonic_ns();
-      const RoundOutcome out = finish_round(plan, r.verifier, rows, rng, &pool.pool);
-      tr.verify_ns += monotonic_ns() - t0;
-      // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
-      t0 = monotonic_ns();
-      if (!plan.skip_tree_pass) target_.commit(out.kept_pass_rows);
-      done.last_commit_ns = monotonic_ns();
-      tr.commit_ns = done.last_commit_ns - t0;
-      done.ms_tree_pass += tr.tree_pass_ns / 1e6;
-      done.ms_verify += tr.verify_ns / 1e6;
-      done.ms_commit += tr.commit_ns / 1e6;
-      root = out.continuation;
-      tr.accepted = out.accepted;
-      tr.emitted = static_cast<int32_t>(out.emitted.size());
-      tr.tree_nodes = out.verified_nodes;
-      tr.tree_pass_skipped = plan.skip_tree_pass;
-      ++done.rounds;
-      done.trace.push_back(tr);
-      emit(out.emitted);
-      if (finished || cancel_current_) break;
-      Header h;
-      h.type = MessageType::Commit;
-      h.request = internal;
-      h.round = static_cast<uint32_t>(done.rounds);
-      const std::string commit = encode(h, CommitBody{out.emitted});
-      commit_sent = monotonic_ns();
-      send_drafter(commit);
+    while (!a.finished && !cancel_current_) {
+      if (a.r.autoregressive) autoregressive_round(a);
+      else speculative_round(a);
     }
   } catch (const DrafterGone&) {
     reply_error(req.client, req.id, "drafter", "the drafter process is gone; request failed");
     throw;
   }
-  if (cancel_current_ && !finished) {
-    stop = "cancelled";
+  DoneBody& done = a.done;
+  if (cancel_current_ && !a.finished) {
+    a.stop = "cancelled";
     std::cerr << "rootspec-target: request " << req.id << " cancelled after " << done.tokens.size() << " tokens"
               << std::endl;
   }
   if (done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
-  done.stop_reason = stop;
+  done.stop_reason = a.stop;
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
   done.tokens_per_second = seconds > 0 ? done.tokens_to_eos / seconds : 0.0;
   Header h;
@@ -362,6 +251,124 @@ void TargetServer::serve(Pending& req) {
   h.request = req.id;
   h.round = static_cast<uint32_t>(done.rounds);
   send_client(req, encode(h, done));
+}
+
+void TargetServer::autoregressive_round(Active& a) {
+  const int V = target_.vocab_size();
+  RoundTrace tr;
+  tr.commit_sent_ns = a.commit_sent;
+  tr.root_start_ns = monotonic_ns();
+  const RowsView row = target_.root_pass(a.root);
+  probs_from_logits(row.row(0), V, a.r.temperature, a.root_probs.data());
+  a.root = sample_index(a.root_probs.data(), V, a.rng);
+  tr.root_end_ns = a.done.last_commit_ns = monotonic_ns();
+  a.done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
+  tr.emitted = 1;
+  ++a.done.rounds;
+  a.done.trace.push_back(tr);
+  emit(a, {a.root});
+  drain_clients(&a.req);
+  a.commit_sent = monotonic_ns();  // a round starts when the previous one ends
+}
+
+void TargetServer::speculative_round(Active& a) {
+  const int V = target_.vocab_size();
+  DoneBody& done = a.done;
+  RoundTrace tr;
+  tr.commit_sent_ns = a.commit_sent;
+  // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
+  SelectionInputs in;
+  if (rule_draws_first(a.r.rule)) {
+    tr.root_start_ns = monotonic_ns();
+    const RowsView row = target_.root_pass(a.root);
+    probs_from_logits(row.row(0), V, a.r.temperature, a.root_probs.data());
+    in.root_probs = a.root_probs.data();
+    tr.root_end_ns = monotonic_ns();
+    done.ms_root_pass += (tr.root_end_ns - tr.root_start_ns) / 1e6;
+  }
+  // Drafter → TreeSelector.
+  const PoolBody pool = wait_pool(a.internal, static_cast<uint32_t>(done.rounds), a.req, &done.ms_drafter_wait);
+  tr.pool_received_ns = monotonic_ns();
+  tr.draft_start_ns = pool.draft_start_ns;
+  tr.draft_end_ns = pool.draft_end_ns;
+  in.pool = &pool.pool;
+  in.budget = a.r.budget;
+  in.vocab = V;
+  int64_t t0 = monotonic_ns();
+  const RoundPlan plan = plan_round(a.r.rule, in, a.root, a.rng);
+  tr.verify_ns += monotonic_ns() - t0;
+  // Tree pass: the anchor and the selected nodes below it, under the tree mask.
+  RowsView rows;
+  if (!plan.skip_tree_pass) {
+    t0 = monotonic_ns();
+    const int n = plan.verify_tree.size();
+    const TreePassInput input = tree_pass_input(plan);  // [1 + n] anchor first
+    const RowsView logits = target_.tree_pass(input.tokens, input.parents);
+    a.probs.resize(static_cast<size_t>(1 + n) * V);
+    for (int i = 0; i <= n; ++i)
+      probs_from_logits(logits.row(i), V, a.r.temperature, a.probs.data() + static_cast<size_t>(i) * V);
+    rows = RowsView{a.probs.data(), 1 + n, V};
+    tr.tree_pass_ns = monotonic_ns() - t0;
+  }
+  // Verifier.
+  t0 = monotonic_ns();
+  const RoundOutcome out = finish_round(plan, a.r.verifier, rows, a.rng, &pool.pool);
+  tr.verify_ns += monotonic_ns() - t0;
+  // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
+  t0 = monotonic_ns();
+  if (!plan.skip_tree_pass) target_.commit(out.kept_pass_rows);
+  done.last_commit_ns = monotonic_ns();
+  tr.commit_ns = done.last_commit_ns - t0;
+  a.root = out.continuation;
+  // Statistics, then stream the tokens.
+  done.ms_tree_pass += tr.tree_pass_ns / 1e6;
+  done.ms_verify += tr.verify_ns / 1e6;
+  done.ms_commit += tr.commit_ns / 1e6;
+  tr.accepted = out.accepted;
+  tr.emitted = static_cast<int32_t>(out.emitted.size());
+  tr.tree_nodes = out.verified_nodes;
+  tr.tree_pass_skipped = plan.skip_tree_pass;
+  ++done.rounds;
+  done.trace.push_back(tr);
+  emit(a, out.emitted);
+  if (a.finished || cancel_current_) return;
+  // Commit: the drafter appends the emitted tokens and drafts the next round's pool.
+  Header h;
+  h.type = MessageType::Commit;
+  h.request = a.internal;
+  h.round = static_cast<uint32_t>(done.rounds);
+  const std::string commit = encode(h, CommitBody{out.emitted});
+  a.commit_sent = monotonic_ns();
+  send_drafter(commit);
+}
+
+void TargetServer::emit(Active& a, const std::vector<int32_t>& tokens) {
+  const auto& eos = target_.config().eos_token_ids;
+  DoneBody& done = a.done;
+  DeltaBody delta;
+  for (int32_t t : tokens) {
+    if (a.finished) break;
+    done.tokens.push_back(t);
+    delta.tokens.push_back(t);
+    if (a.text && t < tokenizer_->vocab_size()) delta.text += a.text->push(t);  // ids past it have no text
+    const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
+    if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
+    if (a.r.stop_at_eos && is_eos) {
+      a.finished = true;
+      a.stop = "eos";
+    }
+    if (static_cast<int>(done.tokens.size()) >= a.r.max_new_tokens ||
+        static_cast<int>(a.r.prompt.size() + done.tokens.size()) >= config_.max_context)
+      a.finished = true;
+  }
+  if (a.finished && a.text) delta.text += a.text->finish();
+  if (a.r.stream && !delta.tokens.empty()) {
+    Header h;
+    h.type = MessageType::Delta;
+    h.request = a.req.id;
+    h.round = static_cast<uint32_t>(done.rounds);
+    send_client(a.req, encode(h, delta));
+  }
 }
 
 int TargetServer::run() {

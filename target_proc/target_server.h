@@ -14,7 +14,9 @@
 #include "pool_channel.h"
 #include "protocol.h"
 #include "request.h"
+#include "rng.h"
 #include "tokenizer.h"
+#include "tokenizer_stream.h"
 #include "transport.h"
 
 namespace rootspec {
@@ -37,11 +39,34 @@ class TargetServer {
     using std::runtime_error::runtime_error;
   };
 
+  // The request being served and everything its rounds share.
+  struct Active {
+    Pending& req;
+    ResolvedRequest r;
+    uint64_t internal = 0;      // request id towards the drafter (unique per server)
+    Rng rng;                    // the request's one generator (rng.h contract)
+    int32_t root = -1;          // the root token: last of C, not yet in the target's cache
+    int64_t commit_sent = 0;    // when the drafter was last told to draft (a round's start)
+    bool finished = false;
+    std::string stop = "length";
+    DoneBody done;
+    std::optional<TokenStreamDecoder> text;
+    std::vector<float> root_probs, probs;  // [vocab], [1 + n, vocab] tempered target rows
+  };
+
   bool connect_drafter();
   // Reads every waiting client message: queues Generate, handles Cancel and Shutdown,
   // answers bad messages with an Error. `current` is the request being served, if any.
   void drain_clients(Pending* current);
   void serve(Pending& request);
+  // One round of plain decoding (rule ar): a root pass and a draw.
+  void autoregressive_round(Active& a);
+  // One speculative round (DESIGN §1): root pass while the drafter drafts → pool → select →
+  // tree pass → verify → KV commit → stream → Commit to the drafter.
+  void speculative_round(Active& a);
+  // Appends tokens as rootspec-generate does (stop at max_new_tokens, or after the first EOS)
+  // and streams them.
+  void emit(Active& a, const std::vector<int32_t>& tokens);
   // The drafter's Pool for (request, round), serving clients meanwhile. Throws DrafterGone.
   PoolBody wait_pool(uint64_t request, uint32_t round, Pending& current, double* waited_ms);
   void send_drafter(const std::string& bytes);
