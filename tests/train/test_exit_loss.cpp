@@ -1,0 +1,113 @@
+// ExitTrain (paper 003 §5): the node weights of a hand-made tree are the canonical exit law
+// w(v) = P(v)·ρ(v) and sum to 1; the loss is −Σ_{v≠root} w(v) log q(x_v | c, path(parent(v)))
+// with each log q equal to a plain causal forward of that parent context.
+#include <cmath>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "exit_loss.h"
+#include "random_model.h"
+#include "train_model.h"
+
+using namespace rootspec;
+
+namespace {
+
+// Anchor a; children b (token 0), c (token 1); b has child d (token 2). Vocab 4.
+DraftTree hand_tree() {
+  DraftTree t;
+  t.token = {0, 1, 2};
+  t.parent = {kRoot, kRoot, 0};
+  t.depth = {1, 1, 2};
+  t.pool_index = {0, 1, 2};
+  return t;
+}
+
+}  // namespace
+
+TEST(ExitLoss, WeightsOfHandMadeTreeAreTheExitLaw) {
+  const DraftTree t = hand_tree();
+  // Target probability rows [1 + n, vocab]: anchor, b, c, d.
+  const std::vector<float> p = {0.5f, 0.3f, 0.1f, 0.1f,   // at the anchor
+                                0.2f, 0.2f, 0.4f, 0.2f,   // at b
+                                0.25f, 0.25f, 0.25f, 0.25f,  // at c (leaf)
+                                0.1f, 0.2f, 0.3f, 0.4f};  // at d (leaf)
+  const auto w = exit_weights(t, RowsView{p.data(), 4, 4});
+  ASSERT_EQ(w.size(), 4u);
+  // P(b) = 0.5, P(c) = 0.3, P(d) = 0.5·0.4 = 0.2.
+  // ρ(anchor) = 1 − 0.5 − 0.3 = 0.2; ρ(b) = 1 − 0.4 = 0.6; leaves: ρ = 1.
+  EXPECT_NEAR(w[0], 1.0 * 0.2, 1e-7);
+  EXPECT_NEAR(w[1], 0.5 * 0.6, 1e-7);
+  EXPECT_NEAR(w[2], 0.3, 1e-7);
+  EXPECT_NEAR(w[3], 0.2, 1e-7);
+  EXPECT_NEAR(w[0] + w[1] + w[2] + w[3], 1.0, 1e-12);
+}
+
+TEST(ExitLoss, RejectsRowsThatDoNotMatchTheTree) {
+  const DraftTree t = hand_tree();
+  const std::vector<float> p(12, 0.25f);
+  EXPECT_THROW(exit_weights(t, RowsView{p.data(), 3, 4}), std::runtime_error);
+}
+
+TEST(ExitLoss, LossIsExitWeightedLogLikelihoodUnderTreeParentContexts) {
+  set_torch_threads(1);
+  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
+  c.tie_word_embeddings = true;
+  TrainModel drafter(c, 5);
+  ExitExample ex;
+  ex.context = {256, 65, 66, 67};
+  ex.tree = hand_tree();
+  ex.exit = {0.2, 0.3, 0.3, 0.2};
+  auto loss = exit_loss(drafter, ex);
+  // Independent: one causal forward per node of context + path(parent), read x_v.
+  torch::NoGradGuard ng;
+  auto logq_after = [&](std::vector<int32_t> seq, int32_t x) {
+    auto t = torch::empty({1, int64_t(seq.size())}, torch::kInt64);
+    for (size_t i = 0; i < seq.size(); ++i) t[0][i] = seq[i];
+    return torch::log_softmax(drafter.forward(t)[0][int64_t(seq.size()) - 1], -1)[x].item<double>();
+  };
+  const auto& ctx = ex.context;
+  auto with = [&](std::vector<int32_t> extra) {
+    auto s = ctx;
+    s.insert(s.end(), extra.begin(), extra.end());
+    return s;
+  };
+  const double expect = -(0.3 * logq_after(ctx, 0) + 0.3 * logq_after(ctx, 1) + 0.2 * logq_after(with({0}), 2));
+  EXPECT_NEAR(loss.item<double>(), expect, 1e-5);
+}
+
+TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
+  set_torch_threads(1);
+  // A tiny random target folder and a tiny trainable drafter over the same vocabulary.
+  const auto dir = (std::filesystem::temp_directory_path() / "rootspec_train_exit_target").string();
+  std::filesystem::remove_all(dir);
+  ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
+  RandomModelOptions ro;
+  ro.seed = 9;
+  write_random_model(dir, tc, ro);
+  RuntimeOptions opts;
+  opts.max_context = 32;
+  opts.max_tree = 8;
+  ModelRuntime target(dir, opts);
+  ModelConfig dc = tc;
+  dc.tie_word_embeddings = true;
+  TrainModel drafter(dc, 2);
+  PoolShape shape;
+  shape.top_k = 3;
+  shape.depth = 3;
+  shape.expand = 2;
+  auto ex = build_exit_example(drafter, target, {256, 1, 2, 3, 4}, shape, 6, 1.0);
+  EXPECT_EQ(ex.tree.size(), 6);
+  EXPECT_EQ(validate_tree(ex.tree), "");
+  ASSERT_EQ(ex.exit.size(), 7u);
+  double sum = 0, pv = 0;
+  for (double w : ex.exit) {
+    EXPECT_GE(w, 0.0);
+    sum += w;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  // V(T) = Σ_v P(v) equals the expected exit depth Σ_v w(v)·depth(v) (paper 003 §3.2).
+  for (int i = 0; i < ex.tree.size(); ++i) pv += ex.exit[i + 1] * ex.tree.depth[i];
+  EXPECT_NEAR(ex.accepted, pv, 1e-6);
+}

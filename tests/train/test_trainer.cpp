@@ -1,0 +1,165 @@
+// The training loop at tiny scale: the loss falls on a repeated corpus, a stopped-and-resumed
+// run ends bit for bit where an uninterrupted one does, checkpoints round-trip, and distill /
+// exittrain / token-only run end to end.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "byte_corpus.h"
+#include "checkpoint.h"
+#include "model_runtime.h"
+#include "random_model.h"
+#include "train_fixtures.h"
+#include "train_model.h"
+#include "trainer.h"
+
+using namespace rootspec;
+
+namespace {
+
+ModelShape tiny_shape() {
+  ModelShape s;
+  s.layers = 1;
+  s.hidden = 32;
+  s.heads = 2;
+  s.intermediate = 64;
+  s.max_position = 128;
+  return s;
+}
+
+LoopOptions tiny_loop(const std::string& corpus, const std::string& out, int64_t steps) {
+  LoopOptions o;
+  o.corpus = {corpus};
+  o.out = out;
+  o.steps = steps;
+  o.batch = 4;
+  o.seq = 32;
+  o.lr = 1e-2;
+  o.seed = 7;
+  o.eval_windows = 4;
+  o.checkpoint_every = 0;
+  o.threads = 1;
+  o.quiet = true;
+  return o;
+}
+
+}  // namespace
+
+TEST(Trainer, PretrainLossFallsOnRepeatedCorpus) {
+  const auto d = test::fresh_dir("run");
+  const auto corpus = test::write_tiny_corpus(d);
+  auto r = run_pretrain(tiny_loop(corpus, d + "/out", 50), tiny_shape());
+  ASSERT_EQ(r.losses.size(), 50u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += r.losses[i] / 5;
+  for (int i = 45; i < 50; ++i) last += r.losses[i] / 5;
+  EXPECT_LT(last, 0.6 * first) << "first " << first << " last " << last;
+  EXPECT_GT(r.heldout_bpb, 0.0);
+  EXPECT_LT(r.heldout_bpb, 8.0);  // better than uniform over bytes
+  // The output is a model folder the runtime loads, with the byte tokenizer.
+  ModelRuntime rt(d + "/out", RuntimeOptions{});
+  EXPECT_EQ(rt.vocab_size(), kByteVocab);
+  std::ifstream in(d + "/out/config.json");
+  nlohmann::json cj;
+  in >> cj;
+  EXPECT_EQ(cj["rootspec_tokenizer"], "bytes");
+}
+
+TEST(Trainer, ResumeEqualsUninterruptedRun) {
+  const auto d = test::fresh_dir("run");
+  const auto corpus = test::write_tiny_corpus(d);
+  run_pretrain(tiny_loop(corpus, d + "/full", 8), tiny_shape());
+  auto part = tiny_loop(corpus, d + "/part", 8);
+  part.stop_after = 3;
+  auto first = run_pretrain(part, tiny_shape());
+  EXPECT_EQ(first.steps_done, 3);
+  part.stop_after = 0;
+  // Without --resume an existing checkpoint is never overwritten.
+  EXPECT_THROW(run_pretrain(part, tiny_shape()), std::runtime_error);
+  part.resume = true;
+  auto second = run_pretrain(part, tiny_shape());
+  EXPECT_EQ(second.steps_done, 8);
+  EXPECT_EQ(second.losses.size(), 5u);
+  TrainModel a(d + "/full"), b(d + "/part");
+  for (size_t i = 0; i < a.named_parameters().size(); ++i)
+    EXPECT_TRUE(torch::equal(a.named_parameters()[i].second, b.named_parameters()[i].second))
+        << a.named_parameters()[i].first;
+}
+
+TEST(Trainer, CheckpointRoundTripsWeightsOptimizerAndStep) {
+  set_torch_threads(1);
+  const auto d = test::fresh_dir("ck");
+  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
+  c.tie_word_embeddings = true;
+  TrainModel m(c, 1);
+  torch::optim::AdamW opt(m.parameters(), torch::optim::AdamWOptions(1e-2));
+  auto x = torch::randint(0, 256, {2, 9}, torch::kInt64);
+  opt.zero_grad();
+  torch::nn::functional::cross_entropy(m.forward(x.narrow(1, 0, 8)).reshape({-1, kByteVocab}),
+                                       x.narrow(1, 1, 8).reshape({-1}))
+      .backward();
+  opt.step();
+  save_checkpoint(d, m, opt, {{"step", 1}}, byte_tokenizer_keys());
+  ASSERT_EQ(find_checkpoint(d), d + "/checkpoint");
+  TrainModel m2(c, 2);  // different weights, overwritten by the load
+  torch::optim::AdamW opt2(m2.parameters(), torch::optim::AdamWOptions(1e-2));
+  auto state = load_checkpoint(find_checkpoint(d), m2, opt2);
+  EXPECT_EQ(state["step"], 1);
+  for (size_t i = 0; i < m.named_parameters().size(); ++i) {
+    const auto& p = m.named_parameters()[i].second;
+    const auto& q = m2.named_parameters()[i].second;
+    EXPECT_TRUE(torch::equal(p, q));
+    auto& s1 = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+    auto& s2 = static_cast<torch::optim::AdamWParamState&>(*opt2.state().at(c10::guts::to_string(q.unsafeGetTensorImpl())));
+    EXPECT_EQ(s1.step(), s2.step());
+    EXPECT_TRUE(torch::equal(s1.exp_avg(), s2.exp_avg()));
+    EXPECT_TRUE(torch::equal(s1.exp_avg_sq(), s2.exp_avg_sq()));
+  }
+}
+
+TEST(Trainer, HeldOutSplitIsDeterministicAndDisjointFromBatches) {
+  const auto d = test::fresh_dir("c");
+  const auto corpus = test::write_tiny_corpus(d);
+  ByteCorpus a({corpus}, 33), b({corpus}, 33);
+  EXPECT_TRUE(torch::equal(a.heldout_windows(33, 4), b.heldout_windows(33, 4)));
+  EXPECT_TRUE(torch::equal(a.batch(7, 5, 4, 33), b.batch(7, 5, 4, 33)));
+  EXPECT_FALSE(torch::equal(a.batch(7, 5, 4, 33), a.batch(7, 6, 4, 33)));
+  EXPECT_GT(a.heldout_tokens(), 0);
+  EXPECT_EQ(a.train_tokens() + a.heldout_tokens(), 1 + 60 * 47);
+}
+
+TEST(Trainer, DistillExitTrainAndTokenOnlyRunEndToEnd) {
+  const auto d = test::fresh_dir("run");
+  const auto corpus = test::write_tiny_corpus(d);
+  run_pretrain(tiny_loop(corpus, d + "/target", 20), tiny_shape());
+  ModelShape small = tiny_shape();
+  small.hidden = 16;
+  small.heads = 2;
+  small.intermediate = 32;
+  auto dl = tiny_loop(corpus, d + "/drafter", 10);
+  auto r = run_distill(dl, small, d + "/target");
+  EXPECT_LT(r.losses.back(), r.losses.front());  // KL to the target falls
+  ExitOptions e;
+  e.target_dir = d + "/target";
+  e.drafter_dir = d + "/drafter";
+  e.budget = 8;
+  e.top_k = 3;
+  e.depth = 3;
+  e.expand = 2;
+  auto el = tiny_loop(corpus, d + "/exit", 2);
+  el.batch = 2;
+  el.seq = 16;
+  auto ex = run_exittrain(el, e);
+  EXPECT_EQ(ex.steps_done, 2);
+  EXPECT_TRUE(std::isfinite(ex.last_loss));
+  EXPECT_GT(ex.last_loss, 0.0);
+  e.token_only = true;
+  auto tl = el;
+  tl.out = d + "/token";
+  auto to = run_exittrain(tl, e);
+  EXPECT_EQ(to.steps_done, 2);
+  ModelRuntime rt(d + "/exit", RuntimeOptions{});  // a drafter folder the runtime loads
+  EXPECT_EQ(rt.vocab_size(), kByteVocab);
+}

@@ -1,0 +1,106 @@
+// rootspec-train: pretrain a byte-level target, distill a drafter from it, and fine-tune the
+// drafter with ExitTrain (paper 003 §5) or its token-only control (§6.2). Issue 7.
+//
+//   rootspec-train pretrain  --corpus $(tools/train/corpus.sh) --out models/small-target …
+//   rootspec-train distill   --target models/small-target --corpus … --out models/small-drafter …
+//   rootspec-train exittrain --target T --drafter D --corpus … --out D-exit --budget 8 [--token-only]
+//   rootspec-train eval      --model DIR --corpus …        (held-out bits per byte)
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "trainer.h"
+
+using namespace rootspec;
+
+namespace {
+
+void add_loop(CLI::App* c, LoopOptions& o) {
+  c->add_option("--corpus", o.corpus, "corpus text files (tools/train/corpus.sh prints the default list)")
+      ->required();
+  c->add_option("--out", o.out, "output model folder (checkpoint in OUT/checkpoint)")->required();
+  c->add_option("--steps", o.steps, "optimizer steps in total");
+  c->add_option("--batch", o.batch, "sequences (contexts) per step");
+  c->add_option("--seq", o.seq, "tokens per training sequence (exittrain: context length)");
+  c->add_option("--lr", o.lr, "peak learning rate (AdamW)");
+  c->add_option("--min-lr-ratio", o.min_lr_ratio, "cosine floor as a fraction of --lr");
+  c->add_option("--warmup", o.warmup, "linear warmup steps (-1: min(100, steps/10))");
+  c->add_option("--weight-decay", o.weight_decay, "AdamW decay of the weight matrices");
+  c->add_option("--clip", o.clip, "gradient norm clip");
+  c->add_option("--seed", o.seed, "seed of initial weights and batches");
+  c->add_option("--eval-every", o.eval_every, "held-out evaluation every N steps (0: at the end only)");
+  c->add_option("--eval-windows", o.eval_windows, "held-out windows per evaluation");
+  c->add_option("--checkpoint-every", o.checkpoint_every, "checkpoint every N steps");
+  c->add_flag("--resume", o.resume, "continue from OUT/checkpoint");
+  c->add_option("--stop-after", o.stop_after, "stop with a checkpoint once N steps are done (resume later)");
+  c->add_option("--threads", o.threads, "torch intra-op threads (0: torch default)");
+  c->add_flag("--quiet", o.quiet, "no progress line");
+}
+
+void add_shape(CLI::App* c, ModelShape& s) {
+  c->add_option("--layers", s.layers, "decoder layers");
+  c->add_option("--hidden", s.hidden, "hidden size");
+  c->add_option("--heads", s.heads, "attention heads");
+  c->add_option("--kv-heads", s.kv_heads, "key/value heads (0: = heads)");
+  c->add_option("--intermediate", s.intermediate, "SwiGLU width (0: 8/3·hidden rounded to 32)");
+  c->add_option("--max-position", s.max_position, "max_position_embeddings");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rootspec-train: byte-level target pretraining, drafter distillation, ExitTrain (paper 003 §5)"};
+  app.require_subcommand(1);
+  LoopOptions loop;
+  ModelShape shape;
+  std::string target_dir, model_dir;
+  ExitOptions ex;
+
+  auto* pre = app.add_subcommand("pretrain", "train a byte-level Llama-family target from scratch");
+  add_loop(pre, loop);
+  add_shape(pre, shape);
+
+  auto* dis = app.add_subcommand("distill", "train a smaller drafter on KL(target ‖ drafter)");
+  add_loop(dis, loop);
+  add_shape(dis, shape);
+  dis->add_option("--target", target_dir, "target model folder")->required();
+
+  auto* ext = app.add_subcommand("exittrain", "fine-tune a drafter with the exit-weighted loss (paper 003 §5)");
+  add_loop(ext, loop);
+  ext->add_option("--target", ex.target_dir, "frozen target model folder")->required();
+  ext->add_option("--drafter", ex.drafter_dir, "drafter model folder to start from")->required();
+  ext->add_option("--budget", ex.budget, "B: tree nodes kept by draft selection");
+  ext->add_option("--top-k", ex.top_k, "pool: children per forwarded node");
+  ext->add_option("--depth", ex.depth, "pool: deepest level");
+  ext->add_option("--expand", ex.expand, "pool: nodes forwarded per step");
+  ext->add_option("--temperature", ex.temperature, "target temperature of the exit law (0 = greedy)");
+  ext->add_flag("--token-only", ex.token_only, "control of paper 003 §6.2: plain next-token fine-tuning");
+
+  auto* ev = app.add_subcommand("eval", "held-out bits per byte of a model folder");
+  ev->add_option("--model", model_dir, "model folder")->required();
+  ev->add_option("--corpus", loop.corpus, "corpus text files")->required();
+  ev->add_option("--seq", loop.seq, "tokens per window");
+  ev->add_option("--eval-windows", loop.eval_windows, "held-out windows");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    TrainResult r;
+    if (*pre) {
+      r = run_pretrain(loop, shape);
+    } else if (*dis) {
+      r = run_distill(loop, shape, target_dir);
+    } else if (*ext) {
+      r = run_exittrain(loop, ex);
+    } else {
+      std::printf("%.4f\n", heldout_bits_per_byte(model_dir, loop.corpus, loop.seq, loop.eval_windows));
+      return 0;
+    }
+    std::printf("steps %lld  last loss %.4f  held-out bpb %.4f  %.3f s/step\n", (long long)r.steps_done, r.last_loss,
+                r.heldout_bpb, r.seconds_per_step);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rootspec-train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
