@@ -214,9 +214,13 @@ torch::Tensor TrainModel::forward(const torch::Tensor& tokens, const torch::Tens
       q = rms_norm(q, param(p + "self_attn.q_norm.weight"), c.rms_norm_eps);
       k = rms_norm(k, param(p + "self_attn.k_norm.weight"), c.rms_norm_eps);
     }
-    q = rope(q, cos, sin).transpose(1, 2);                               // [b, nh, t, hd]
-    k = rope(k, cos, sin).transpose(1, 2).repeat_interleave(g, 1);       // [b, nh, t, hd]: head h reads kv h/g
-    v = v.transpose(1, 2).repeat_interleave(g, 1);                       // [b, nh, t, hd]
+    q = rope(q, cos, sin).transpose(1, 2);  // [b, nh, t, hd]
+    k = rope(k, cos, sin).transpose(1, 2);  // [b, nkv, t, hd]
+    v = v.transpose(1, 2);                  // [b, nkv, t, hd]
+    if (g > 1) {                            // GQA: query head h reads kv head h / g
+      k = k.repeat_interleave(g, 1);        // [b, nh, t, hd]
+      v = v.repeat_interleave(g, 1);        // [b, nh, t, hd]
+    }
     auto s = torch::matmul(q, k.transpose(2, 3)) * scale + neg;          // [b, nh, t, t]
     auto o = torch::matmul(torch::softmax(s, -1), v);                    // [b, nh, t, hd]
     o = o.transpose(1, 2).reshape({b, t, nh * hd});                      // [b, t, nh·hd]
