@@ -6,7 +6,7 @@
 # Tests and bench/tokenizer find it by the same rule.
 set -euo pipefail
 version=3.7.2
-dir=${ROOTSPEC_TOKENIZER_PEER:-${XDG_CACHE_HOME:-$HOME/.cache}/rootspec/npm}
+dir=${ROOTSPEC_TOKENIZER_PEER:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rootspec/npm}  # as peer_fixture.h
 installed() {
   for p in tokenizer-llama3 tokenizer-qwen3 tokenizers; do
     node -e 'const v=require(process.argv[1]).version; process.exit(v===process.argv[2]?0:1)' \
