@@ -74,6 +74,7 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target, 
   // 3. The canonical exit law with the core library (paper 003 Lemma 1).
   RowsView pv{probs.data(), 1 + n, V};
   ex.exit = exit_weights(ex.tree, pv);
+  ex.reach = path_probs(ex.tree, pv);
   ex.accepted = expected_accepted(ex.tree, pv);
   return ex;
 }
@@ -109,13 +110,35 @@ torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_
   return logp.index_select(0, at).gather(1, x.unsqueeze(1)).squeeze(1);  // [n]
 }
 
-torch::Tensor exit_loss(const TrainModel& drafter, const ExitExample& ex) {
+namespace {
+
+// − Σ_v weight[v] · log q_θ(x_v | c, π(parent(v))) over the tree's nodes. weight: [n]
+torch::Tensor weighted_node_nll(const TrainModel& drafter, const ExitExample& ex, const std::vector<double>& weight) {
   const int64_t n = ex.tree.size();
   if (n == 0) return torch::zeros({}, torch::kFloat32);
-  auto w = torch::empty({n}, torch::kFloat32);  // [n] w(v) of the non-root nodes
-  for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(ex.exit[i + 1]);
-  // Paper 003 §5: L_exit = − Σ_{v ≠ root} w(v) log q_θ(x_v | c, π(parent(v))).
+  auto w = torch::empty({n}, torch::kFloat32);  // [n]
+  for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(weight[i]);
   return -(w * tree_node_logq(drafter, ex.context, ex.tree)).sum();
+}
+
+}  // namespace
+
+torch::Tensor exit_loss(const TrainModel& drafter, const ExitExample& ex) {
+  // Paper 003 §5: L_exit = − Σ_{v ≠ root} w(v) log q_θ(x_v | c, π(parent(v))).
+  return weighted_node_nll(drafter, ex, std::vector<double>(ex.exit.begin() + 1, ex.exit.end()));
+}
+
+torch::Tensor prefix_weighted_loss(const TrainModel& drafter, const ExitExample& ex) {
+  if (ex.reach.size() != static_cast<size_t>(ex.tree.size()))
+    throw std::runtime_error("prefix_weighted_loss: reach has " + std::to_string(ex.reach.size()) +
+                             " entries for a tree of " + std::to_string(ex.tree.size()) + " nodes");
+  double exit_total = 0.0, reach_total = 0.0;
+  for (size_t i = 1; i < ex.exit.size(); ++i) exit_total += ex.exit[i];
+  for (double p : ex.reach) reach_total += p;
+  std::vector<double> w(ex.reach.size(), 0.0);  // [n] P(v) · Σw / ΣP (paper 003 §6.2)
+  if (reach_total > 0.0)
+    for (size_t i = 0; i < w.size(); ++i) w[i] = ex.reach[i] * exit_total / reach_total;
+  return weighted_node_nll(drafter, ex, w);
 }
 
 }  // namespace rootspec

@@ -40,6 +40,7 @@ struct ExitExample {
   std::vector<int32_t> context;  // c
   DraftTree tree;                // the realised B-node tree below c
   std::vector<double> exit;      // [1 + n] w: anchor first, then nodes in tree order; sums to 1
+  std::vector<double> reach;     // [n] P(v): target path probability of every node
   double accepted = 0.0;         // V(T) = Σ_v P(v) at the same temperature
 };
 
@@ -62,5 +63,10 @@ torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_
 // fixed: no gradient flows through the tree or w). The anchor's own exit mass w(root) has no
 // incoming draft token and carries no term. Scalar tensor.
 torch::Tensor exit_loss(const TrainModel& drafter, const ExitExample& example);
+
+// The prefix-weighted control of paper 003 §6.2: w(v) replaced by P(v), rescaled so the non-root
+// weights sum to the same total Σ_{v ≠ root} w(v) (same loss denominator). It separates credit
+// for reachability from credit for exit boundaries. Scalar tensor.
+torch::Tensor prefix_weighted_loss(const TrainModel& drafter, const ExitExample& example);
 
 }  // namespace rootspec

@@ -247,16 +247,18 @@ TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
     for (int64_t i = 0; i < len; ++i) c[i] = static_cast<int32_t>(row[i].item<int64_t>());
     return c;
   };
-  const char* what = e.token_only ? "token-only" : "exittrain";
-  // Both arms read the same windows: exit training uses the first seq tokens as the context c,
-  // the token-only control (paper 003 §6.2) the plain next-token loss over the whole window.
+  if (e.token_only && e.prefix_weighted) throw std::runtime_error("--token-only and --prefix-weighted exclude each other");
+  const char* what = e.token_only ? "token-only" : e.prefix_weighted ? "prefix-weighted" : "exittrain";
+  // All arms read the same windows: exit training and the prefix-weighted control use the first
+  // seq tokens as the context c, the token-only control (paper 003 §6.2) the plain next-token
+  // loss over the whole window.
   auto loss = [&](int64_t step) {
     auto x = corpus.batch(o.seed, step, o.batch, o.seq + 1);  // [b, seq + 1]
     if (e.token_only) return next_token_loss(model, x);
     torch::Tensor total = torch::zeros({}, torch::kFloat32);
     for (int64_t b = 0; b < o.batch; ++b) {
       auto ex = build_exit_example(model, target, context_of(x[b], o.seq), shape, e.budget, e.temperature);
-      total = total + exit_loss(model, ex);
+      total = total + (e.prefix_weighted ? prefix_weighted_loss(model, ex) : exit_loss(model, ex));
     }
     return total / double(o.batch);
   };

@@ -61,7 +61,8 @@ struct ExitOptions {
   int budget = 8;
   int top_k = 10, depth = 8, expand = 10;  // pool shape (pool.h PoolShape; EAGLE-3 defaults)
   double temperature = 1.0;                // target rows for the exit law (0 = greedy)
-  bool token_only = false;                 // paper 003 §6.2 control
+  bool token_only = false;                 // paper 003 §6.2 control: plain next-token loss
+  bool prefix_weighted = false;            // paper 003 §6.2 control: P(v) instead of w(v)
 };
 
 // loop.seq is the context length of each training context; loop.batch contexts per step.

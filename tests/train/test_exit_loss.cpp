@@ -111,3 +111,23 @@ TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
   for (int i = 0; i < ex.tree.size(); ++i) pv += ex.exit[i + 1] * ex.tree.depth[i];
   EXPECT_NEAR(ex.accepted, pv, 1e-6);
 }
+
+TEST(ExitLoss, PrefixWeightedControlUsesReachRescaledToTheExitTotal) {
+  set_torch_threads(1);
+  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
+  c.tie_word_embeddings = true;
+  TrainModel drafter(c, 5);
+  ExitExample ex;
+  ex.context = {256, 65, 66, 67};
+  ex.tree = hand_tree();
+  ex.exit = {0.2, 0.3, 0.3, 0.2};  // non-root total 0.8
+  ex.reach = {0.5, 0.3, 0.2};      // P(b), P(c), P(d): total 1.0 → scale 0.8
+  // The same loss with weights P(v)·0.8 = {0.4, 0.24, 0.16}, through the exit-loss path.
+  ExitExample as_exit = ex;
+  as_exit.exit = {0.0, 0.4, 0.24, 0.16};
+  EXPECT_NEAR(prefix_weighted_loss(drafter, ex).item<double>(), exit_loss(drafter, as_exit).item<double>(), 1e-6);
+  // It differs from the exit-weighted loss of the same tree (the weights differ).
+  EXPECT_GT(std::abs(prefix_weighted_loss(drafter, ex).item<double>() - exit_loss(drafter, ex).item<double>()), 1e-4);
+  ex.reach = {0.5};
+  EXPECT_THROW(prefix_weighted_loss(drafter, ex), std::runtime_error);
+}

@@ -5,15 +5,19 @@
 //   rootspec-train distill   --target models/small-target --corpus … --out models/small-drafter …
 //   rootspec-train exittrain --target T --drafter D --corpus … --out D-exit --budget 8 [--token-only]
 //   rootspec-train eval      --model DIR --corpus …        (held-out bits per byte)
+//   rootspec-train vt        --target T --drafter D1 --drafter D2 --corpus …  (held-out V(T))
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
 
 #include "trainer.h"
+#include "tree_value.h"
 
 using namespace rootspec;
 
@@ -48,6 +52,25 @@ void add_shape(CLI::App* c, ModelShape& s) {
   c->add_option("--kv-heads", s.kv_heads, "key/value heads (0: = heads)");
   c->add_option("--intermediate", s.intermediate, "SwiGLU width (0: 8/3·hidden rounded to 32)");
   c->add_option("--max-position", s.max_position, "max_position_embeddings");
+}
+
+// One line per drafter × budget × temperature: mean V(T) [95%] and the paired difference to the
+// first drafter [95%].
+void print_tree_values(const nlohmann::json& r, const std::string& json_path) {
+  std::printf("held-out V(T) over %lld contexts of %lld bytes (pool top-k %d, depth %d, expand %d)\n",
+              r["contexts"].get<long long>(), r["seq"].get<long long>(), r["pool"]["top_k"].get<int>(),
+              r["pool"]["depth"].get<int>(), r["pool"]["expand"].get<int>());
+  std::printf("%-40s %4s %4s  %-24s %s\n", "drafter", "B", "T", "V(T) [95%]", "minus first [95%]");
+  for (const auto& x : r["results"])
+    std::printf("%-40s %4d %4.1f  %.3f [%.3f, %.3f]   %+.3f [%+.3f, %+.3f]\n", x["drafter"].get<std::string>().c_str(),
+                x["budget"].get<int>(), x["temperature"].get<double>(), x["mean"].get<double>(),
+                x["lo"].get<double>(), x["hi"].get<double>(), x["diff"].get<double>(), x["diff_lo"].get<double>(),
+                x["diff_hi"].get<double>());
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    if (!out) throw std::runtime_error(json_path + ": cannot write");
+    out << r.dump(2) << "\n";
+  }
 }
 
 }  // namespace
@@ -86,12 +109,29 @@ int main(int argc, char** argv) {
   ext->add_option("--expand", ex.expand, "pool: nodes forwarded per step");
   ext->add_option("--temperature", ex.temperature, "target temperature of the exit law (0 = greedy)");
   ext->add_flag("--token-only", ex.token_only, "control of paper 003 §6.2: plain next-token fine-tuning");
+  ext->add_flag("--prefix-weighted", ex.prefix_weighted, "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
 
   auto* ev = app.add_subcommand("eval", "held-out bits per byte of a model folder");
   ev->add_option("--model", model_dir, "model folder")->required();
   ev->add_option("--corpus", loop.corpus, "corpus text files")->required();
   ev->add_option("--seq", loop.seq, "tokens per window");
   ev->add_option("--eval-windows", loop.eval_windows, "held-out windows");
+
+  TreeValueOptions tv;
+  std::string tv_json;
+  auto* vt = app.add_subcommand("vt", "held-out V(T) of drafters' draft trees, with 95% intervals (paper 003 Thm 1)");
+  vt->add_option("--target", tv.target_dir, "frozen target model folder")->required();
+  vt->add_option("--drafter", tv.drafter_dirs, "drafter folder (repeat; the first is the paired baseline)")->required();
+  vt->add_option("--corpus", tv.corpus, "corpus text files")->required();
+  vt->add_option("--seq", tv.seq, "context length");
+  vt->add_option("--contexts", tv.contexts, "held-out contexts");
+  vt->add_option("--budgets", tv.budgets, "budgets B")->delimiter(',');
+  vt->add_option("--temperatures", tv.temperatures, "target temperatures T (0 = greedy)")->delimiter(',');
+  vt->add_option("--top-k", tv.shape.top_k, "pool: children per forwarded node");
+  vt->add_option("--depth", tv.shape.depth, "pool: deepest level");
+  vt->add_option("--expand", tv.shape.expand, "pool: nodes forwarded per step");
+  vt->add_option("--threads", tv.threads, "torch intra-op threads");
+  vt->add_option("--json", tv_json, "also write the results to this file");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -102,6 +142,9 @@ int main(int argc, char** argv) {
       r = run_distill(loop, shape, target_dir);
     } else if (*ext) {
       r = run_exittrain(loop, ex);
+    } else if (*vt) {
+      print_tree_values(evaluate_tree_values(tv), tv_json);
+      return 0;
     } else {
       std::printf("%.4f\n", heldout_bits_per_byte(model_dir, loop.corpus, loop.seq, loop.eval_windows));
       return 0;
