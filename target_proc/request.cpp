@@ -16,7 +16,8 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
   if (r.budget < 1 || r.budget > max_budget)
     throw ProtocolError("budget", "must be in [1, " + std::to_string(max_budget) + "], got " + std::to_string(r.budget));
   r.temperature = b.temperature < 0 ? config.temperature : b.temperature;
-  if (r.verifier == Verifier::Greedy && r.temperature != 0)
+  // `ar` has no tree and no verifier: the config's default verifier does not constrain it.
+  if (!r.autoregressive && r.verifier == Verifier::Greedy && r.temperature != 0)
     throw ProtocolError("verifier", "greedy is exact only at temperature 0");
   r.max_new_tokens = b.max_new_tokens < 0 ? config.max_new_tokens : b.max_new_tokens;
   if (r.max_new_tokens < 1) throw ProtocolError("max_new_tokens", "must be at least 1");

@@ -82,7 +82,8 @@ void set_torch_threads(int n);
 // RoPE inverse frequencies [head_dim / 2], Llama-3 scaling applied when configured.
 std::vector<double> rope_inv_freq(const ModelConfig& config);
 
-// Tree-pass bucket for n nodes: the smallest power of two ≥ n, at most kMaxTreeBucket.
+// Tree-pass bucket for n nodes on a CUDA device: the smallest power of two ≥ n, at most
+// kMaxTreeBucket (CPU passes run exactly n rows).
 int tree_bucket(int n);
 
 }  // namespace rootspec

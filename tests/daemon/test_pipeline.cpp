@@ -124,6 +124,9 @@ TEST(Daemon, InvalidOptionsGetAnErrorNamingTheOption) {
   // The daemon keeps serving.
   const Reply ok = client.generate(generate_body({1, 2}, "root", "residual", 8, 0.0));
   EXPECT_TRUE(ok.done);
+  // `ar` verifies nothing: a greedy default verifier does not reject it at T > 0.
+  const Reply ar = client.generate(generate_body({1, 2}, "ar", "greedy", 8, 1.0));
+  EXPECT_TRUE(ar.done) << (ar.error ? ar.error->message : "");
 }
 
 // Resident set size of a process in kB.

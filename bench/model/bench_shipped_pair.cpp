@@ -1,0 +1,101 @@
+// The CPU cost model of the shipped pair (models/small-target, models/small-drafter; issue 7),
+// fp32, one thread, context 128: the pieces a round is made of.
+//   target 1-token pass    what `ar` pays per token, and the root pass of a speculative round
+//   target tree pass, n    the verification pass of n rows: the anchor and up to B nodes
+//   drafter step, n        one pool level: a pass over n forwarded nodes
+//   drafter pool           a whole pool with configs/small-cpu.toml's shape (top-k 4, depth 6,
+//                          expand 4): the root row plus 5 expansion steps
+// A pipelined round costs about max(root pass, pool) + tree pass + IPC/selection/verification
+// (rootspec-round-bench measures the last); speculation beats `ar` by (emitted per round) ×
+// (1-token pass) / (round).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+
+#include "model_runtime.h"
+#include "pool.h"
+#include "runtime_drafter.h"
+
+namespace {
+
+using namespace rootspec;
+
+const std::string kModels = std::string(ROOTSPEC_SOURCE_DIR) + "/models";
+
+std::unique_ptr<ModelRuntime> prefilled(const std::string& dir) {
+  RuntimeOptions o;
+  o.max_context = 256;
+  o.max_tree = 64;
+  auto rt = std::make_unique<ModelRuntime>(dir, o);
+  std::vector<int32_t> ctx = {256};
+  const std::string text = "The json module provides an API similar to pickle for converting in-memory Python objects "
+                           "to a serialized representation known as JavaScript Object Notation.";
+  for (int i = 0; static_cast<int>(ctx.size()) < 128; ++i) ctx.push_back(static_cast<unsigned char>(text[i % text.size()]));
+  rt->prefill(ctx);
+  return rt;
+}
+
+// n nodes: a chain of n/2 and a sibling under each chain node (a B-node tree's typical shape).
+void tree_of(int n, std::vector<int32_t>& tokens, std::vector<int32_t>& parents) {
+  tokens.clear();
+  parents.clear();
+  int chain = -1;
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back(97 + i);
+    parents.push_back(chain);
+    if (i % 2 == 0) chain = i;
+  }
+}
+
+void BM_TargetOneTokenPass(benchmark::State& state) {
+  auto rt = prefilled(kModels + "/small-target");
+  for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass({101}, {-1}).data[0]);
+}
+BENCHMARK(BM_TargetOneTokenPass)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+void BM_TargetTreePass(benchmark::State& state) {
+  auto rt = prefilled(kModels + "/small-target");
+  std::vector<int32_t> tokens, parents;
+  tree_of(static_cast<int>(state.range(0)), tokens, parents);
+  for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
+}
+BENCHMARK(BM_TargetTreePass)->Arg(2)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+void BM_DrafterStep(benchmark::State& state) {
+  auto rt = prefilled(kModels + "/small-drafter");
+  const int n = static_cast<int>(state.range(0));
+  std::vector<int32_t> tokens(n), parents(n, -1);  // n siblings: one level of the pool
+  for (int i = 0; i < n; ++i) tokens[i] = 97 + i;
+  for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
+}
+BENCHMARK(BM_DrafterStep)->Arg(1)->Arg(4)->Arg(10)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+void BM_DrafterPool(benchmark::State& state) {
+  auto rt = prefilled(kModels + "/small-drafter");
+  RuntimeDrafter drafter(*rt);
+  const RowsView root = rt->root_pass(32);
+  std::vector<float> root_logits(root.row(0), root.row(0) + root.vocab);
+  PoolShape shape;
+  shape.top_k = 4;
+  shape.depth = 6;
+  shape.expand = 4;
+  Pool pool;
+  for (auto _ : state) {
+    drafter.begin_round(root_logits.data());
+    grow_pool(drafter, shape, pool);
+    benchmark::DoNotOptimize(pool.size());
+  }
+  state.counters["nodes"] = pool.size();
+}
+BENCHMARK(BM_DrafterPool)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  set_torch_threads(1);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
