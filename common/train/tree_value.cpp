@@ -1,5 +1,6 @@
 #include "tree_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
