@@ -4,7 +4,7 @@
 //   target tree pass, n    the verification pass of n rows: the anchor and up to B nodes
 //   drafter step, n        one pool level: a pass over n forwarded nodes
 //   drafter pool           a whole pool with configs/small-cpu.toml's shape (top-k 4, depth 6,
-//                          expand 4): the root row plus 5 expansion steps
+//                          expand 4 when measured): the root row plus 5 expansion steps
 // A pipelined round costs about max(root pass, pool) + tree pass + IPC/selection/verification
 // (rootspec-round-bench measures the last); speculation beats `ar` by (emitted per round) ×
 // (1-token pass) / (round).
@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon_config.h"
 #include "model_runtime.h"
 #include "pool.h"
 #include "runtime_drafter.h"
@@ -21,7 +22,11 @@ namespace {
 
 using namespace rootspec;
 
-const std::string kModels = std::string(ROOTSPEC_SOURCE_DIR) + "/models";
+// configs/small-cpu.toml: the pair's folders and the pool shape the launcher runs.
+const DaemonConfig& shipped_config() {
+  static const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  return c;
+}
 
 std::unique_ptr<ModelRuntime> prefilled(const std::string& dir) {
   RuntimeOptions o;
@@ -49,13 +54,13 @@ void tree_of(int n, std::vector<int32_t>& tokens, std::vector<int32_t>& parents)
 }
 
 void BM_TargetOneTokenPass(benchmark::State& state) {
-  auto rt = prefilled(kModels + "/small-target");
+  auto rt = prefilled(shipped_config().target.model);
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass({101}, {-1}).data[0]);
 }
 BENCHMARK(BM_TargetOneTokenPass)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_TargetTreePass(benchmark::State& state) {
-  auto rt = prefilled(kModels + "/small-target");
+  auto rt = prefilled(shipped_config().target.model);
   std::vector<int32_t> tokens, parents;
   tree_of(static_cast<int>(state.range(0)), tokens, parents);
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
@@ -63,7 +68,7 @@ void BM_TargetTreePass(benchmark::State& state) {
 BENCHMARK(BM_TargetTreePass)->Arg(2)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterStep(benchmark::State& state) {
-  auto rt = prefilled(kModels + "/small-drafter");
+  auto rt = prefilled(shipped_config().drafter.model);
   const int n = static_cast<int>(state.range(0));
   std::vector<int32_t> tokens(n), parents(n, -1);  // n siblings: one level of the pool
   for (int i = 0; i < n; ++i) tokens[i] = 97 + i;
@@ -72,18 +77,14 @@ void BM_DrafterStep(benchmark::State& state) {
 BENCHMARK(BM_DrafterStep)->Arg(1)->Arg(4)->Arg(10)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterPool(benchmark::State& state) {
-  auto rt = prefilled(kModels + "/small-drafter");
+  auto rt = prefilled(shipped_config().drafter.model);
   RuntimeDrafter drafter(*rt);
   const RowsView root = rt->root_pass(32);
   std::vector<float> root_logits(root.row(0), root.row(0) + root.vocab);
-  PoolShape shape;
-  shape.top_k = 4;
-  shape.depth = 6;
-  shape.expand = 4;
   Pool pool;
   for (auto _ : state) {
     drafter.begin_round(root_logits.data());
-    grow_pool(drafter, shape, pool);
+    grow_pool(drafter, shipped_config().pool, pool);
     benchmark::DoNotOptimize(pool.size());
   }
   state.counters["nodes"] = pool.size();

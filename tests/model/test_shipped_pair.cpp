@@ -1,5 +1,5 @@
-// The shipped pair (models/small-target, models/small-drafter; issue 7) with the shipped
-// config's pool shape: greedy speculative output equals the target's own greedy output, the
+// The shipped pair (models/small-target, models/small-drafter; issue 7) as configs/small-cpu.toml
+// runs it (budget, pool shape): greedy speculative output equals the target's own greedy output, the
 // drafter is good enough that draft selection emits ≥ 2.5 tokens per round at B = 8 and
 // root-draw more, and the target writes readable text. Deterministic (greedy), no timing.
 #include <gtest/gtest.h>
@@ -7,39 +7,44 @@
 #include <cctype>
 #include <filesystem>
 
+#include "daemon_config.h"
 #include "generate.h"
 #include "tokenizer.h"
 
 namespace rootspec {
 namespace {
 
-const std::string kModels = std::string(ROOTSPEC_SOURCE_DIR) + "/models";
 constexpr int kNewTokens = 96;
 
-// configs/small-cpu.toml's [pool] and budget.
+// configs/small-cpu.toml: the models, budget and pool shape the launcher runs.
+const DaemonConfig& shipped_config() {
+  static const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  return c;
+}
+
 GenerateOptions shipped(Rule rule) {
   GenerateOptions o;
   o.rule = rule;
-  o.budget = 8;
-  o.pool_shape.top_k = 4;
-  o.pool_shape.depth = 6;
-  o.pool_shape.expand = 4;
+  o.budget = shipped_config().budget;
+  o.pool_shape = shipped_config().pool;
   o.max_new_tokens = kNewTokens;
   return o;
 }
 
 TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
   set_torch_threads(1);
-  ASSERT_TRUE(std::filesystem::exists(kModels + "/small-target/model.safetensors")) << "models/small-target missing";
-  ASSERT_TRUE(std::filesystem::exists(kModels + "/small-drafter/model.safetensors")) << "models/small-drafter missing";
-  auto tok = load_tokenizer(kModels + "/small-target");
+  const DaemonConfig& config = shipped_config();
+  ASSERT_EQ(config.budget, 8);
+  ASSERT_TRUE(std::filesystem::exists(config.target.model + "/model.safetensors")) << config.target.model;
+  ASSERT_TRUE(std::filesystem::exists(config.drafter.model + "/model.safetensors")) << config.drafter.model;
+  auto tok = load_tokenizer(config.target.model);
   // Prompts after which the target writes prose (no indentation runs, which any drafter gets
   // right): the launcher demo's four and two more.
   const std::vector<std::string> prompts = {"Changed in version 3.8: The", "Unlike lists, tuples are",
                                             ".. function:: open(file, mode='r', ", "This function raises a ValueError if",
                                             "   .. versionadded:: 3.", ":class:`dict` objects"};
-  ModelRuntime target(kModels + "/small-target", runtime_options_for(shipped(Rule::Draft), 64, false));
-  ModelRuntime drafter(kModels + "/small-drafter", runtime_options_for(shipped(Rule::Draft), 64, true));
+  ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), 64, false));
+  ModelRuntime drafter(config.drafter.model, runtime_options_for(shipped(Rule::Draft), 64, true));
   int64_t rounds[2] = {0, 0}, emitted[2] = {0, 0}, printable = 0, total = 0;
   for (const auto& text : prompts) {
     const auto ids = tok->encode(text, true);

@@ -24,6 +24,23 @@ DraftTree hand_tree() {
   return t;
 }
 
+// A tiny trainable drafter (2 layers × 32) and an example over hand_tree() with exit weights
+// {0.2, 0.3, 0.3, 0.2} (anchor first).
+TrainModel tiny_drafter() {
+  set_torch_threads(1);
+  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
+  c.tie_word_embeddings = true;
+  return TrainModel(c, 5);
+}
+
+ExitExample hand_example() {
+  ExitExample ex;
+  ex.context = {256, 65, 66, 67};
+  ex.tree = hand_tree();
+  ex.exit = {0.2, 0.3, 0.3, 0.2};
+  return ex;
+}
+
 }  // namespace
 
 TEST(ExitLoss, WeightsOfHandMadeTreeAreTheExitLaw) {
@@ -51,14 +68,8 @@ TEST(ExitLoss, RejectsRowsThatDoNotMatchTheTree) {
 }
 
 TEST(ExitLoss, LossIsExitWeightedLogLikelihoodUnderTreeParentContexts) {
-  set_torch_threads(1);
-  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
-  c.tie_word_embeddings = true;
-  TrainModel drafter(c, 5);
-  ExitExample ex;
-  ex.context = {256, 65, 66, 67};
-  ex.tree = hand_tree();
-  ex.exit = {0.2, 0.3, 0.3, 0.2};
+  TrainModel drafter = tiny_drafter();
+  const ExitExample ex = hand_example();
   auto loss = exit_loss(drafter, ex);
   // Independent: one causal forward per node of context + path(parent), read x_v.
   torch::NoGradGuard ng;
@@ -113,14 +124,8 @@ TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
 }
 
 TEST(ExitLoss, PrefixWeightedControlUsesReachRescaledToTheExitTotal) {
-  set_torch_threads(1);
-  ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
-  c.tie_word_embeddings = true;
-  TrainModel drafter(c, 5);
-  ExitExample ex;
-  ex.context = {256, 65, 66, 67};
-  ex.tree = hand_tree();
-  ex.exit = {0.2, 0.3, 0.3, 0.2};  // non-root total 0.8
+  TrainModel drafter = tiny_drafter();
+  ExitExample ex = hand_example();  // non-root exit total 0.8
   ex.reach = {0.5, 0.3, 0.2};      // P(b), P(c), P(d): total 1.0 → scale 0.8
   // The same loss with weights P(v)·0.8 = {0.4, 0.24, 0.16}, through the exit-loss path.
   ExitExample as_exit = ex;
