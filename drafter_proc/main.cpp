@@ -1,5 +1,9 @@
 // rootspec-drafter: the drafter daemon (DESIGN §1, §3). Usually started by launch/rootspec.
 //   rootspec-drafter --config configs/X.toml [--set section.key=value …]
+#include <iostream>
+#include <string>
+
+#include "blas_core.h"
 #include "daemon_main.h"
 #include "drafter_server.h"
 #include "model_runtime.h"
@@ -10,6 +14,7 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.drafter.model.empty()) throw ConfigError("drafter.model: missing");
   set_torch_threads(config.drafter.threads);
+  if (const std::string w = blas_core_warning(); !w.empty()) std::cerr << "rootspec-drafter: " << w << std::endl;
   RuntimeOptions opts;
   opts.device = config.drafter.device;
   opts.dtype = config.drafter.dtype;

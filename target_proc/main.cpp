@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "chat_template.h"
+#include "blas_core.h"
 #include "daemon_main.h"
 #include "model_runtime.h"
 #include "target_server.h"
@@ -15,6 +16,7 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.target.model.empty()) throw ConfigError("target.model: missing");
   set_torch_threads(config.target.threads);
+  if (const std::string w = blas_core_warning(); !w.empty()) std::cerr << "rootspec-target: " << w << std::endl;
   RuntimeOptions opts;
   opts.device = config.target.device;
   opts.dtype = config.target.dtype;

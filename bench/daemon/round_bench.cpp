@@ -3,7 +3,10 @@
 // For each rule it prints the median round time (Commit sent → next Commit sent), the median
 // overhead outside model passes (IPC both ways + selection + verification + KV commit), and
 // the median root pass, tree pass and drafting times, in milliseconds. Run several rules in
-// one invocation so their ratios come from one run.
+// one invocation so their ratios come from one run. --detail adds, per speculative rule, the
+// round's critical path on the target (before root pass, root pass, waiting for the pool,
+// selection + verification, tree pass, KV commit, the rest: streaming and sending Commit) and
+// the drafter's side (Commit → drafting starts, drafting, drafting ends → pool received).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -59,6 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--requests", requests, "requests per rule")->capture_default_str();
   app.add_option("--max-new-tokens", max_new)->capture_default_str();
   app.add_option("--prompt-ids", prompt_ids)->capture_default_str();
+  bool detail = false;
+  app.add_flag("--detail", detail, "also print the round's critical path, component by component");
   CLI11_PARSE(app, argc, argv);
 
   zmq::context_t ctx;
@@ -80,6 +85,9 @@ int main(int argc, char** argv) {
   for (const std::string& rule : split(rules)) {
     g.rule = rule;
     std::vector<double> round_ms, overhead_ms, root_ms, tree_ms, draft_ms;
+    // --detail: [component][round], ms
+    enum { kBeforeRoot, kRoot, kPoolWait, kVerify, kTree, kCommit, kRest, kToDrafter, kDrafting, kToTarget, kParts };
+    std::vector<std::vector<double>> parts(kParts);
     double tokens = 0, rounds = 0, seconds = 0;
     for (int i = 0; i < requests; ++i) {
       g.seed = static_cast<uint64_t>(i);
@@ -108,11 +116,32 @@ int main(int argc, char** argv) {
         const int64_t ready = std::max(t.draft_end_ns, t.root_end_ns);
         const double ipc = (t.draft_start_ns - t.commit_sent_ns + std::max<int64_t>(0, t.pool_received_ns - ready)) / 1e6;
         overhead_ms.push_back(ipc + (t.verify_ns + t.commit_ns) / 1e6);
+        const double ms = 1e-6;
+        const int64_t next = d.trace[k + 1].commit_sent_ns;
+        const int64_t root_end = t.root_end_ns ? t.root_end_ns : t.commit_sent_ns;  // draft: no root
+        const int64_t root_start = t.root_start_ns ? t.root_start_ns : t.commit_sent_ns;
+        parts[kBeforeRoot].push_back((root_start - t.commit_sent_ns) * ms);
+        parts[kRoot].push_back((root_end - root_start) * ms);
+        parts[kPoolWait].push_back((t.pool_received_ns - root_end) * ms);
+        parts[kVerify].push_back(t.verify_ns * ms);
+        parts[kTree].push_back(t.tree_pass_ns * ms);
+        parts[kCommit].push_back(t.commit_ns * ms);
+        parts[kRest].push_back((next - t.pool_received_ns - t.verify_ns - t.tree_pass_ns - t.commit_ns) * ms);
+        parts[kToDrafter].push_back((t.draft_start_ns - t.commit_sent_ns) * ms);
+        parts[kDrafting].push_back((t.draft_end_ns - t.draft_start_ns) * ms);
+        parts[kToTarget].push_back((t.pool_received_ns - t.draft_end_ns) * ms);
       }
     }
     std::printf("%-11s %8.3f %9.3f %9.3f %9.3f %9.3f %9.2f %10.1f\n", rule.c_str(), median(round_ms),
                 median(overhead_ms), median(root_ms), median(tree_ms), median(draft_ms), tokens / rounds,
                 tokens / seconds);
+    if (detail && rule != "ar") {
+      std::printf("  target: before root %.3f, root %.3f, pool wait %.3f, select+verify %.3f, tree %.3f, "
+                  "kv commit %.3f, rest %.3f\n  drafter: commit→start %.3f, drafting %.3f, end→pool received %.3f\n",
+                  median(parts[kBeforeRoot]), median(parts[kRoot]), median(parts[kPoolWait]), median(parts[kVerify]),
+                  median(parts[kTree]), median(parts[kCommit]), median(parts[kRest]), median(parts[kToDrafter]),
+                  median(parts[kDrafting]), median(parts[kToTarget]));
+    }
   }
   return 0;
 }

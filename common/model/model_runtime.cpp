@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "model_weights.h"
+#include "projection.h"
 
 namespace rootspec {
 
@@ -73,7 +74,15 @@ struct ModelRuntime::Impl {
   RuntimeOptions opt;
   torch::Device device = torch::kCPU;
   torch::ScalarType dtype = torch::kFloat32;
-  ModelWeights w;
+  ModelWeights w;  // norms, embedding and lm_head; the layers' projections live in `proj`
+  // The linear layers of one decoder layer, fused where they share an input.
+  struct LayerProjections {
+    Projection qkv;      // [hidden] → [(heads + 2·kv_heads)·hd]
+    Projection o;        // [heads·hd] → [hidden]
+    Projection gate_up;  // [hidden] → [2·inter]
+    Projection down;     // [inter] → [hidden]
+  };
+  std::vector<LayerProjections> proj;
   int vocab = 0;
   int capacity = 0;  // cache slots: max_context + max_tree + kMaxTreeBucket (padding slack)
 
@@ -125,10 +134,12 @@ struct ModelRuntime::Impl {
     auto x = w.embed.index_select(0, tok);                  // [b, hidden]
     for (size_t li = 0; li < w.layers.size(); ++li) {
       const LayerWeights& l = w.layers[li];
+      const LayerProjections& pj = proj[li];
       auto hn = rms_norm(x, l.input_norm);                              // [b, hidden]
-      auto q = torch::linear(hn, l.wq, l.bq).view({b, nh, hd});         // [b, nh, hd]
-      auto k = torch::linear(hn, l.wk, l.bk).view({b, nkv, hd});        // [b, nkv, hd]
-      auto v = torch::linear(hn, l.wv, l.bv).view({b, nkv, hd});        // [b, nkv, hd]
+      auto qkv = pj.qkv(hn);                                            // [b, (nh + 2·nkv)·hd]
+      auto q = qkv.narrow(1, 0, nh * hd).view({b, nh, hd});             // [b, nh, hd]
+      auto k = qkv.narrow(1, nh * hd, nkv * hd).view({b, nkv, hd});     // [b, nkv, hd]
+      auto v = qkv.narrow(1, (nh + nkv) * hd, nkv * hd).view({b, nkv, hd});  // [b, nkv, hd]
       if (c.qk_norm) {
         q = rms_norm(q, l.q_norm);
         k = rms_norm(k, l.k_norm);
@@ -145,9 +156,11 @@ struct ModelRuntime::Impl {
       auto p = torch::softmax(s, -1, torch::kFloat32).to(dtype);
       auto o = torch::matmul(p.view({nkv, g * b, W}), vw);         // [nkv, g·b, hd]
       o = o.view({nkv, g, b, hd}).permute({2, 0, 1, 3}).reshape({b, nh * hd});  // [b, nh·hd]
-      x = x + torch::linear(o, l.wo, l.bo);
+      x = x + pj.o(o);
       hn = rms_norm(x, l.post_norm);
-      x = x + torch::linear(torch::silu(torch::linear(hn, l.gate)) * torch::linear(hn, l.up), l.down);
+      auto gate_up = pj.gate_up(hn);                               // [b, 2·inter]
+      const int64_t inter = c.intermediate_size;
+      x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter));
     }
     x = rms_norm(x, w.norm);                                   // [b, hidden]
     out_logits.narrow(0, 0, b).copy_(torch::linear(x, w.lm_head));  // [b, vocab]
@@ -276,6 +289,13 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
   m.w = load_weights(dir, m.device, m.dtype);
   const ModelConfig& c = m.w.config;
+  for (LayerWeights& l : m.w.layers) {
+    m.proj.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}), Projection({l.wo}, {l.bo}),
+                      Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}),
+                      Projection({l.down}, {torch::Tensor()})});
+    // The projections hold their own (fused or transposed) copies: drop the loaded ones.
+    l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
+  }
   m.vocab = c.vocab_size;
   m.capacity = options.max_context + options.max_tree + kMaxTreeBucket;
 
