@@ -36,6 +36,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key,
     if (key == "device") return void(p.device = str());
     if (key == "dtype") return void(p.dtype = str());
     if (key == "threads") return void(p.threads = integer());
+    if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
     if (key == "drafter") return void(c.drafter_endpoint = str());
@@ -134,6 +135,8 @@ void DaemonConfig::validate() const {
   if (pool.rheo_m >= pool.top_k) throw ConfigError("pool.rheo_m: must be below top_k");
   if (pool.sparse < 0) throw ConfigError("pool.sparse: must be at least 0");
   if (target.threads < 1 || drafter.threads < 1) throw ConfigError("threads: must be at least 1");
+  if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
+    throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
   if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl")
     throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\" or \"nccl\"");

@@ -1,7 +1,8 @@
 // DaemonConfig: what `rootspec-target` and `rootspec-drafter` run with, from a TOML file
 // (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3, issue 5).
 //
-//   [target]   model, device, dtype, threads
+//   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
+//              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h)
 //   [drafter]  model, device, dtype, threads
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": NCCL when built with it and the two processes are on
@@ -30,6 +31,7 @@ struct ProcessConfig {
   std::string device = "cpu";
   std::string dtype = "float32";
   int threads = 1;
+  int idle_drafter_threads = 1;  // target on the CPU: threads while the drafter's core idles
 };
 
 struct DaemonConfig {

@@ -12,6 +12,21 @@ namespace rootspec {
 
 namespace {
 double ms_since(int64_t start_ns) { return (monotonic_ns() - start_ns) / 1e6; }
+
+// While alive (from `now`), the target's passes share their products with the helper threads
+// of the drafter's idle core (ModelRuntime::share_passes); sharing ends with end() or scope.
+class SharedPasses {
+ public:
+  SharedPasses(ModelRuntime& runtime, bool now) : runtime_(runtime) {
+    if (now) runtime_.share_passes(true);
+  }
+  ~SharedPasses() { end(); }
+  void end() { runtime_.share_passes(false); }
+
+ private:
+  ModelRuntime& runtime_;
+};
+
 }  // namespace
 
 TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
@@ -228,6 +243,7 @@ void TargetServer::serve(Pending& req) {
       a.commit_sent = monotonic_ns();  // stamped before sending: the drafter may start at once
       send_drafter(prefill);
     }
+    SharedPasses unshare_at_end(target_, false);  // whatever way the request ends
     while (!a.finished && !cancel_current_) {
       if (a.r.autoregressive) autoregressive_round(a);
       else speculative_round(a);
@@ -258,6 +274,7 @@ void TargetServer::autoregressive_round(Active& a) {
   RoundTrace tr;
   tr.commit_sent_ns = a.commit_sent;
   tr.root_start_ns = monotonic_ns();
+  target_.share_passes(true);  // the drafter idles through `ar`: its core takes a share
   const RowsView row = target_.root_pass(a.root);
   probs_from_logits(row.row(0), V, a.r.temperature, a.root_probs.data());
   a.root = sample_index(a.root_probs.data(), V, a.rng);
@@ -303,7 +320,9 @@ void TargetServer::speculative_round(Active& a) {
     t0 = monotonic_ns();
     const int n = plan.verify_tree.size();
     const TreePassInput input = tree_pass_input(plan);  // [1 + n] anchor first
+    SharedPasses shared(target_, true);  // the drafter waits for the Commit: its core takes a share
     const RowsView logits = target_.tree_pass(input.tokens, input.parents);
+    shared.end();
     a.probs.resize(static_cast<size_t>(1 + n) * V);
     for (int i = 0; i <= n; ++i)
       probs_from_logits(logits.row(i), V, a.r.temperature, a.probs.data() + static_cast<size_t>(i) * V);

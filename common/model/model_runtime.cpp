@@ -83,6 +83,8 @@ struct ModelRuntime::Impl {
     Projection down;     // [inter] → [hidden]
   };
   std::vector<LayerProjections> proj;
+  std::unique_ptr<CpuWorkers> workers;  // CPU helper threads (cpu_helper_threads > 0)
+  bool sharing = false;                 // share_passes(true): products use `workers`
   int vocab = 0;
   int capacity = 0;  // cache slots: max_context + max_tree + kMaxTreeBucket (padding slack)
 
@@ -132,11 +134,12 @@ struct ModelRuntime::Impl {
     auto cos = rope_cos.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
     auto sin = rope_sin.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
     auto x = w.embed.index_select(0, tok);                  // [b, hidden]
+    CpuWorkers* const helpers = sharing ? workers.get() : nullptr;
     for (size_t li = 0; li < w.layers.size(); ++li) {
       const LayerWeights& l = w.layers[li];
       const LayerProjections& pj = proj[li];
       auto hn = rms_norm(x, l.input_norm);                              // [b, hidden]
-      auto qkv = pj.qkv(hn);                                            // [b, (nh + 2·nkv)·hd]
+      auto qkv = pj.qkv(hn, helpers);                                   // [b, (nh + 2·nkv)·hd]
       auto q = qkv.narrow(1, 0, nh * hd).view({b, nh, hd});             // [b, nh, hd]
       auto k = qkv.narrow(1, nh * hd, nkv * hd).view({b, nkv, hd});     // [b, nkv, hd]
       auto v = qkv.narrow(1, (nh + nkv) * hd, nkv * hd).view({b, nkv, hd});  // [b, nkv, hd]
@@ -156,11 +159,11 @@ struct ModelRuntime::Impl {
       auto p = torch::softmax(s, -1, torch::kFloat32).to(dtype);
       auto o = torch::matmul(p.view({nkv, g * b, W}), vw);         // [nkv, g·b, hd]
       o = o.view({nkv, g, b, hd}).permute({2, 0, 1, 3}).reshape({b, nh * hd});  // [b, nh·hd]
-      x = x + pj.o(o);
+      x = x + pj.o(o, helpers);
       hn = rms_norm(x, l.post_norm);
-      auto gate_up = pj.gate_up(hn);                               // [b, 2·inter]
+      auto gate_up = pj.gate_up(hn, helpers);                      // [b, 2·inter]
       const int64_t inter = c.intermediate_size;
-      x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter));
+      x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter), helpers);
     }
     x = rms_norm(x, w.norm);                                   // [b, hidden]
     out_logits.narrow(0, 0, b).copy_(torch::linear(x, w.lm_head));  // [b, vocab]
@@ -283,12 +286,15 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
   m.opt = options;
   if (options.max_context < 1) throw std::invalid_argument("runtime: max_context must be ≥ 1");
   if (options.max_tree < 1) throw std::invalid_argument("runtime: max_tree must be ≥ 1");
+  if (options.cpu_helper_threads < 0) throw std::invalid_argument("runtime: cpu_helper_threads must be ≥ 0");
   m.device = parse_device_option(options.device);
   m.dtype = parse_dtype_option(options.dtype);
   if (m.dtype == torch::kFloat16 && m.device.is_cpu())  // libtorch has no CPU fp16 matmul
     throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
   m.w = load_weights(dir, m.device, m.dtype);
   const ModelConfig& c = m.w.config;
+  if (m.device.is_cpu() && options.cpu_helper_threads > 0)
+    m.workers = std::make_unique<CpuWorkers>(options.cpu_helper_threads);
   for (LayerWeights& l : m.w.layers) {
     m.proj.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}), Projection({l.wo}, {l.bo}),
                       Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}),
@@ -405,6 +411,14 @@ RowsView ModelRuntime::extend_tree(const std::vector<int32_t>& tokens, const std
 }
 
 void ModelRuntime::commit(const std::vector<int32_t>& path) { impl_->commit(path); }
+
+void ModelRuntime::share_passes(bool on) {
+  Impl& m = *impl_;
+  m.sharing = on && m.workers;
+  if (!m.workers) return;
+  if (on) m.workers->wake();
+  else m.workers->park();
+}
 
 void ModelRuntime::truncate(int n) {
   Impl& m = *impl_;

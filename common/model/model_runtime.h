@@ -33,6 +33,7 @@ struct RuntimeOptions {
   std::string dtype = "float32"; // float32 | float16 | bfloat16 (float32 on the CPU)
   int max_context = 2048;        // committed positions the cache holds
   int max_tree = 64;             // tree nodes one tree (or its extensions) may hold
+  int cpu_helper_threads = 0;    // CPU: threads besides the caller's for share_passes()
 };
 
 constexpr int kMaxTreeBucket = 64;  // largest node bucket of one pass
@@ -70,6 +71,10 @@ class ModelRuntime {
   void commit(const std::vector<int32_t>& path);
   // Keeps the first n committed positions; discards the tree.
   void truncate(int n);
+  // CPU: passes split their large products with the helper threads (cpu_helper_threads) until
+  // share_passes(false). For passes that run while the helpers' cores are otherwise idle (the
+  // target's tree pass: the drafter waits for the Commit); see cpu_workers.h.
+  void share_passes(bool on);
 
  private:
   struct Impl;

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "cpu_workers.h"
+
 namespace rootspec {
 
 // OpenBLAS's small-kernel limit on rows · in · columns of one product.
@@ -22,7 +24,9 @@ constexpr int64_t kSmallGemmLimit = 1000000;
 // at least 16, at most out.
 int64_t small_matmul_block_columns(int64_t rows, int64_t in, int64_t out);
 
-// y [rows, out] = x [rows, in] · wt [in, out], all row-major float32 on the CPU.
-void small_matmul(const float* x, const float* wt, float* y, int64_t rows, int64_t in, int64_t out);
+// y [rows, out] = x [rows, in] · wt [in, out], all row-major float32 on the CPU; the columns
+// are shared among `workers` when given (see projection.h).
+void small_matmul(const float* x, const float* wt, float* y, int64_t rows, int64_t in, int64_t out,
+                  CpuWorkers* workers = nullptr);
 
 }  // namespace rootspec
