@@ -138,8 +138,8 @@ void DaemonConfig::validate() const {
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
-  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl")
-    throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\" or \"nccl\"");
+  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl" && pool_transport != "shm")
+    throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\", \"nccl\" or \"shm\"");
 }
 
 }  // namespace rootspec

@@ -238,10 +238,11 @@ const char* message_type_name(MessageType type) {
 std::string encode(const Header& h, const HelloBody& b) {
   msgpack::sbuffer buf;
   Packer pk(&buf);
-  begin(pk, h, b.nccl_id.empty() ? 2 : 3);
+  begin(pk, h, 2 + !b.nccl_id.empty() + !b.shm.empty());
   field(pk, "pid", b.pid);
   field(pk, "vocab", b.vocab);
   if (!b.nccl_id.empty()) field(pk, "nccl_id", b.nccl_id);
+  if (!b.shm.empty()) field(pk, "shm", b.shm);
   return finish(buf);
 }
 
@@ -447,11 +448,13 @@ void expect_type(const Header& h, MessageType want) {
 HelloBody Message::hello() const {
   expect_type(header_, MessageType::Hello);
   const MapReader r(*impl_->body, "body");
-  r.only({"pid", "vocab", "nccl_id"});
+  r.only({"pid", "vocab", "nccl_id", "shm"});
   HelloBody b;
   b.pid = static_cast<int32_t>(r.integer("pid", 1, std::numeric_limits<int32_t>::max()));
   b.vocab = static_cast<int32_t>(r.integer("vocab", 1, kMaxVocab));
   if (r.has("nccl_id")) b.nccl_id = r.string("nccl_id", 1024);
+  if (r.has("shm")) b.shm = r.string("shm", 255);
+  if (!b.nccl_id.empty() && !b.shm.empty()) throw ProtocolError("body.shm", "a Hello names both NCCL and shared memory");
   return b;
 }
 

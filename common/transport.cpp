@@ -16,6 +16,12 @@ int64_t monotonic_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+bool same_host_endpoint(const std::string& endpoint) {
+  auto starts = [&](const char* prefix) { return endpoint.rfind(prefix, 0) == 0; };
+  return starts("ipc://") || starts("inproc://") || starts("tcp://127.") || starts("tcp://localhost:") ||
+         starts("tcp://[::1]:");
+}
+
 bool process_alive(int pid) {
   if (pid <= 0) return false;
   if (kill(pid, 0) != 0 && errno != EPERM) return false;

@@ -12,6 +12,10 @@ namespace rootspec {
 // CLOCK_MONOTONIC in nanoseconds: comparable between processes on one machine.
 int64_t monotonic_ns();
 
+// True when a peer bound at `endpoint` must be on this host (ipc://, inproc://, tcp:// on a
+// loopback address), so the two can share memory.
+bool same_host_endpoint(const std::string& endpoint);
+
 // True while process `pid` exists and is not a zombie (the peer-death check of both daemons).
 bool process_alive(int pid);
 

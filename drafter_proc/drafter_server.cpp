@@ -18,8 +18,13 @@ bool DrafterServer::refuse(const std::string& identity, const Header& about, con
                            const std::string& message) {
   Header h = about;
   h.type = MessageType::Error;
-  send_routed(router_, identity, encode(h, ErrorBody{field, message}));
+  send_to_target(identity, encode(h, ErrorBody{field, message}));
   return true;
+}
+
+void DrafterServer::send_to_target(const std::string& identity, const std::string& bytes) {
+  send_routed(router_, identity, bytes);
+  if (shm_) shm_->ring();
 }
 
 void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
@@ -35,8 +40,9 @@ void DrafterServer::draft_and_send(const std::string& identity, const std::vecto
   h.request = request_;
   h.round = next_round_++;
   const std::string bytes = encode(h, body);
+  if (shm_ && shm_->send(bytes)) return;
   if (!nccl_) {
-    send_routed(router_, identity, bytes);
+    send_to_target(identity, bytes);
     return;
   }
 #ifdef ROOTSPEC_WITH_NCCL
@@ -46,10 +52,10 @@ void DrafterServer::draft_and_send(const std::string& identity, const std::vecto
 #endif
 }
 
-bool DrafterServer::handle(const std::string& identity, const zmq::message_t& payload) {
+bool DrafterServer::handle(const std::string& identity, const void* data, size_t size) {
   std::optional<Message> msg;
   try {
-    msg.emplace(payload.data(), payload.size());
+    msg.emplace(data, size);
   } catch (const ProtocolError& e) {
     return refuse(identity, Header{}, e.field, e.what());
   }
@@ -72,10 +78,20 @@ bool DrafterServer::handle(const std::string& identity, const zmq::message_t& pa
           return refuse(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
 #endif
         }
+        if (!b.shm.empty()) {
+          try {
+            shm_ = ShmChannel::open(b.shm, ShmChannel::Side::kDrafter);
+          } catch (const std::exception& e) {
+            return refuse(identity, h, "body.shm",
+                          std::string(e.what()) +
+                              " (a drafter on another host needs endpoints.pool_transport = \"zmq\")");
+          }
+          target_identity_ = identity;
+        }
         Header r = h;
         r.type = MessageType::Ready;
-        send_routed(router_, identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),
-                                                          config_.drafter.model}));
+        send_to_target(identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),
+                                                    config_.drafter.model}));
         return true;
       }
       case MessageType::Prefill: {
@@ -135,20 +151,42 @@ int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
   std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model " << config_.drafter.model
             << ", vocab " << rt_.vocab_size() << ")" << std::endl;
+  bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
-    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                               {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, std::chrono::milliseconds(200));
+    // With shared memory the drafter sleeps on its doorbell, which the target rings for every
+    // message (ZeroMQ ones too); it never spins: its core runs a share of the tree pass then.
+    const uint32_t bell = shm_ ? shm_->bell() : 0;
+    if (shm_) {
+      if (const auto bytes = shm_->receive()) {
+        rang = false;  // the ring brought this message
+        if (!handle(target_identity_, bytes->data(), bytes->size())) {
+          std::cerr << "rootspec-drafter: shutdown" << std::endl;
+          return 0;
+        }
+        continue;
+      }
+    }
+    while (auto frame = recv_routed(router_))
+      if (!handle(frame->identity, frame->payload.data(), frame->payload.size())) {
+        std::cerr << "rootspec-drafter: shutdown" << std::endl;
+        return 0;
+      }
     watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
     if (target_pid_ != 0 && !process_alive(target_pid_)) {
       std::cerr << "rootspec-drafter: the target process " << target_pid_ << " is gone; exiting" << std::endl;
       return 3;
     }
-    while (auto frame = recv_routed(router_))
-      if (!handle(frame->identity, frame->payload)) {
-        std::cerr << "rootspec-drafter: shutdown" << std::endl;
-        return 0;
-      }
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
+    if (shm_ && !rang) {
+      shm_->wait(bell, 200000000, 0);
+      rang = shm_->bell() != bell;
+      continue;
+    }
+    // A ring with no shared-memory message: a ZeroMQ message is on its way (the target rings
+    // right after sending it), give it time to land.
+    zmq::poll(items, 2, std::chrono::milliseconds(shm_ ? 5 : 200));
+    rang = false;
   }
 }
 

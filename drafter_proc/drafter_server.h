@@ -11,6 +11,7 @@
 #include "pool_channel.h"
 #include "protocol.h"
 #include "rng.h"
+#include "shm_channel.h"
 #include "runtime_drafter.h"
 
 namespace rootspec {
@@ -23,7 +24,9 @@ class DrafterServer {
 
  private:
   // Handles one message; returns false on Shutdown.
-  bool handle(const std::string& identity, const zmq::message_t& payload);
+  bool handle(const std::string& identity, const void* data, size_t size);
+  // Sends to the target over ZeroMQ, ringing its shared-memory doorbell when the pair has one.
+  void send_to_target(const std::string& identity, const std::string& bytes);
   // Answers a bad message with an Error naming `field`; returns true (keep serving).
   bool refuse(const std::string& identity, const Header& about, const std::string& field,
               const std::string& message);
@@ -42,6 +45,8 @@ class DrafterServer {
   PoolShape shape_;
   Rng draft_rng_;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
+  std::unique_ptr<ShmChannel> shm_;    // Commit and Pool through shared memory (Hello.shm)
+  std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)
 };
 
 }  // namespace rootspec

@@ -47,6 +47,12 @@ TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, con
 void TargetServer::send_drafter(const std::string& bytes) {
   if (!drafter_.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
     throw DrafterGone("the drafter does not take messages");
+  if (shm_) shm_->ring();
+}
+
+void TargetServer::send_commit(const std::string& bytes) {
+  if (shm_ && shm_->send(bytes)) return;
+  send_drafter(bytes);
 }
 
 bool TargetServer::drafter_alive() {
@@ -94,6 +100,20 @@ bool TargetServer::connect_drafter() {
   }
   (void)want_nccl;
 #endif
+  // Commit and Pool through shared memory when both processes are on this host's CPU.
+  const bool want_shm = config_.pool_transport == "shm" ||
+                        (config_.pool_transport == "auto" && target_device < 0 && drafter_device < 0 &&
+                         same_host_endpoint(config_.drafter_endpoint));
+  if (want_shm) {
+    try {
+      shm_ = ShmChannel::create(ShmChannel::Side::kTarget);
+      hello.shm = shm_->name();
+    } catch (const std::exception& e) {
+      std::cerr << "rootspec-target: " << e.what() << (config_.pool_transport == "shm" ? "" : "; using ZeroMQ")
+                << std::endl;
+      if (config_.pool_transport == "shm") return false;
+    }
+  }
   Header h;
   h.type = MessageType::Hello;
   send_drafter(encode(h, hello));
@@ -119,6 +139,10 @@ bool TargetServer::connect_drafter() {
       const ReadyBody r = m.ready();
       drafter_pid_ = r.pid;
       std::cerr << "rootspec-target: drafter ready (pid " << r.pid << ", model " << r.model << ")" << std::endl;
+      if (shm_) {
+        shm_->unlink();  // the drafter has it mapped: nothing to leave behind
+        std::cerr << "rootspec-target: Commit and Pool travel through shared memory" << std::endl;
+      }
       return true;
     } catch (const ProtocolError& e) {
       std::cerr << "rootspec-target: bad reply from the drafter: " << e.what() << std::endl;
@@ -170,13 +194,34 @@ void TargetServer::drain_clients(Pending* current) {
   }
 }
 
+std::optional<PoolBody> TargetServer::read_pool(const Message& m, uint64_t request, uint32_t round) {
+  if (m.header().type == MessageType::Error && m.header().request == request)
+    throw DrafterGone("the drafter failed: " + m.error().message);
+  if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)
+    return std::nullopt;  // a stale pool of a cancelled request
+  return m.pool();
+}
+
 PoolBody TargetServer::wait_pool(uint64_t request, uint32_t round, Pending& current, double* waited_ms) {
+  // With shared memory the target spins this long for the pool (its core has nothing else to
+  // do: drafting takes about a root pass), then sleeps on the doorbell in slices.
+  constexpr int64_t kSpinNs = 5000000, kSleepSliceNs = 20000000;
   const int64_t start = monotonic_ns();
   const int64_t deadline = start + static_cast<int64_t>(config_.peer_timeout_s * 1e9);
+  bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
-    zmq::message_t reply;
-    while (drafter_.recv(reply, zmq::recv_flags::dontwait)) {
-      try {
+    const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
+    try {
+      if (shm_) {
+        if (const auto bytes = shm_->receive()) {
+          if (auto pool = read_pool(Message(bytes->data(), bytes->size()), request, round)) {
+            *waited_ms += ms_since(start);
+            return std::move(*pool);
+          }
+        }
+      }
+      zmq::message_t reply;
+      while (drafter_.recv(reply, zmq::recv_flags::dontwait)) {
         std::optional<Message> over_nccl;  // the Pool itself, when ZeroMQ only announced it
         const Message announced(reply.data(), reply.size());
         if (announced.is_nccl_announcement()) {
@@ -186,17 +231,13 @@ PoolBody TargetServer::wait_pool(uint64_t request, uint32_t round, Pending& curr
           over_nccl.emplace(bytes.data(), bytes.size());
 #endif
         }
-        const Message& m = over_nccl ? *over_nccl : announced;
-        if (m.header().type == MessageType::Error && m.header().request == request)
-          throw DrafterGone("the drafter failed: " + m.error().message);
-        if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)
-          continue;  // a stale pool of a cancelled request
-        PoolBody b = m.pool();
-        *waited_ms += ms_since(start);
-        return b;
-      } catch (const ProtocolError& e) {
-        throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
+        if (auto pool = read_pool(over_nccl ? *over_nccl : announced, request, round)) {
+          *waited_ms += ms_since(start);
+          return std::move(*pool);
+        }
       }
+    } catch (const ProtocolError& e) {
+      throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
     }
     if (!drafter_alive()) throw DrafterGone("the drafter process is gone");
     if (monotonic_ns() > deadline)
@@ -204,7 +245,16 @@ PoolBody TargetServer::wait_pool(uint64_t request, uint32_t round, Pending& curr
     zmq::pollitem_t items[] = {{drafter_.handle(), 0, ZMQ_POLLIN, 0},
                                {clients_.handle(), 0, ZMQ_POLLIN, 0},
                                {drafter_watch_->events().handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 3, std::chrono::milliseconds(100));
+    if (shm_ && !rang) {
+      drain_clients(&current);  // a Cancel is seen within a sleep slice
+      shm_->wait(bell, kSleepSliceNs, kSpinNs);
+      rang = shm_->bell() != bell;
+      continue;
+    }
+    // Without shared memory, or after a ring that brought no pool: a ZeroMQ message (an Error)
+    // is on its way, the drafter rings right after sending it.
+    zmq::poll(items, 3, std::chrono::milliseconds(shm_ ? 5 : 100));
+    rang = false;
     if (items[1].revents & ZMQ_POLLIN) drain_clients(&current);
   }
 }
@@ -333,6 +383,17 @@ void TargetServer::speculative_round(Active& a) {
   t0 = monotonic_ns();
   const RoundOutcome out = finish_round(plan, a.r.verifier, rows, a.rng, &pool.pool);
   tr.verify_ns += monotonic_ns() - t0;
+  // Commit to the drafter first (unless these tokens end the request): it appends the emitted
+  // tokens and drafts the next pool while this process commits its cache and streams.
+  if (!cancel_current_ && !ends_request(a, out.emitted)) {
+    Header h;
+    h.type = MessageType::Commit;
+    h.request = a.internal;
+    h.round = static_cast<uint32_t>(done.rounds + 1);
+    const std::string commit = encode(h, CommitBody{out.emitted});
+    a.commit_sent = monotonic_ns();
+    send_commit(commit);
+  }
   // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
   t0 = monotonic_ns();
   if (!plan.skip_tree_pass) target_.commit(out.kept_pass_rows);
@@ -350,15 +411,21 @@ void TargetServer::speculative_round(Active& a) {
   ++done.rounds;
   done.trace.push_back(tr);
   emit(a, out.emitted);
-  if (a.finished || cancel_current_) return;
-  // Commit: the drafter appends the emitted tokens and drafts the next round's pool.
-  Header h;
-  h.type = MessageType::Commit;
-  h.request = a.internal;
-  h.round = static_cast<uint32_t>(done.rounds);
-  const std::string commit = encode(h, CommitBody{out.emitted});
-  a.commit_sent = monotonic_ns();
-  send_drafter(commit);
+}
+
+bool TargetServer::token_ends_request(const Active& a, int32_t token, size_t emitted) const {
+  const auto& eos = target_.config().eos_token_ids;
+  if (a.r.stop_at_eos && std::find(eos.begin(), eos.end(), token) != eos.end()) return true;
+  return static_cast<int>(emitted) >= a.r.max_new_tokens ||
+         static_cast<int>(a.r.prompt.size() + emitted) >= config_.max_context;
+}
+
+bool TargetServer::ends_request(const Active& a, const std::vector<int32_t>& tokens) const {
+  if (a.finished) return true;
+  size_t emitted = a.done.tokens.size();
+  for (int32_t t : tokens)
+    if (token_ends_request(a, t, ++emitted)) return true;
+  return false;
 }
 
 void TargetServer::emit(Active& a, const std::vector<int32_t>& tokens) {
@@ -372,13 +439,10 @@ void TargetServer::emit(Active& a, const std::vector<int32_t>& tokens) {
     if (a.text && t < tokenizer_->vocab_size()) delta.text += a.text->push(t);  // ids past it have no text
     const bool is_eos = std::find(eos.begin(), eos.end(), t) != eos.end();
     if (is_eos && done.tokens_to_eos == 0) done.tokens_to_eos = static_cast<int32_t>(done.tokens.size());
-    if (a.r.stop_at_eos && is_eos) {
+    if (token_ends_request(a, t, done.tokens.size())) {
       a.finished = true;
-      a.stop = "eos";
+      if (a.r.stop_at_eos && is_eos) a.stop = "eos";
     }
-    if (static_cast<int>(done.tokens.size()) >= a.r.max_new_tokens ||
-        static_cast<int>(a.r.prompt.size() + done.tokens.size()) >= config_.max_context)
-      a.finished = true;
   }
   if (a.finished && a.text) delta.text += a.text->finish();
   if (a.r.stream && !delta.tokens.empty()) {

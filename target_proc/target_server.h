@@ -15,6 +15,7 @@
 #include "protocol.h"
 #include "request.h"
 #include "rng.h"
+#include "shm_channel.h"
 #include "tokenizer.h"
 #include "tokenizer_stream.h"
 #include "transport.h"
@@ -67,9 +68,19 @@ class TargetServer {
   // Appends tokens as rootspec-generate does (stop at max_new_tokens, or after the first EOS)
   // and streams them.
   void emit(Active& a, const std::vector<int32_t>& tokens);
+  // Whether `token`, emitted as the request's `emitted`-th token, ends it (EOS, max_new_tokens,
+  // max_context); and whether emitting `tokens` would.
+  bool token_ends_request(const Active& a, int32_t token, size_t emitted) const;
+  bool ends_request(const Active& a, const std::vector<int32_t>& tokens) const;
   // The drafter's Pool for (request, round), serving clients meanwhile. Throws DrafterGone.
   PoolBody wait_pool(uint64_t request, uint32_t round, Pending& current, double* waited_ms);
+  // Sends to the drafter over ZeroMQ (waking it when it sleeps on the shared-memory doorbell).
   void send_drafter(const std::string& bytes);
+  // Sends a Commit: through shared memory when the pair has it, else send_drafter.
+  void send_commit(const std::string& bytes);
+  // A message from the drafter for (request, round): the Pool, nullopt for a stale one;
+  // throws DrafterGone for the request's Error or a bad message.
+  std::optional<PoolBody> read_pool(const Message& m, uint64_t request, uint32_t round);
   bool drafter_alive();
   // Sends to a client; false (and the request is marked cancelled) if it has gone.
   bool send_client(const Pending& to, const std::string& bytes);
@@ -85,6 +96,7 @@ class TargetServer {
   std::unique_ptr<DisconnectWatch> drafter_watch_;
   int drafter_pid_ = 0;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL (different GPUs), else ZeroMQ
+  std::unique_ptr<ShmChannel> shm_;    // Commit and Pool through shared memory (CPU pairs)
   std::deque<Pending> queue_;
   uint64_t next_internal_id_ = 1;
   bool cancel_current_ = false;

@@ -50,6 +50,15 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_FALSE(parse(encode(header(MessageType::Pool), PoolBody{})).is_nccl_announcement());
   }
   {
+    HelloBody h;
+    h.pid = 5;
+    h.vocab = 6;
+    h.shm = "/rootspec-1-2-3";
+    EXPECT_EQ(parse(encode(header(MessageType::Hello), h)).hello().shm, h.shm);
+    h.nccl_id = "x";  // one fast path or the other
+    EXPECT_THROW(parse(encode(header(MessageType::Hello), h)).hello(), ProtocolError);
+  }
+  {
     const ReadyBody r = parse(encode(header(MessageType::Ready), ReadyBody{9, 100, "models/d"})).ready();
     EXPECT_EQ(r.model, "models/d");
   }
