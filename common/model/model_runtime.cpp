@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "cpu_attention.h"
 #include "model_weights.h"
 #include "projection.h"
 
@@ -83,6 +84,7 @@ struct ModelRuntime::Impl {
     Projection down;     // [inter] → [hidden]
   };
   std::vector<LayerProjections> proj;
+  bool fused_cpu = false;               // CPU float32: forward_cpu() with cpu_attention.h's kernels
   std::unique_ptr<CpuWorkers> workers;  // CPU helper threads (cpu_helper_threads > 0)
   bool sharing = false;                 // share_passes(true): products use `workers`
   int vocab = 0;
@@ -119,10 +121,64 @@ struct ModelRuntime::Impl {
     return x * cos + rotated * sin;
   }
 
+  // forward() on the CPU in float32: the same computation with the fused kernels of
+  // cpu_attention.h between the projections (a few torch calls per layer instead of ~40).
+  void forward_cpu(int b, int W) {
+    const ModelConfig& c = w.config;
+    const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim,
+                  hidden = c.hidden_size, inter = c.intermediate_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    CpuWorkers* const helpers = sharing ? workers.get() : nullptr;
+    auto x = w.embed.index_select(0, in_tokens.narrow(0, 0, b));  // [b, hidden]
+    auto hn = torch::empty_like(x);                                 // [b, hidden]
+    auto attn = torch::empty({b, nh * hd}, x.options());            // [b, nh·hd]
+    auto act = torch::empty({b, inter}, x.options());               // [b, inter]
+    CpuAttention at;
+    at.rows = b;
+    at.n_heads = static_cast<int>(nh);
+    at.n_kv_heads = static_cast<int>(nkv);
+    at.head_dim = static_cast<int>(hd);
+    at.window = W;
+    at.qkv_stride = (nh + 2 * nkv) * hd;
+    at.pos = in_pos.data_ptr<int64_t>();
+    at.slots = in_slots.data_ptr<int64_t>();
+    at.rope_cos = rope_cos.data_ptr<float>();
+    at.rope_sin = rope_sin.data_ptr<float>();
+    at.mask = in_mask.data_ptr<float>();
+    at.mask_stride = capacity;
+    at.capacity = capacity;
+    at.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    at.out = attn.data_ptr<float>();
+    for (size_t li = 0; li < w.layers.size(); ++li) {
+      const LayerWeights& l = w.layers[li];
+      const LayerProjections& pj = proj[li];
+      cpu_rms_norm(x.data_ptr<float>(), l.input_norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
+      auto qkv = pj.qkv(hn, helpers);  // [b, (nh + 2·nkv)·hd]
+      float* q = qkv.data_ptr<float>();
+      if (c.qk_norm)  // per head, in place: nh query heads, then nkv key heads of each row
+        for (int r = 0; r < b; ++r) {
+          cpu_rms_norm(q + r * at.qkv_stride, l.q_norm.data_ptr<float>(), eps, nh, hd, q + r * at.qkv_stride);
+          float* k = q + r * at.qkv_stride + nh * hd;
+          cpu_rms_norm(k, l.k_norm.data_ptr<float>(), eps, nkv, hd, k);
+        }
+      at.qkv = q;
+      at.k_cache = k_cache[li].data_ptr<float>();
+      at.v_cache = v_cache[li].data_ptr<float>();
+      cpu_attention(at);
+      x.add_(pj.o(attn, helpers));
+      cpu_rms_norm(x.data_ptr<float>(), l.post_norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
+      cpu_silu_mul(pj.gate_up(hn, helpers).data_ptr<float>(), b, inter, act.data_ptr<float>());
+      x.add_(pj.down(act, helpers));
+    }
+    cpu_rms_norm(x.data_ptr<float>(), w.norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
+    out_logits.narrow(0, 0, b).copy_(torch::linear(hn, w.lm_head));  // [b, vocab]
+  }
+
   // The graph-ready pass: reads the first b rows of the static inputs, a key window of W
   // slots, writes K/V at in_slots and logits into out_logits[:b]. Shapes depend on (b, W) only.
   void forward(int b, int W) {
     c10::InferenceMode guard;
+    if (fused_cpu) return forward_cpu(b, W);
     const ModelConfig& c = w.config;
     const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim,
                   g = nh / nkv;
@@ -293,6 +349,13 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
   m.w = load_weights(dir, m.device, m.dtype);
   const ModelConfig& c = m.w.config;
+  m.fused_cpu = m.device.is_cpu() && m.dtype == torch::kFloat32;
+  if (m.fused_cpu) {  // the kernels read norm weights as plain arrays
+    m.w.norm = m.w.norm.contiguous();
+    for (LayerWeights& l : m.w.layers)
+      for (torch::Tensor* t : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm})
+        if (t->defined()) *t = t->contiguous();
+  }
   if (m.device.is_cpu() && options.cpu_helper_threads > 0)
     m.workers = std::make_unique<CpuWorkers>(options.cpu_helper_threads);
   for (LayerWeights& l : m.w.layers) {
