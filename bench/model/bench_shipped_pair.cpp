@@ -28,10 +28,11 @@ const DaemonConfig& shipped_config() {
   return c;
 }
 
-std::unique_ptr<ModelRuntime> prefilled(const std::string& dir) {
+std::unique_ptr<ModelRuntime> prefilled(const std::string& dir, int helper_threads = 0) {
   RuntimeOptions o;
   o.max_context = 256;
   o.max_tree = 64;
+  o.cpu_helper_threads = helper_threads;
   auto rt = std::make_unique<ModelRuntime>(dir, o);
   std::vector<int32_t> ctx = {256};
   const std::string text = "The json module provides an API similar to pickle for converting in-memory Python objects "
@@ -66,6 +67,18 @@ void BM_TargetTreePass(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
 }
 BENCHMARK(BM_TargetTreePass)->Arg(2)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+// Passes sharing the second core (target.idle_drafter_threads = 2): the target's tree pass while
+// the drafter waits, and every pass of `ar` (arg 1).
+void BM_TargetSharedPass(benchmark::State& state) {
+  auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
+  std::vector<int32_t> tokens, parents;
+  tree_of(static_cast<int>(state.range(0)), tokens, parents);
+  rt->share_passes(true);
+  for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
+  rt->share_passes(false);
+}
+BENCHMARK(BM_TargetSharedPass)->Arg(1)->Arg(5)->Arg(9)->Arg(17)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterStep(benchmark::State& state) {
   auto rt = prefilled(shipped_config().drafter.model);

@@ -65,57 +65,66 @@ inline float exp_nonpositive(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
-}  // namespace
-
+// K (after RoPE) and V of every row into the caches.
 ROOTSPEC_VECTOR_CLONES
-void cpu_attention(const CpuAttention& a) {
-  assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
-  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, W = a.window;
+void write_kv(const CpuAttention& a) {
+  const int hd = a.head_dim;
   const int64_t head_plane = a.capacity * hd;  // one KV head's cache
-  // K (after RoPE) and V of every row into the cache first: rows attend to each other.
   for (int r = 0; r < a.rows; ++r) {
     const float* row = a.qkv + r * a.qkv_stride;
     const float* cos = a.rope_cos + a.pos[r] * hd;
     const float* sin = a.rope_sin + a.pos[r] * hd;
     for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-      float* k_dst = a.k_cache + kvh * head_plane + a.slots[r] * hd;
-      float* v_dst = a.v_cache + kvh * head_plane + a.slots[r] * hd;
-      rope_row(row + (a.n_heads + kvh) * hd, cos, sin, hd, k_dst);
-      std::copy_n(row + (a.n_heads + a.n_kv_heads + kvh) * hd, hd, v_dst);
+      rope_row(row + (a.n_heads + kvh) * hd, cos, sin, hd, a.k_cache + kvh * head_plane + a.slots[r] * hd);
+      std::copy_n(row + (a.n_heads + a.n_kv_heads + kvh) * hd, hd, a.v_cache + kvh * head_plane + a.slots[r] * hd);
     }
   }
+}
+
+// Attention outputs of the (row, query head) pairs [first, last), numbered row-major.
+ROOTSPEC_VECTOR_CLONES
+void attend(const CpuAttention& a, int first, int last) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, W = a.window;
+  const int64_t head_plane = a.capacity * hd;
   std::vector<float> q(hd), score(W), acc(hd);  // [hd], [W], [hd]
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int r = 0; r < a.rows; ++r) {
-    const float* row = a.qkv + r * a.qkv_stride;
-    const float* cos = a.rope_cos + a.pos[r] * hd;
-    const float* sin = a.rope_sin + a.pos[r] * hd;
+  for (int item = first; item < last; ++item) {
+    const int r = item / a.n_heads, h = item % a.n_heads;
+    const float* keys = a.k_cache + (h / group) * head_plane;    // [W, hd]
+    const float* values = a.v_cache + (h / group) * head_plane;  // [W, hd]
     const float* mask = a.mask + r * a.mask_stride;
-    for (int h = 0; h < a.n_heads; ++h) {
-      const float* keys = a.k_cache + (h / group) * head_plane;    // [W, hd]
-      const float* values = a.v_cache + (h / group) * head_plane;  // [W, hd]
-      rope_row(row + h * hd, cos, sin, hd, q.data());
-      float top = ninf;
-      for (int j = 0; j < W; ++j) {
-        score[j] = mask[j] == 0.0f ? dot(q.data(), keys + j * hd, hd) * a.scale : ninf;
-        top = std::max(top, score[j]);
-      }
-      float* o = a.out + (static_cast<int64_t>(r) * a.n_heads + h) * hd;
-      if (top == ninf) {
-        std::fill_n(o, hd, 0.0f);
-        continue;
-      }  // nothing visible (never for a real row: it sees itself)
-      for (int j = 0; j < W; ++j)  // masked keys weigh exactly 0
-        score[j] = mask[j] == 0.0f ? exp_nonpositive(score[j] - top) : 0.0f;
-      float total = 0.0f;
-      for (int j = 0; j < W; ++j) total += score[j];
-      const float inv_total = 1.0f / total;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int j = 0; j < W; ++j)
-        if (score[j] != 0.0f) axpy(score[j], values + j * hd, acc.data(), hd);
-      for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv_total;
+    rope_row(a.qkv + r * a.qkv_stride + h * hd, a.rope_cos + a.pos[r] * hd, a.rope_sin + a.pos[r] * hd, hd, q.data());
+    float top = ninf;
+    for (int j = 0; j < W; ++j) {
+      score[j] = mask[j] == 0.0f ? dot(q.data(), keys + j * hd, hd) * a.scale : ninf;
+      top = std::max(top, score[j]);
     }
+    float* o = a.out + (static_cast<int64_t>(r) * a.n_heads + h) * hd;
+    if (top == ninf) {  // nothing visible (never for a real row: it sees itself)
+      std::fill_n(o, hd, 0.0f);
+      continue;
+    }
+    for (int j = 0; j < W; ++j)  // masked keys weigh exactly 0
+      score[j] = mask[j] == 0.0f ? exp_nonpositive(score[j] - top) : 0.0f;
+    float total = 0.0f;
+    for (int j = 0; j < W; ++j) total += score[j];
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int j = 0; j < W; ++j)
+      if (score[j] != 0.0f) axpy(score[j], values + j * hd, acc.data(), hd);
+    const float inv_total = 1.0f / total;
+    for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv_total;
   }
+}
+
+}  // namespace
+
+void cpu_attention(const CpuAttention& a, CpuWorkers* workers) {
+  assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
+  write_kv(a);  // first: rows attend to each other
+  const int items = a.rows * a.n_heads;
+  const int parts = workers && items >= 2 * a.n_heads ? workers->threads() : 1;  // one row: not worth a hand-over
+  if (parts == 1) return attend(a, 0, items);
+  workers->run([&](int part) { attend(a, items * part / parts, items * (part + 1) / parts); });
 }
 
 ROOTSPEC_VECTOR_CLONES

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "cpu_workers.h"
+
 namespace rootspec {
 
 // One layer's attention for `rows` query rows: RoPE (Hugging Face rotate_half) on q and k,
@@ -27,7 +29,8 @@ struct CpuAttention {
   float scale = 1.0f;
   float* out = nullptr;  // [rows, n_heads·head_dim]
 };
-void cpu_attention(const CpuAttention& a);
+// The (row, head) pairs are shared among `workers` when given and there are several rows.
+void cpu_attention(const CpuAttention& a, CpuWorkers* workers = nullptr);
 
 // out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i] for `rows` rows: [rows, 2·inter] → [rows, inter].
 void cpu_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);

@@ -164,7 +164,7 @@ struct ModelRuntime::Impl {
       at.qkv = q;
       at.k_cache = k_cache[li].data_ptr<float>();
       at.v_cache = v_cache[li].data_ptr<float>();
-      cpu_attention(at);
+      cpu_attention(at, helpers);
       x.add_(pj.o(attn, helpers));
       cpu_rms_norm(x.data_ptr<float>(), l.post_norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
       cpu_silu_mul(pj.gate_up(hn, helpers).data_ptr<float>(), b, inter, act.data_ptr<float>());

@@ -137,6 +137,30 @@ TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
   EXPECT_LE(testing::max_abs_diff(want.data(), got.data(), 30 * V), kTol);
 }
 
+// Passes that share their products and attention with helper threads (the target's tree pass
+// while the drafter waits) give the rows of the passes that do not.
+TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
+  const Variant& var = GetParam();
+  TempDir dir("shared_" + var.name);
+  RuntimeOptions options = small_options();
+  options.cpu_helper_threads = 2;
+  ModelRuntime rt(testing::make_model(dir, "m", var.config, 13), options);
+  const int V = rt.vocab_size();
+  std::mt19937 gen(7);
+  const auto ctx = testing::random_tokens(gen, 40, V);
+  std::vector<int32_t> tokens, parents;
+  random_tree(gen, 90, V, &tokens, &parents);
+  rt.prefill(ctx);
+  const RowsView alone = rt.tree_pass(tokens, parents);
+  const std::vector<float> want(alone.data, alone.data + 90 * V);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    rt.share_passes(true);
+    const RowsView shared = rt.tree_pass(tokens, parents);
+    rt.share_passes(false);
+    EXPECT_LE(testing::max_abs_diff(want.data(), shared.data, 90 * V), kTol) << var.name << " repeat " << repeat;
+  }
+}
+
 TEST_P(RuntimeVariant, CommitThenContinueEqualsFreshPrefill) {
   const Variant& var = GetParam();
   TempDir dir("commit_" + var.name);
