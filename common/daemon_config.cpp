@@ -37,6 +37,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key,
     if (key == "dtype") return void(p.dtype = str());
     if (key == "threads") return void(p.threads = integer());
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
+    if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
     if (key == "drafter") return void(c.drafter_endpoint = str());

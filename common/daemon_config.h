@@ -2,7 +2,8 @@
 // (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3, issue 5).
 //
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
-//              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h)
+//              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
+//              ar_uses_drafter_core (false: `ar` stays on the target's own threads)
 //   [drafter]  model, device, dtype, threads
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": NCCL when built with it and the two processes are on
@@ -34,6 +35,7 @@ struct ProcessConfig {
   std::string dtype = "float32";
   int threads = 1;
   int idle_drafter_threads = 1;  // target on the CPU: threads while the drafter's core idles
+  bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
 };
 
 struct DaemonConfig {

@@ -324,7 +324,9 @@ void TargetServer::autoregressive_round(Active& a) {
   RoundTrace tr;
   tr.commit_sent_ns = a.commit_sent;
   tr.root_start_ns = monotonic_ns();
-  target_.share_passes(true);  // the drafter idles through `ar`: its core takes a share
+  // The drafter idles through `ar`: its core takes a share unless the config keeps `ar` on the
+  // target's own threads (the paper's baseline: plain decoding on the target's device alone).
+  target_.share_passes(config_.target.ar_uses_drafter_core);
   const RowsView row = target_.root_pass(a.root);
   probs_from_logits(row.row(0), V, a.r.temperature, a.root_probs.data());
   a.root = sample_index(a.root_probs.data(), V, a.rng);

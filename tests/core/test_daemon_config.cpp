@@ -1,0 +1,58 @@
+// DaemonConfig: defaults, the CPU keys of [target] and the transports, and errors that name
+// the key (hand-written overrides; the shipped configs load and validate).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "daemon_config.h"
+
+namespace rootspec {
+namespace {
+
+std::string error_of(const std::vector<std::string>& overrides) {
+  try {
+    DaemonConfig::load("", overrides).validate();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DaemonConfig, DefaultsKeepEachProcessOnItsOwnThreads) {
+  const DaemonConfig c = DaemonConfig::load("", {});
+  EXPECT_EQ(c.target.threads, 1);
+  EXPECT_EQ(c.target.idle_drafter_threads, 1);
+  EXPECT_TRUE(c.target.ar_uses_drafter_core);
+  EXPECT_EQ(c.pool_transport, "auto");
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(DaemonConfig, CpuKeysAndTransports) {
+  const DaemonConfig c = DaemonConfig::load(
+      "", {"target.idle_drafter_threads=2", "target.ar_uses_drafter_core=false", "endpoints.pool_transport=\"shm\""});
+  EXPECT_EQ(c.target.idle_drafter_threads, 2);
+  EXPECT_FALSE(c.target.ar_uses_drafter_core);
+  EXPECT_EQ(c.pool_transport, "shm");
+  EXPECT_NO_THROW(c.validate());
+  for (const char* t : {"auto", "zmq", "nccl", "shm"})
+    EXPECT_EQ(error_of({std::string("endpoints.pool_transport=\"") + t + "\""}), "") << t;
+}
+
+TEST(DaemonConfig, ErrorsNameTheKey) {
+  EXPECT_NE(error_of({"target.idle_drafter_threads=0"}).find("target.idle_drafter_threads"), std::string::npos);
+  EXPECT_NE(error_of({"target.idle_drafter_threads=65"}).find("target.idle_drafter_threads"), std::string::npos);
+  EXPECT_NE(error_of({"drafter.idle_drafter_threads=2"}).find("unknown key"), std::string::npos);
+  EXPECT_NE(error_of({"target.ar_uses_drafter_core=1"}).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of({"endpoints.pool_transport=\"udp\""}).find("endpoints.pool_transport"), std::string::npos);
+}
+
+TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {
+  const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.target.device, "cpu");
+  EXPECT_EQ(c.target.idle_drafter_threads, 2);
+  EXPECT_EQ(c.pool_transport, "auto");  // shared memory: both processes on this host's CPU
+}
+
+}  // namespace
+}  // namespace rootspec
