@@ -349,7 +349,7 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
   m.w = load_weights(dir, m.device, m.dtype);
   const ModelConfig& c = m.w.config;
-  m.fused_cpu = m.device.is_cpu() && m.dtype == torch::kFloat32;
+  m.fused_cpu = options.cpu_kernels && m.device.is_cpu() && m.dtype == torch::kFloat32;
   if (m.fused_cpu) {  // the kernels read norm weights as plain arrays
     m.w.norm = m.w.norm.contiguous();
     for (LayerWeights& l : m.w.layers)

@@ -14,6 +14,11 @@
 // multiples of 64 positions, never reads device data back and allocates nothing whose size
 // depends on data. Trees larger than 64 nodes run as several chunks, each extending the last.
 //
+// On the CPU in float32 the same pass runs with the fused loops of cpu_attention.h between the
+// projections (torch's per-op dispatch was most of a small model's pass); products keep their
+// weights transposed for OpenBLAS's small-matrix kernel (small_matmul.h) and may be shared
+// with helper threads (share_passes, cpu_workers.h).
+//
 // The header is torch-free (pimpl). Rows are returned as float logits in a host buffer owned
 // by the runtime and valid until the next call.
 #pragma once
@@ -34,6 +39,8 @@ struct RuntimeOptions {
   int max_context = 2048;        // committed positions the cache holds
   int max_tree = 64;             // tree nodes one tree (or its extensions) may hold
   int cpu_helper_threads = 0;    // CPU: threads besides the caller's for share_passes()
+  bool cpu_kernels = true;       // CPU float32: the fused kernels of cpu_attention.h (false: the
+                                 // torch ops of the device path, which tests compare them with)
 };
 
 constexpr int kMaxTreeBucket = 64;  // largest node bucket of one pass

@@ -137,6 +137,35 @@ TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
   EXPECT_LE(testing::max_abs_diff(want.data(), got.data(), 30 * V), kTol);
 }
 
+// The CPU's fused kernels (cpu_attention.h) against the torch ops that devices run, on a tree
+// pass after a two-chunk prefill and on root passes after a commit.
+TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) {
+  const Variant& var = GetParam();
+  TempDir dir("fused_" + var.name);
+  const std::string path = testing::make_model(dir, "m", var.config, 14);
+  RuntimeOptions torch_ops = small_options();
+  torch_ops.cpu_kernels = false;
+  ModelRuntime fused(path, small_options()), reference(path, torch_ops);
+  const int V = fused.vocab_size();
+  std::mt19937 gen(8);
+  const auto ctx = testing::random_tokens(gen, 70, V);
+  std::vector<int32_t> tokens, parents;
+  random_tree(gen, 40, V, &tokens, &parents);
+  float worst = 0.0f;
+  auto compare = [&](const RowsView& a, const RowsView& b) {
+    ASSERT_EQ(a.n_rows, b.n_rows);
+    worst = std::max(worst, testing::max_abs_diff(a.data, b.data, a.n_rows * V));
+  };
+  compare(fused.prefill(ctx), reference.prefill(ctx));
+  compare(fused.tree_pass(tokens, parents), reference.tree_pass(tokens, parents));
+  const std::vector<int32_t> path_nodes = {0};
+  fused.commit(path_nodes);
+  reference.commit(path_nodes);
+  for (int32_t t : testing::random_tokens(gen, 5, V)) compare(fused.root_pass(t), reference.root_pass(t));
+  EXPECT_LE(worst, kTol) << var.name;
+  std::printf("%s: max |fused − torch ops| = %.3g\n", var.name.c_str(), worst);
+}
+
 // Passes that share their products and attention with helper threads (the target's tree pass
 // while the drafter waits) give the rows of the passes that do not.
 TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
