@@ -15,14 +15,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "spin.h"
 #include "transport.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ROOTSPEC_SPIN_PAUSE() _mm_pause()
-#else
-#define ROOTSPEC_SPIN_PAUSE() ((void)0)
-#endif
 
 namespace rootspec {
 
@@ -151,7 +145,7 @@ void ShmChannel::wait(uint32_t seen, int64_t timeout_ns, int64_t spin_ns) {
   const int64_t start = monotonic_ns(), deadline = start + timeout_ns, spin_end = start + std::min(spin_ns, timeout_ns);
   for (int i = 0; b.count.load(std::memory_order_acquire) == seen; ++i) {
     if ((i & 63) == 0 && monotonic_ns() >= spin_end) break;
-    ROOTSPEC_SPIN_PAUSE();
+    cpu_relax();
   }
   b.sleepers.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {

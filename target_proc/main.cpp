@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "chat_template.h"
 #include "blas_core.h"
+#include "chat_template.h"
 #include "daemon_main.h"
 #include "model_runtime.h"
 #include "target_server.h"

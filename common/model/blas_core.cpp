@@ -15,6 +15,7 @@ std::string blas_core_name() {
 }
 
 std::string blas_core_warning() {
+#if defined(__x86_64__) || defined(__i386__)
   std::string core = blas_core_name();
   for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (core != "prescott" || !__builtin_cpu_supports("avx2")) return "";
@@ -23,6 +24,9 @@ std::string blas_core_warning() {
          " CPU, and CPU passes are about 2x slower: set OPENBLAS_CORETYPE=" +
          (__builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell") +
          " (launch/rootspec and tests/run do, see launch/blas-env)";
+#else
+  return "";  // the Prescott fallback is an x86 matter
+#endif
 }
 
 }  // namespace rootspec

@@ -3,12 +3,7 @@
 #include <cassert>
 #include <chrono>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ROOTSPEC_CPU_RELAX() _mm_pause()
-#else
-#define ROOTSPEC_CPU_RELAX() std::this_thread::yield()
-#endif
+#include "spin.h"
 
 namespace rootspec {
 
@@ -61,7 +56,7 @@ void CpuWorkers::run(const std::function<void(int)>& part) {
   } catch (...) {
     mine = std::current_exception();
   }
-  while (remaining_.load(std::memory_order_acquire) != 0) ROOTSPEC_CPU_RELAX();
+  while (remaining_.load(std::memory_order_acquire) != 0) cpu_relax();
   task_ = nullptr;
   if (mine) std::rethrow_exception(mine);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -97,7 +92,7 @@ void CpuWorkers::helper_loop(int index) {
       }
       if (stop_ || !awake_.load(std::memory_order_relaxed)) break;
       if (spins % 64 == 0 && now_ns() - last_work > kSpinLimitNs) break;  // the clock costs ~25 ns
-      ROOTSPEC_CPU_RELAX();
+      cpu_relax();
     }
   }
 }
