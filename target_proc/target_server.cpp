@@ -358,6 +358,9 @@ void TargetServer::speculative_round(Active& a) {
   // Drafter → TreeSelector.
   const PoolBody pool = wait_pool(a.internal, static_cast<uint32_t>(done.rounds), a.req, &done.ms_drafter_wait);
   tr.pool_received_ns = monotonic_ns();
+  // The drafter now waits for the Commit: its core takes a share of the tree pass. Woken here,
+  // the helpers are spinning by the time selection is done and the first product is handed over.
+  SharedPasses shared(target_, true);
   tr.draft_start_ns = pool.draft_start_ns;
   tr.draft_end_ns = pool.draft_end_ns;
   in.pool = &pool.pool;
@@ -372,15 +375,14 @@ void TargetServer::speculative_round(Active& a) {
     t0 = monotonic_ns();
     const int n = plan.verify_tree.size();
     const TreePassInput input = tree_pass_input(plan);  // [1 + n] anchor first
-    SharedPasses shared(target_, true);  // the drafter waits for the Commit: its core takes a share
     const RowsView logits = target_.tree_pass(input.tokens, input.parents);
-    shared.end();
     a.probs.resize(static_cast<size_t>(1 + n) * V);
     for (int i = 0; i <= n; ++i)
       probs_from_logits(logits.row(i), V, a.r.temperature, a.probs.data() + static_cast<size_t>(i) * V);
     rows = RowsView{a.probs.data(), 1 + n, V};
     tr.tree_pass_ns = monotonic_ns() - t0;
   }
+  shared.end();  // before the Commit: the drafter's core is its own again
   // Verifier.
   t0 = monotonic_ns();
   const RoundOutcome out = finish_round(plan, a.r.verifier, rows, a.rng, &pool.pool);
