@@ -316,7 +316,20 @@ struct ModelRuntime::Impl {
     // Node v sits in slot len + v; v ≥ j on a path, so gather first, then scatter.
     bool identity = true;
     for (int j = 0; j < m; ++j) identity = identity && path[j] == j;
-    if (!identity && m > 0) {
+    if (!identity && m > 0 && fused_cpu) {
+      // CPU float32: row copies within each head's plane, in path order. A source slot
+      // len + path[j] is never a destination of an earlier j (len + j' < len + j ≤ len + path[j]).
+      const int64_t hd = w.config.head_dim;
+      for (size_t li = 0; li < k_cache.size(); ++li)
+        for (torch::Tensor* cache : {&k_cache[li], &v_cache[li]}) {
+          float* base = cache->data_ptr<float>();  // [nkv, capacity, hd]
+          for (int64_t h = 0; h < cache->size(0); ++h) {
+            float* plane = base + h * capacity * hd;
+            for (int j = 0; j < m; ++j)
+              if (path[j] != j) std::memcpy(plane + (len + j) * hd, plane + (len + path[j]) * hd, sizeof(float) * hd);
+          }
+        }
+    } else if (!identity && m > 0) {
       c10::InferenceMode guard;
       std::vector<int64_t> src(m), dst(m);
       for (int j = 0; j < m; ++j) {

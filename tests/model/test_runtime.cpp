@@ -137,8 +137,9 @@ TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
   EXPECT_LE(testing::max_abs_diff(want.data(), got.data(), 30 * V), kTol);
 }
 
-// The CPU's fused kernels (cpu_attention.h) against the torch ops that devices run, on a tree
-// pass after a two-chunk prefill and on root passes after a commit.
+// The CPU's fused kernels (cpu_attention.h) and KV row copies against the torch ops that
+// devices run, on a tree pass after a two-chunk prefill and on root passes after committing a
+// path whose K/V must move.
 TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) {
   const Variant& var = GetParam();
   TempDir dir("fused_" + var.name);
@@ -158,7 +159,9 @@ TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) {
   };
   compare(fused.prefill(ctx), reference.prefill(ctx));
   compare(fused.tree_pass(tokens, parents), reference.tree_pass(tokens, parents));
-  const std::vector<int32_t> path_nodes = {0};
+  std::vector<int32_t> path_nodes;  // the path to the last node: KV moves within the cache
+  for (int v = 39; v >= 0; v = parents[v]) path_nodes.insert(path_nodes.begin(), v);
+  ASSERT_GT(path_nodes.back(), static_cast<int>(path_nodes.size()) - 1);
   fused.commit(path_nodes);
   reference.commit(path_nodes);
   for (int32_t t : testing::random_tokens(gen, 5, V)) compare(fused.root_pass(t), reference.root_pass(t));
