@@ -490,8 +490,8 @@ void ModelRuntime::commit(const std::vector<int32_t>& path) { impl_->commit(path
 
 void ModelRuntime::share_passes(bool on) {
   Impl& m = *impl_;
-  m.sharing = on && m.workers;
-  if (!m.workers) return;
+  if (!m.workers || m.sharing == on) return;  // `ar` asks every token: wake once
+  m.sharing = on;
   if (on) m.workers->wake();
   else m.workers->park();
 }
