@@ -40,11 +40,6 @@ inline float dot(const float* a, const float* b, int n) {
   return s;
 }
 
-// y += p · v (no aliasing: vectorised)
-inline void axpy(float p, const float* __restrict v, float* __restrict y, int n) {
-  for (int i = 0; i < n; ++i) y[i] += p * v[i];
-}
-
 // e^x for x ≤ 0 (softmax after subtracting the maximum), vectorisable: x = k·ln2 + r with
 // |r| ≤ ln2/2, e^r by its degree-6 Taylor polynomial (relative error < 2e-7), 2^k by building
 // the exponent bits. Below −87 the result is 0.
@@ -65,64 +60,134 @@ inline float exp_nonpositive(float x) {
   return x < -87.0f ? 0.0f : p * scale;
 }
 
+// Where slot s's key element d and value element d live (layouts in cpu_attention.h).
+struct KvLayout {
+  int64_t capacity, head_dim;
+  int64_t key_head() const { return panel_count(capacity) * head_dim * kPanelColumns; }    // floats per KV head
+  int64_t value_head() const { return panel_count(head_dim) * capacity * kPanelColumns; }  // floats per KV head
+  int64_t key(int64_t s, int64_t d) const { return ((s / kPanelColumns) * head_dim + d) * kPanelColumns + s % kPanelColumns; }
+  int64_t value(int64_t s, int64_t d) const { return ((d / kPanelColumns) * capacity + s) * kPanelColumns + d % kPanelColumns; }
+};
+
 // K (after RoPE) and V of every row into the caches.
-ROOTSPEC_VECTOR_CLONES
 void write_kv(const CpuAttention& a) {
   const int hd = a.head_dim;
-  const int64_t head_plane = a.capacity * hd;  // one KV head's cache
+  const KvLayout kv{a.capacity, hd};
+  std::vector<float> k(hd);  // [hd]
   for (int r = 0; r < a.rows; ++r) {
     const float* row = a.qkv + r * a.qkv_stride;
     const float* cos = a.rope_cos + a.pos[r] * hd;
     const float* sin = a.rope_sin + a.pos[r] * hd;
+    const int64_t s = a.slots[r];
     for (int kvh = 0; kvh < a.n_kv_heads; ++kvh) {
-      rope_row(row + (a.n_heads + kvh) * hd, cos, sin, hd, a.k_cache + kvh * head_plane + a.slots[r] * hd);
-      std::copy_n(row + (a.n_heads + a.n_kv_heads + kvh) * hd, hd, a.v_cache + kvh * head_plane + a.slots[r] * hd);
+      rope_row(row + (a.n_heads + kvh) * hd, cos, sin, hd, k.data());
+      float* keys = a.k_cache + kvh * kv.key_head();
+      for (int d = 0; d < hd; ++d) keys[kv.key(s, d)] = k[d];
+      const float* v = row + (a.n_heads + a.n_kv_heads + kvh) * hd;
+      float* values = a.v_cache + kvh * kv.value_head();
+      for (int d0 = 0; d0 < hd; d0 += kPanelColumns)  // one contiguous run per value panel
+        std::copy_n(v + d0, std::min<int>(kPanelColumns, hd - d0), values + kv.value(s, d0));
     }
   }
 }
 
-// Attention outputs of the (row, query head) pairs [first, last), numbered row-major.
+// exp(score − max) over the visible keys of each row, 0 elsewhere; returns the sums.
 ROOTSPEC_VECTOR_CLONES
-void attend(const CpuAttention& a, int first, int last) {
-  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads, W = a.window;
-  const int64_t head_plane = a.capacity * hd;
-  std::vector<float> q(hd), score(W), acc(hd);  // [hd], [W], [hd]
+void softmax_numerators(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W, float scale,
+                        float* totals) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int item = first; item < last; ++item) {
-    const int r = item / a.n_heads, h = item % a.n_heads;
-    const float* keys = a.k_cache + (h / group) * head_plane;    // [W, hd]
-    const float* values = a.v_cache + (h / group) * head_plane;  // [W, hd]
-    const float* mask = a.mask + r * a.mask_stride;
-    rope_row(a.qkv + r * a.qkv_stride + h * hd, a.rope_cos + a.pos[r] * hd, a.rope_sin + a.pos[r] * hd, hd, q.data());
+  for (int r = 0; r < rows; ++r) {
+    float* s = scores + r * ld;
+    const float* m = mask + r * mask_stride;
     float top = ninf;
     for (int j = 0; j < W; ++j) {
-      score[j] = mask[j] == 0.0f ? dot(q.data(), keys + j * hd, hd) * a.scale : ninf;
-      top = std::max(top, score[j]);
+      s[j] = m[j] == 0.0f ? s[j] * scale : ninf;
+      top = std::max(top, s[j]);
     }
-    float* o = a.out + (static_cast<int64_t>(r) * a.n_heads + h) * hd;
-    if (top == ninf) {  // nothing visible (never for a real row: it sees itself)
-      std::fill_n(o, hd, 0.0f);
+    float total = 0.0f;
+    if (top != ninf)  // else nothing is visible (never for a real row: it sees itself)
+      for (int j = 0; j < W; ++j) {
+        s[j] = m[j] == 0.0f ? exp_nonpositive(s[j] - top) : 0.0f;  // masked keys weigh exactly 0
+        total += s[j];
+      }
+    else
+      std::fill_n(s, W, 0.0f);
+    totals[r] = total;
+  }
+}
+
+constexpr int kAttendRows = 48;  // query rows per work item (bounds the score buffer)
+
+// Attention outputs of work items [first, last): item = query head · row blocks + row block.
+void attend(const CpuAttention& a, int first, int last) {
+  const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
+  const int blocks = (a.rows + kAttendRows - 1) / kAttendRows;
+  const KvLayout kv{a.capacity, hd};
+  std::vector<float> q, scores, totals(kAttendRows);  // [n, hd], [n, W], [n]
+  for (int item = first; item < last; ++item) {
+    const int h = item / blocks, r0 = item % blocks * kAttendRows, n = std::min(kAttendRows, a.rows - r0);
+    const float* mask = a.mask + r0 * a.mask_stride;
+    // Keys past the last visible one of the block (the window is rounded up for CUDA graphs).
+    int W = 0;
+    for (int r = 0; r < n; ++r) {
+      const float* m = mask + r * a.mask_stride;
+      int last_visible = a.window;
+      while (last_visible > W && m[last_visible - 1] != 0.0f) --last_visible;
+      W = std::max(W, last_visible);
+    }
+    float* o = a.out + static_cast<int64_t>(r0) * a.n_heads * hd + h * hd;  // rows n_heads·hd apart
+    if (W == 0) {
+      for (int r = 0; r < n; ++r) std::fill_n(o + r * a.n_heads * hd, hd, 0.0f);
       continue;
     }
-    for (int j = 0; j < W; ++j)  // masked keys weigh exactly 0
-      score[j] = mask[j] == 0.0f ? exp_nonpositive(score[j] - top) : 0.0f;
-    float total = 0.0f;
-    for (int j = 0; j < W; ++j) total += score[j];
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int j = 0; j < W; ++j)
-      if (score[j] != 0.0f) axpy(score[j], values + j * hd, acc.data(), hd);
-    const float inv_total = 1.0f / total;
-    for (int i = 0; i < hd; ++i) o[i] = acc[i] * inv_total;
+    q.resize(static_cast<size_t>(n) * hd);
+    scores.resize(static_cast<size_t>(n) * W);
+    for (int r = 0; r < n; ++r) {
+      const int64_t pos = a.pos[r0 + r];
+      rope_row(a.qkv + (r0 + r) * a.qkv_stride + h * hd, a.rope_cos + pos * hd, a.rope_sin + pos * hd, hd,
+               q.data() + r * hd);
+    }
+    const float* keys = a.k_cache + (h / group) * kv.key_head();
+    const float* values = a.v_cache + (h / group) * kv.value_head();
+    small_matmul_strided(q.data(), hd, keys, hd * kPanelColumns, scores.data(), W, n, hd, W);  // [n, W]
+    softmax_numerators(scores.data(), W, mask, a.mask_stride, n, W, a.scale, totals.data());
+    small_matmul_strided(scores.data(), W, values, a.capacity * kPanelColumns, o, a.n_heads * hd, n, W, hd);
+    for (int r = 0; r < n; ++r) {
+      const float inv_total = totals[r] > 0.0f ? 1.0f / totals[r] : 0.0f;
+      for (int d = 0; d < hd; ++d) o[r * a.n_heads * hd + d] *= inv_total;
+    }
   }
 }
 
 }  // namespace
 
+int64_t cpu_key_cache_floats(int n_kv_heads, int64_t capacity, int head_dim) {
+  return n_kv_heads * KvLayout{capacity, head_dim}.key_head();
+}
+
+int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim) {
+  return n_kv_heads * KvLayout{capacity, head_dim}.value_head();
+}
+
+void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim, int64_t from,
+                      int64_t to) {
+  assert(from >= 0 && from < capacity && to >= 0 && to < capacity);
+  const KvLayout kv{capacity, head_dim};
+  for (int h = 0; h < n_kv_heads; ++h) {
+    float* keys = k_cache + h * kv.key_head();
+    float* values = v_cache + h * kv.value_head();
+    for (int d = 0; d < head_dim; ++d) keys[kv.key(to, d)] = keys[kv.key(from, d)];
+    for (int d0 = 0; d0 < head_dim; d0 += kPanelColumns)
+      std::memcpy(values + kv.value(to, d0), values + kv.value(from, d0),
+                  sizeof(float) * std::min<int64_t>(kPanelColumns, head_dim - d0));
+  }
+}
+
 void cpu_attention(const CpuAttention& a, CpuWorkers* workers) {
   assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
   write_kv(a);  // first: rows attend to each other
-  const int items = a.rows * a.n_heads;
-  const int parts = workers && items >= 2 * a.n_heads ? workers->threads() : 1;  // one row: not worth a hand-over
+  const int items = a.n_heads * ((a.rows + kAttendRows - 1) / kAttendRows);
+  const int parts = workers && a.rows >= 2 ? workers->threads() : 1;  // one row: not worth a hand-over
   if (parts == 1) return attend(a, 0, items);
   workers->run([&](int part) { attend(a, items * part / parts, items * (part + 1) / parts); });
 }

@@ -7,12 +7,19 @@
 #include <cstdint>
 
 #include "cpu_workers.h"
+#include "small_matmul.h"
 
 namespace rootspec {
 
 // One layer's attention for `rows` query rows: RoPE (Hugging Face rotate_half) on q and k,
 // k and v written to the caches at `slots`, then out = softmax(q·kᵀ·scale + mask)·v over the
 // first `window` cache positions, per query head h reading KV head h / (n_heads / n_kv_heads).
+//
+// The caches are kept in small_matmul.h's column panels so that both products of attention
+// run on its kernel, a block of query rows at a time (a dot product per key and row, with its
+// horizontal sum, was as costly as all of a tree pass's weight products):
+//   keys   [n_kv_heads, panel_count(capacity), head_dim, 32]  32 slots per panel: scores = q · panel
+//   values [n_kv_heads, panel_count(head_dim), capacity, 32]  32 dims per panel:  out = p · panel
 struct CpuAttention {
   int rows = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, window = 0;
   const float* qkv = nullptr;  // [rows, qkv_stride]: q heads, then k heads, then v heads
@@ -23,14 +30,23 @@ struct CpuAttention {
   const float* rope_sin = nullptr;  // [capacity, head_dim]
   const float* mask = nullptr;      // [rows, mask_stride]: 0 (visible) or −inf, first `window` used
   int64_t mask_stride = 0;
-  float* k_cache = nullptr;  // [n_kv_heads, capacity, head_dim]
-  float* v_cache = nullptr;  // [n_kv_heads, capacity, head_dim]
+  float* k_cache = nullptr;  // keys, layout above
+  float* v_cache = nullptr;  // values, layout above
   int64_t capacity = 0;
   float scale = 1.0f;
   float* out = nullptr;  // [rows, n_heads·head_dim]
 };
-// The (row, head) pairs are shared among `workers` when given and there are several rows.
+// The (query head, block of rows) pairs are shared among `workers` when given and there are
+// several rows.
 void cpu_attention(const CpuAttention& a, CpuWorkers* workers = nullptr);
+
+// Floats of one layer's key and value caches in the layouts above.
+int64_t cpu_key_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
+int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
+
+// Copies slot `from`'s keys and values to slot `to`, every KV head (the KV commit).
+void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim, int64_t from,
+                      int64_t to);
 
 // out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i] for `rows` rows: [rows, 2·inter] → [rows, inter].
 void cpu_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out);

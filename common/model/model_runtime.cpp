@@ -84,13 +84,15 @@ struct ModelRuntime::Impl {
     Projection down;     // [inter] → [hidden]
   };
   std::vector<LayerProjections> proj;
+  Projection lm_head_cpu;               // fused_cpu only: [hidden] → [vocab], packed panels
   bool fused_cpu = false;               // CPU float32: forward_cpu() with cpu_attention.h's kernels
   std::unique_ptr<CpuWorkers> workers;  // CPU helper threads (cpu_helper_threads > 0)
   bool sharing = false;                 // share_passes(true): products use `workers`
   int vocab = 0;
   int capacity = 0;  // cache slots: max_context + max_tree + kMaxTreeBucket (padding slack)
 
-  std::vector<torch::Tensor> k_cache, v_cache;  // per layer [n_kv, capacity, head_dim]
+  std::vector<torch::Tensor> k_cache, v_cache;  // per layer [n_kv, capacity, head_dim]; fused_cpu: panels
+                                                //   (cpu_attention.h), flat
   torch::Tensor rope_cos, rope_sin;             // [capacity, head_dim]
 
   // Static pass inputs on the device, sized for the largest bucket.
@@ -122,17 +124,29 @@ struct ModelRuntime::Impl {
   }
 
   // forward() on the CPU in float32: the same computation with the fused kernels of
-  // cpu_attention.h between the projections (a few torch calls per layer instead of ~40).
+  // cpu_attention.h between the packed products, on buffers allocated at load (no torch call:
+  // each costs a few µs of dispatch, ~0.1 ms of a pass of the shipped target).
+  struct CpuBuffers {
+    std::vector<float> x, hn, proj_out, qkv, attn, gate_up, act;  // [kMaxTreeBucket, width] each
+  } cpu;
+
   void forward_cpu(int b, int W) {
     const ModelConfig& c = w.config;
     const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim,
                   hidden = c.hidden_size, inter = c.intermediate_size;
     const float eps = static_cast<float>(c.rms_norm_eps);
     CpuWorkers* const helpers = sharing ? workers.get() : nullptr;
-    auto x = w.embed.index_select(0, in_tokens.narrow(0, 0, b));  // [b, hidden]
-    auto hn = torch::empty_like(x);                                 // [b, hidden]
-    auto attn = torch::empty({b, nh * hd}, x.options());            // [b, nh·hd]
-    auto act = torch::empty({b, inter}, x.options());               // [b, inter]
+    float* const x = cpu.x.data();              // [b, hidden] residual stream
+    float* const hn = cpu.hn.data();            // [b, hidden] normed
+    float* const proj_out = cpu.proj_out.data();  // [b, hidden] o / down outputs
+    float* const qkv = cpu.qkv.data();          // [b, (nh + 2·nkv)·hd]
+    float* const act = cpu.act.data();          // [b, inter]
+    const float* embed = w.embed.data_ptr<float>();  // [vocab, hidden]
+    const int64_t* tokens = in_tokens.data_ptr<int64_t>();
+    for (int r = 0; r < b; ++r) std::memcpy(x + r * hidden, embed + tokens[r] * hidden, sizeof(float) * hidden);
+    auto add_residual = [&] {
+      for (int64_t i = 0; i < b * hidden; ++i) x[i] += proj_out[i];
+    };
     CpuAttention at;
     at.rows = b;
     at.n_heads = static_cast<int>(nh);
@@ -148,30 +162,32 @@ struct ModelRuntime::Impl {
     at.mask_stride = capacity;
     at.capacity = capacity;
     at.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-    at.out = attn.data_ptr<float>();
+    at.qkv = qkv;
+    at.out = cpu.attn.data();
     for (size_t li = 0; li < w.layers.size(); ++li) {
       const LayerWeights& l = w.layers[li];
       const LayerProjections& pj = proj[li];
-      cpu_rms_norm(x.data_ptr<float>(), l.input_norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
-      auto qkv = pj.qkv(hn, helpers);  // [b, (nh + 2·nkv)·hd]
-      float* q = qkv.data_ptr<float>();
+      cpu_rms_norm(x, l.input_norm.data_ptr<float>(), eps, b, hidden, hn);
+      pj.qkv.cpu(hn, b, qkv, helpers);
       if (c.qk_norm)  // per head, in place: nh query heads, then nkv key heads of each row
         for (int r = 0; r < b; ++r) {
-          cpu_rms_norm(q + r * at.qkv_stride, l.q_norm.data_ptr<float>(), eps, nh, hd, q + r * at.qkv_stride);
-          float* k = q + r * at.qkv_stride + nh * hd;
-          cpu_rms_norm(k, l.k_norm.data_ptr<float>(), eps, nkv, hd, k);
+          float* q = qkv + r * at.qkv_stride;
+          cpu_rms_norm(q, l.q_norm.data_ptr<float>(), eps, nh, hd, q);
+          cpu_rms_norm(q + nh * hd, l.k_norm.data_ptr<float>(), eps, nkv, hd, q + nh * hd);
         }
-      at.qkv = q;
       at.k_cache = k_cache[li].data_ptr<float>();
       at.v_cache = v_cache[li].data_ptr<float>();
       cpu_attention(at, helpers);
-      x.add_(pj.o(attn, helpers));
-      cpu_rms_norm(x.data_ptr<float>(), l.post_norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
-      cpu_silu_mul(pj.gate_up(hn, helpers).data_ptr<float>(), b, inter, act.data_ptr<float>());
-      x.add_(pj.down(act, helpers));
+      pj.o.cpu(cpu.attn.data(), b, proj_out, helpers);
+      add_residual();
+      cpu_rms_norm(x, l.post_norm.data_ptr<float>(), eps, b, hidden, hn);
+      pj.gate_up.cpu(hn, b, cpu.gate_up.data(), helpers);
+      cpu_silu_mul(cpu.gate_up.data(), b, inter, act);
+      pj.down.cpu(act, b, proj_out, helpers);
+      add_residual();
     }
-    cpu_rms_norm(x.data_ptr<float>(), w.norm.data_ptr<float>(), eps, b, hidden, hn.data_ptr<float>());
-    out_logits.narrow(0, 0, b).copy_(torch::linear(hn, w.lm_head));  // [b, vocab]
+    cpu_rms_norm(x, w.norm.data_ptr<float>(), eps, b, hidden, hn);
+    lm_head_cpu.cpu(hn, b, out_logits.data_ptr<float>(), helpers);  // [b, vocab]
   }
 
   // The graph-ready pass: reads the first b rows of the static inputs, a key window of W
@@ -319,16 +335,11 @@ struct ModelRuntime::Impl {
     if (!identity && m > 0 && fused_cpu) {
       // CPU float32: row copies within each head's plane, in path order. A source slot
       // len + path[j] is never a destination of an earlier j (len + j' < len + j ≤ len + path[j]).
-      const int64_t hd = w.config.head_dim;
       for (size_t li = 0; li < k_cache.size(); ++li)
-        for (torch::Tensor* cache : {&k_cache[li], &v_cache[li]}) {
-          float* base = cache->data_ptr<float>();  // [nkv, capacity, hd]
-          for (int64_t h = 0; h < cache->size(0); ++h) {
-            float* plane = base + h * capacity * hd;
-            for (int j = 0; j < m; ++j)
-              if (path[j] != j) std::memcpy(plane + (len + j) * hd, plane + (len + path[j]) * hd, sizeof(float) * hd);
-          }
-        }
+        for (int j = 0; j < m; ++j)
+          if (path[j] != j)
+            cpu_copy_kv_slot(k_cache[li].data_ptr<float>(), v_cache[li].data_ptr<float>(),
+                             w.config.num_key_value_heads, capacity, w.config.head_dim, len + path[j], len + j);
     } else if (!identity && m > 0) {
       c10::InferenceMode guard;
       std::vector<int64_t> src(m), dst(m);
@@ -375,8 +386,20 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     m.proj.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}), Projection({l.wo}, {l.bo}),
                       Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}),
                       Projection({l.down}, {torch::Tensor()})});
-    // The projections hold their own (fused or transposed) copies: drop the loaded ones.
+    // The projections hold their own (fused or packed) copies: drop the loaded ones.
     l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
+  }
+  if (m.fused_cpu) {
+    m.lm_head_cpu = Projection({m.w.lm_head}, {torch::Tensor()});
+    m.w.embed = m.w.embed.contiguous();
+    const int64_t rows = kMaxTreeBucket, hd = c.head_dim;
+    m.cpu.x.resize(rows * c.hidden_size);
+    m.cpu.hn.resize(rows * c.hidden_size);
+    m.cpu.proj_out.resize(rows * c.hidden_size);
+    m.cpu.qkv.resize(rows * (c.num_attention_heads + 2 * c.num_key_value_heads) * hd);
+    m.cpu.attn.resize(rows * c.num_attention_heads * hd);
+    m.cpu.gate_up.resize(rows * 2 * c.intermediate_size);
+    m.cpu.act.resize(rows * c.intermediate_size);
   }
   m.vocab = c.vocab_size;
   m.capacity = options.max_context + options.max_tree + kMaxTreeBucket;
@@ -384,6 +407,11 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
   c10::InferenceMode guard;
   auto dev_opts = torch::TensorOptions().device(m.device);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
+    if (m.fused_cpu) {  // cpu_attention.h's panel layouts
+      m.k_cache.push_back(torch::zeros({cpu_key_cache_floats(c.num_key_value_heads, m.capacity, c.head_dim)}));
+      m.v_cache.push_back(torch::zeros({cpu_value_cache_floats(c.num_key_value_heads, m.capacity, c.head_dim)}));
+      continue;
+    }
     m.k_cache.push_back(torch::zeros({c.num_key_value_heads, m.capacity, c.head_dim}, dev_opts.dtype(m.dtype)));
     m.v_cache.push_back(torch::zeros({c.num_key_value_heads, m.capacity, c.head_dim}, dev_opts.dtype(m.dtype)));
   }

@@ -16,8 +16,8 @@
 //
 // On the CPU in float32 the same pass runs with the fused loops of cpu_attention.h between the
 // projections (torch's per-op dispatch was most of a small model's pass); products keep their
-// weights transposed for OpenBLAS's small-matrix kernel (small_matmul.h) and may be shared
-// with helper threads (share_passes, cpu_workers.h).
+// weights packed in column panels for small_matmul.h's kernel, which streams each weight once
+// per pass, and may be shared with helper threads (share_passes, cpu_workers.h).
 //
 // The header is torch-free (pimpl). Rows are returned as float logits in a host buffer owned
 // by the runtime and valid until the next call.

@@ -1,6 +1,6 @@
 // Projection: one linear layer of the runtime, y = x·Wᵀ + b, [rows, in] → [rows, out], with
-// the weight laid out for the device: [out, in] for torch::linear on a GPU, transposed to
-// [in, out] on the CPU for small_matmul (see small_matmul.h). Several layers that read the
+// the weight laid out for the device: [out, in] for torch::linear on a GPU, packed in column
+// panels on the CPU (float32) for small_matmul (see small_matmul.h). Several layers that read the
 // same input (q|k|v, gate|up) are fused into one projection whose output the caller narrows.
 // Internal to rootspec_model (includes libtorch).
 #pragma once
@@ -14,13 +14,10 @@
 
 namespace rootspec {
 
-// Products of at least this many multiply-adds (rows · in · out) are split across `workers`:
-// below it the hand-over costs more than half the product (256 → 256 at one row: 2.7 µs).
-constexpr int64_t kSplitMinProduct = 100000;
-
-// x [rows, in] · wt [in, out] → [rows, out] on the CPU, float32, in small-kernel blocks; the
-// columns are shared among `workers` (when given) for products of ≥ kSplitMinProduct.
-torch::Tensor small_matmul(const torch::Tensor& x, const torch::Tensor& wt, CpuWorkers* workers = nullptr);
+// x [rows, in] · W → [rows, out] on the CPU, float32, W packed by pack_panels as
+// [panel_count(out), in, kPanelColumns]; panels shared among `workers` when given.
+torch::Tensor small_matmul(const torch::Tensor& x, const torch::Tensor& panels, int64_t out,
+                           CpuWorkers* workers = nullptr);
 
 class Projection {
  public:
@@ -31,11 +28,14 @@ class Projection {
 
   // [rows, in] → [rows, out]; CPU products are shared among `workers` when given.
   torch::Tensor operator()(const torch::Tensor& x, CpuWorkers* workers = nullptr) const;
+  // The same on raw CPU float32 rows (packed weights only): y [rows, out] = x [rows, in] · Wᵀ + b.
+  void cpu(const float* x, int64_t rows, float* y, CpuWorkers* workers = nullptr) const;
 
  private:
-  torch::Tensor weight_;  // CPU float32: [in, out]; otherwise [out, in]
+  torch::Tensor weight_;  // CPU float32: [panel_count(out), in, kPanelColumns]; otherwise [out, in]
   torch::Tensor bias_;    // [out] or undefined
-  bool transposed_ = false;
+  int64_t in_ = 0, out_ = 0;
+  bool packed_ = false;
 };
 
 }  // namespace rootspec

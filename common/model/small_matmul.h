@@ -1,13 +1,15 @@
 // Products of a few rows by a weight matrix on the CPU, the shape of every pass there:
-// y [rows, out] = x [rows, in] · wt [in, out] (the weight kept transposed, row-major).
+// y [rows, out] = x [rows, in] · W [out, in]ᵀ, with W stored in column panels.
 //
-// Why not torch::linear: OpenBLAS (0.3.21 in Debian 12) has a small-matrix sgemm kernel on
-// AVX-512 cores that it runs only when rows·in·out ≤ 10⁶ and the weight operand is not
-// transposed (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c). torch::linear passes the
-// [out, in] weight transposed, and above the limit OpenBLAS packs both operands: at 9 rows,
-// 256 → 704 took 101 µs with torch::linear, 67 µs untransposed and 31 µs in two column blocks
-// under the limit (bench_model_small_matmul). So the runtime keeps CPU weights as [in, out]
-// and cuts each product into column blocks that stay under the limit.
+// Why not BLAS: a decode pass multiplies 1–16 rows by each weight once, so its cost is
+// streaming the weights from L3 (~27 GB/s per core on this project's Sapphire Rapids VMs), not
+// arithmetic. OpenBLAS packs the weight for every call, and its small-matrix kernel (0.3.21)
+// reads the weight with a row stride of `out`: the shipped target's 9-row tree pass spent
+// 1.13 ms in products whose 1-row version took 0.48 ms. Here the weight is packed once, at
+// load, into panels of kPanelColumns columns stored contiguously ([panels, in, 32]); a kernel
+// keeps a block of up to 12 rows × 32 columns in registers, walks one panel front to back and
+// prefetches ahead, so 9 rows cost 0.54 ms and 1 row 0.48 ms (the weights streamed once).
+// Torch-free; the kernel is chosen once per process (AVX-512 or portable loops).
 #pragma once
 
 #include <cstdint>
@@ -16,17 +18,32 @@
 
 namespace rootspec {
 
-// OpenBLAS's small-kernel limit on rows · in · columns of one product.
-constexpr int64_t kSmallGemmLimit = 1000000;
+constexpr int64_t kPanelColumns = 32;  // two AVX-512 registers of floats
 
-// Columns of one block for a [rows, in] · [in, out] product: the most that keeps
-// rows · in · columns ≤ kSmallGemmLimit, a multiple of 16 (one AVX-512 register of floats),
-// at least 16, at most out.
-int64_t small_matmul_block_columns(int64_t rows, int64_t in, int64_t out);
+// Panels of a weight with `out` columns (the last one zero-padded).
+inline int64_t panel_count(int64_t out) { return (out + kPanelColumns - 1) / kPanelColumns; }
 
-// y [rows, out] = x [rows, in] · wt [in, out], all row-major float32 on the CPU; the columns
-// are shared among `workers` when given (see projection.h).
-void small_matmul(const float* x, const float* wt, float* y, int64_t rows, int64_t in, int64_t out,
+// w [out, in] (torch's Linear layout) → panels [panel_count(out), in, kPanelColumns].
+void pack_panels(const float* w, int64_t out, int64_t in, float* panels);
+
+// y [rows, out] = x [rows, in] · wᵀ from pack_panels' layout; all row-major float32. Panels
+// are shared among `workers` (when given) for products of ≥ kSplitMinProduct multiply-adds.
+void small_matmul(const float* x, const float* panels, float* y, int64_t rows, int64_t in, int64_t out,
                   CpuWorkers* workers = nullptr);
+
+// Below this many multiply-adds (rows · in · out) a product is not split among helpers: the
+// hand-over costs more than half of it (256 → 256 at one row: 2.7 µs).
+constexpr int64_t kSplitMinProduct = 100000;
+
+// The general form, on one thread: x rows `ldx` floats apart, panel p at panels + p·panel_stride
+// (≥ in · kPanelColumns: a cache's panels may hold more rows than `in`), y rows `ldy` apart.
+void small_matmul_strided(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y,
+                          int64_t ldy, int64_t rows, int64_t in, int64_t out);
+
+// The kernel small_matmul runs here: "avx512" or "portable".
+const char* small_matmul_kernel();
+
+// The same product with the portable loops whatever the CPU (tests compare the two kernels).
+void small_matmul_portable(const float* x, const float* panels, float* y, int64_t rows, int64_t in, int64_t out);
 
 }  // namespace rootspec

@@ -1,5 +1,5 @@
-// small_matmul: column blocks under OpenBLAS's small-kernel limit, alone or shared with
-// CpuWorkers' helper threads, give the plain product; CpuWorkers runs every part once.
+// small_matmul: packed column panels, with either kernel, alone or shared with CpuWorkers'
+// helper threads, give the plain product; CpuWorkers runs every part once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,57 +13,63 @@
 namespace rootspec {
 namespace {
 
-TEST(SmallMatmul, BlockColumnsStayUnderTheLimit) {
-  EXPECT_EQ(small_matmul_block_columns(1, 256, 704), 704);       // 180k: one block
-  EXPECT_EQ(small_matmul_block_columns(9, 256, 256), 256);       // 590k: one block
-  EXPECT_EQ(small_matmul_block_columns(9, 256, 704), 432);       // 10⁶ / 2304 = 434 → 432
-  EXPECT_EQ(small_matmul_block_columns(9, 704, 256), 144);       // 10⁶ / 6336 = 157 → 144
-  EXPECT_EQ(small_matmul_block_columns(64, 4096, 4096), 16);     // never below 16 columns
-  EXPECT_EQ(small_matmul_block_columns(64, 4096, 8), 8);         // nor above `out`
-  for (int64_t rows : {1, 2, 5, 9, 17, 33, 64})
-    for (int64_t in : {128, 256, 704})
-      for (int64_t out : {128, 258, 704, 1408}) {
-        const int64_t block = small_matmul_block_columns(rows, in, out);
-        ASSERT_GE(block, 1);
-        ASSERT_LE(block, out);
-        if (block > 16) {
-          EXPECT_LE(rows * in * block, kSmallGemmLimit) << rows << " " << in << " " << out;
-        }
-        if (block < out) {
-          EXPECT_EQ(block % 16, 0);
-        }
-      }
+TEST(SmallMatmul, PacksColumnPanelsWithZeroPadding) {
+  // w [out = 35, in = 3]: w[c][i] = 100·c + i; two panels, the second holding columns 32–34.
+  const int64_t out = 35, in = 3;
+  std::vector<float> w(out * in);
+  for (int64_t c = 0; c < out; ++c)
+    for (int64_t i = 0; i < in; ++i) w[c * in + i] = float(100 * c + i);
+  ASSERT_EQ(panel_count(out), 2);
+  ASSERT_EQ(panel_count(32), 1);
+  std::vector<float> panels(panel_count(out) * in * kPanelColumns, NAN);  // [2, 3, 32]
+  pack_panels(w.data(), out, in, panels.data());
+  EXPECT_EQ(panels[0 * kPanelColumns + 0], 0.0f);      // panel 0, i 0, column 0
+  EXPECT_EQ(panels[2 * kPanelColumns + 5], 502.0f);    // panel 0, i 2, column 5
+  EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 2], 3401.0f);  // panel 1, i 1, column 34
+  EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 3], 0.0f);     // column 35 does not exist: zero
+  EXPECT_EQ(panels[(3 + 2) * kPanelColumns + 31], 0.0f);
 }
 
-// y = x · wt against a double-precision loop, on shapes with one block, several blocks and a
-// ragged last block.
-void expect_plain_product(CpuWorkers* workers) {
+// y = x · wᵀ against a double-precision loop, on shapes with one panel, several, a ragged last
+// panel, and row counts below, at and above a kernel's 12-row block.
+enum class Kernel { chosen, portable };
+void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
   struct Shape { int64_t rows, in, out; };
   std::mt19937 gen(3);
   std::normal_distribution<float> d(0.0f, 1.0f);
-  for (const Shape s : {Shape{1, 256, 704}, Shape{3, 5, 7}, Shape{9, 256, 704}, Shape{9, 704, 256},
-                        Shape{17, 256, 258}, Shape{33, 128, 1408}}) {
-    std::vector<float> x(s.rows * s.in), wt(s.in * s.out), y(s.rows * s.out, NAN);
+  for (const Shape s : {Shape{1, 256, 704}, Shape{3, 5, 7}, Shape{9, 256, 768}, Shape{9, 704, 256},
+                        Shape{12, 64, 40}, Shape{13, 128, 258}, Shape{17, 256, 258}, Shape{33, 128, 1408}}) {
+    std::vector<float> x(s.rows * s.in), w(s.out * s.in), y(s.rows * s.out, NAN);
     for (float& v : x) v = d(gen);
-    for (float& v : wt) v = d(gen);
-    small_matmul(x.data(), wt.data(), y.data(), s.rows, s.in, s.out, workers);
+    for (float& v : w) v = d(gen);
+    std::vector<float> panels(panel_count(s.out) * s.in * kPanelColumns);
+    pack_panels(w.data(), s.out, s.in, panels.data());
+    if (kernel == Kernel::portable)
+      small_matmul_portable(x.data(), panels.data(), y.data(), s.rows, s.in, s.out);
+    else
+      small_matmul(x.data(), panels.data(), y.data(), s.rows, s.in, s.out, workers);
     double worst = 0.0;
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t c = 0; c < s.out; ++c) {
         double want = 0.0, scale = 0.0;
         for (int64_t k = 0; k < s.in; ++k) {
-          want += double(x[r * s.in + k]) * wt[k * s.out + c];
-          scale += std::fabs(double(x[r * s.in + k]) * wt[k * s.out + c]);
+          want += double(x[r * s.in + k]) * w[c * s.in + k];
+          scale += std::fabs(double(x[r * s.in + k]) * w[c * s.in + k]);
         }
         ASSERT_TRUE(std::isfinite(y[r * s.out + c])) << r << "," << c;
         worst = std::max(worst, std::fabs(y[r * s.out + c] - want) / scale);
       }
     EXPECT_LE(worst, 1e-6) << s.rows << "x" << s.in << "x" << s.out << " threads "
-                           << (workers ? workers->threads() : 1);
+                           << (workers ? workers->threads() : 1) << " kernel "
+                           << (kernel == Kernel::portable ? "portable" : small_matmul_kernel());
   }
 }
 
 TEST(SmallMatmul, EqualsThePlainProduct) { expect_plain_product(nullptr); }
+
+// On an AVX-512 machine the test above ran the intrinsics kernel; this one runs the loops that
+// other CPUs get, so both are checked wherever the suite runs.
+TEST(SmallMatmul, PortableKernelEqualsThePlainProduct) { expect_plain_product(nullptr, Kernel::portable); }
 
 TEST(SmallMatmul, SharedWithHelpersEqualsThePlainProduct) {
   for (int helpers : {1, 2}) {
