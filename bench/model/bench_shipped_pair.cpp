@@ -10,6 +10,7 @@
 // (1-token pass) / (round).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -79,6 +80,27 @@ void BM_TargetSharedPass(benchmark::State& state) {
   rt->share_passes(false);
 }
 BENCHMARK(BM_TargetSharedPass)->Arg(1)->Arg(5)->Arg(9)->Arg(17)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+
+// As the daemon runs it: the helper asleep until the pool arrives, woken just before the
+// tree pass (the difference to BM_TargetSharedPass is the wake-up's cost to the pass).
+void BM_TargetSharedPassJustWoken(benchmark::State& state) {
+  auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
+  std::vector<int32_t> tokens, parents;
+  tree_of(static_cast<int>(state.range(0)), tokens, parents);
+  for (auto _ : state) {
+    state.PauseTiming();
+    rt->share_passes(false);
+    // The helper falls asleep; this thread stays busy, as the target's is in its root pass.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    state.ResumeTiming();
+    rt->share_passes(true);
+    benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
+  }
+  rt->share_passes(false);
+}
+BENCHMARK(BM_TargetSharedPassJustWoken)->Arg(9)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterStep(benchmark::State& state) {
   auto rt = prefilled(shipped_config().drafter.model);

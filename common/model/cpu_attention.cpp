@@ -7,6 +7,12 @@
 #include <limits>
 #include <vector>
 
+#include "cpu_isa.h"
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define ROOTSPEC_HAVE_AVX512_KERNEL 1
+#endif
+
 namespace rootspec {
 
 // The loops below vectorise well; clones for wide vector units are picked by the loader.
@@ -42,11 +48,14 @@ inline float dot(const float* a, const float* b, int n) {
 
 // e^x for x ≤ 0 (softmax after subtracting the maximum), vectorisable: x = k·ln2 + r with
 // |r| ≤ ln2/2, e^r by its degree-6 Taylor polynomial (relative error < 2e-7), 2^k by building
-// the exponent bits. Below −87 the result is 0.
+// the exponent bits. Below −87 (and at −∞) the result is 0. Branch-free and without
+// std::floor (a libm call below SSE4.1), so GCC vectorises the loops that call it.
 inline float exp_nonpositive(float x) {
-  const float clamped = std::max(x, -87.0f);
-  const float k = std::floor(clamped * 1.44269504088896341f + 0.5f);  // x / ln2, rounded
-  const float r = clamped - k * 0.693145751953125f - k * 1.42860682030941723212e-6f;  // ln2 in two parts
+  const float clamped = x > -87.0f ? x : -87.0f;
+  // x / ln2 rounded to the nearest integer, as −trunc(−x / ln2 + 0.5): the operand is ≥ 0.
+  const int32_t k = -static_cast<int32_t>(clamped * -1.44269504088896341f + 0.5f);
+  const float kf = static_cast<float>(k);
+  const float r = clamped - kf * 0.693145751953125f - kf * 1.42860682030941723212e-6f;  // ln2 in two parts
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -54,7 +63,7 @@ inline float exp_nonpositive(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(k) + 127) << 23;  // 2^k, k ∈ [−126, 0]
+  const int32_t bits = (k + 127) << 23;  // 2^k, k ∈ [−126, 0]
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return x < -87.0f ? 0.0f : p * scale;
@@ -91,29 +100,117 @@ void write_kv(const CpuAttention& a) {
   }
 }
 
-// exp(score − max) over the visible keys of each row, 0 elsewhere; returns the sums.
+// exp(score · scale − max) over the visible keys of each row, 0 elsewhere; returns the sums.
+// The max and the sum run in kLanes partial results, so the loops vectorise without
+// reassociation flags (a scalar version was 10% of a tree pass).
+constexpr int kLanes = 16;
 ROOTSPEC_VECTOR_CLONES
-void softmax_numerators(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W, float scale,
-                        float* totals) {
+void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W,
+                                 float scale, float* totals) {
   const float ninf = -std::numeric_limits<float>::infinity();
+  const int W_lanes = (W + kLanes - 1) / kLanes * kLanes;
+  std::vector<float> s(W_lanes);  // [W rounded up to kLanes] scaled scores, −inf where masked
   for (int r = 0; r < rows; ++r) {
-    float* s = scores + r * ld;
+    float* row = scores + r * ld;
     const float* m = mask + r * mask_stride;
-    float top = ninf;
-    for (int j = 0; j < W; ++j) {
-      s[j] = m[j] == 0.0f ? s[j] * scale : ninf;
-      top = std::max(top, s[j]);
+    for (int j = 0; j < W; ++j) s[j] = m[j] == 0.0f ? row[j] * scale : ninf;
+    std::fill(s.begin() + W, s.end(), ninf);
+    float top_lanes[kLanes];
+    std::fill_n(top_lanes, kLanes, ninf);
+    for (int j = 0; j < W_lanes; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) top_lanes[l] = std::max(top_lanes[l], s[j + l]);
+    const float top = *std::max_element(top_lanes, top_lanes + kLanes);
+    if (top == ninf) {  // nothing visible (never for a real row: it sees itself)
+      std::fill_n(row, W, 0.0f);
+      totals[r] = 0.0f;
+      continue;
     }
-    float total = 0.0f;
-    if (top != ninf)  // else nothing is visible (never for a real row: it sees itself)
-      for (int j = 0; j < W; ++j) {
-        s[j] = m[j] == 0.0f ? exp_nonpositive(s[j] - top) : 0.0f;  // masked keys weigh exactly 0
-        total += s[j];
+    float sum_lanes[kLanes] = {};
+    for (int j = 0; j < W_lanes; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const float e = exp_nonpositive(s[j + l] - top);  // masked keys (−∞) weigh exactly 0
+        s[j + l] = e;
+        sum_lanes[l] += e;
       }
-    else
-      std::fill_n(s, W, 0.0f);
+    std::copy_n(s.begin(), W, row);
+    float total = 0.0f;
+    for (float v : sum_lanes) total += v;
     totals[r] = total;
   }
+}
+
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
+// exp_nonpositive on 16 lanes (the same steps).
+__attribute__((target("avx512f"))) inline __m512 exp_nonpositive16(__m512 x) {
+  const __m512 clamped = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512i k = _mm512_sub_epi32(
+      _mm512_setzero_si512(),
+      _mm512_cvttps_epi32(_mm512_fmadd_ps(clamped, _mm512_set1_ps(-1.44269504088896341f), _mm512_set1_ps(0.5f))));
+  const __m512 kf = _mm512_cvtepi32_ps(k);
+  __m512 r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(0.693145751953125f), clamped);
+  r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  for (const float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
+  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);  // −∞ and < −87: 0
+  return _mm512_maskz_mul_ps(live, p, scale);
+}
+
+inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
+
+__attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores, int64_t ld, const float* mask,
+                                                                  int64_t mask_stride, int rows, int W, float scale,
+                                                                  float* totals) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int r = 0; r < rows; ++r) {
+    float* row = scores + r * ld;
+    const float* m = mask + r * mask_stride;
+    __m512 top = ninf;
+    for (int j = 0; j < W; j += 16) {  // scale, mask, max
+      const __mmask16 t = tail_mask(W - j);
+      const __mmask16 visible = _mm512_mask_cmp_ps_mask(t, _mm512_maskz_loadu_ps(t, m + j), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __m512 s = _mm512_mask_mul_ps(ninf, visible, _mm512_maskz_loadu_ps(t, row + j), _mm512_set1_ps(scale));
+      _mm512_mask_storeu_ps(row + j, t, s);
+      top = _mm512_max_ps(top, s);
+    }
+    const __m512 top_all = _mm512_set1_ps(_mm512_reduce_max_ps(top));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < W; j += 16) {  // masked keys (−∞) weigh exactly 0; all of them if none is visible
+      const __mmask16 t = tail_mask(W - j);
+      const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, row + j), top_all));
+      _mm512_mask_storeu_ps(row + j, t, e);
+      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(t, e));
+    }
+    totals[r] = _mm512_reduce_add_ps(sum);
+  }
+}
+
+__attribute__((target("avx512f"))) void silu_mul_avx512(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up + r * 2 * inter;
+    const float* u = g + inter;
+    float* y = out + r * inter;
+    for (int64_t i = 0; i < inter; i += 16) {
+      const __mmask16 t = tail_mask(inter - i);
+      const __m512 gv = _mm512_maskz_loadu_ps(t, g + i);
+      const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(gv)));
+      const __mmask16 negative = _mm512_cmp_ps_mask(gv, _mm512_setzero_ps(), _CMP_LT_OQ);
+      const __m512 num = _mm512_mask_mul_ps(gv, negative, gv, e);
+      const __m512 v = _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                     _mm512_maskz_loadu_ps(t, u + i));
+      _mm512_mask_storeu_ps(y + i, t, v);
+    }
+  }
+}
+#endif
+
+void softmax_numerators(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W, float scale,
+                        float* totals) {
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
+  if (cpu_kernels_use_avx512()) return softmax_numerators_avx512(scores, ld, mask, mask_stride, rows, W, scale, totals);
+#endif
+  softmax_numerators_portable(scores, ld, mask, mask_stride, rows, W, scale, totals);
 }
 
 constexpr int kAttendRows = 48;  // query rows per work item (bounds the score buffer)
@@ -123,7 +220,8 @@ void attend(const CpuAttention& a, int first, int last) {
   const int hd = a.head_dim, group = a.n_heads / a.n_kv_heads;
   const int blocks = (a.rows + kAttendRows - 1) / kAttendRows;
   const KvLayout kv{a.capacity, hd};
-  std::vector<float> q, scores, totals(kAttendRows);  // [n, hd], [n, W], [n]
+  thread_local std::vector<float> q, scores, totals;  // [n, hd], [n, W], [n]: reused, one set per thread
+  totals.resize(kAttendRows);
   for (int item = first; item < last; ++item) {
     const int h = item / blocks, r0 = item % blocks * kAttendRows, n = std::min(kAttendRows, a.rows - r0);
     const float* mask = a.mask + r0 * a.mask_stride;
@@ -187,19 +285,30 @@ void cpu_attention(const CpuAttention& a, CpuWorkers* workers) {
   assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
   write_kv(a);  // first: rows attend to each other
   const int items = a.n_heads * ((a.rows + kAttendRows - 1) / kAttendRows);
-  const int parts = workers && a.rows >= 2 ? workers->threads() : 1;  // one row: not worth a hand-over
-  if (parts == 1) return attend(a, 0, items);
-  workers->run([&](int part) { attend(a, items * part / parts, items * (part + 1) / parts); });
+  if (!workers || a.rows < 2) return attend(a, 0, items);  // one row: not worth a hand-over
+  workers->run(items, [&](int64_t item) { attend(a, static_cast<int>(item), static_cast<int>(item) + 1); });
 }
 
+// silu(g) = g / (1 + e^−g), with e = e^−|g| from the vectorisable exp: g / (1 + e) for g ≥ 0 and
+// g·e / (1 + e) for g < 0 (std::exp kept this loop scalar: 8% of a tree pass).
 ROOTSPEC_VECTOR_CLONES
-void cpu_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+static void silu_mul_portable(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
     float* y = out + r * inter;
-    for (int64_t i = 0; i < inter; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < inter; ++i) {
+      const float e = exp_nonpositive(-std::fabs(g[i]));
+      y[i] = (g[i] >= 0.0f ? g[i] : g[i] * e) / (1.0f + e) * u[i];
+    }
   }
+}
+
+void cpu_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
+  if (cpu_kernels_use_avx512()) return silu_mul_avx512(gate_up, rows, inter, out);
+#endif
+  silu_mul_portable(gate_up, rows, inter, out);
 }
 
 ROOTSPEC_VECTOR_CLONES

@@ -1,5 +1,7 @@
 #include "small_matmul.h"
 
+#include "cpu_isa.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -80,15 +82,6 @@ const PanelKernel kAvx512Kernels[kRowBlock + 1] = {
     panel_avx512<10>, panel_avx512<11>, panel_avx512<12>};
 #endif
 
-bool use_avx512() {
-#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-#else
-  return false;
-#endif
-}
-
 // Panels [p0, p1) of the product, every row: each panel stays in cache across the row blocks.
 void matmul_panels(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y, int64_t ldy,
                    int64_t rows, int64_t in, int64_t out, int64_t p0, int64_t p1, bool portable) {
@@ -127,29 +120,23 @@ void pack_panels(const float* w, int64_t out, int64_t in, float* panels) {
 void small_matmul(const float* x, const float* panels, float* y, int64_t rows, int64_t in, int64_t out,
                   CpuWorkers* workers) {
   assert(rows >= 1 && in >= 1 && out >= 1);
-  const bool portable = !use_avx512();
+  const bool portable = !cpu_kernels_use_avx512();
   const int64_t n_panels = panel_count(out);
-  const int parts = workers ? workers->threads() : 1;
-  if (parts == 1 || rows * in * out < kSplitMinProduct || n_panels < 2) {
+  if (!workers || workers->threads() == 1 || rows * in * out < kSplitMinProduct || n_panels < 2) {
     matmul_panels(x, in, panels, in * kPanelColumns, y, out, rows, in, out, 0, n_panels, portable);
     return;
   }
-  workers->run([&](int part) {
-    const int64_t p0 = n_panels * part / parts, p1 = n_panels * (part + 1) / parts;
-    matmul_panels(x, in, panels, in * kPanelColumns, y, out, rows, in, out, p0, p1, portable);
+  workers->run(n_panels, [&](int64_t p) {  // one panel per chunk: a late helper takes fewer
+    matmul_panels(x, in, panels, in * kPanelColumns, y, out, rows, in, out, p, p + 1, portable);
   });
 }
 
-const char* small_matmul_kernel() { return use_avx512() ? "avx512" : "portable"; }
-
-void small_matmul_portable(const float* x, const float* panels, float* y, int64_t rows, int64_t in, int64_t out) {
-  matmul_panels(x, in, panels, in * kPanelColumns, y, out, rows, in, out, 0, panel_count(out), /*portable=*/true);
-}
+const char* small_matmul_kernel() { return cpu_kernels_use_avx512() ? "avx512" : "portable"; }
 
 void small_matmul_strided(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y,
                           int64_t ldy, int64_t rows, int64_t in, int64_t out) {
   assert(rows >= 1 && in >= 1 && out >= 1 && ldx >= in && ldy >= out && panel_stride >= in * kPanelColumns);
-  matmul_panels(x, ldx, panels, panel_stride, y, ldy, rows, in, out, 0, panel_count(out), !use_avx512());
+  matmul_panels(x, ldx, panels, panel_stride, y, ldy, rows, in, out, 0, panel_count(out), !cpu_kernels_use_avx512());
 }
 
 }  // namespace rootspec

@@ -9,7 +9,7 @@
 // load, into panels of kPanelColumns columns stored contiguously ([panels, in, 32]); a kernel
 // keeps a block of up to 12 rows × 32 columns in registers, walks one panel front to back and
 // prefetches ahead, so 9 rows cost 0.54 ms and 1 row 0.48 ms (the weights streamed once).
-// Torch-free; the kernel is chosen once per process (AVX-512 or portable loops).
+// Torch-free; AVX-512 intrinsics or portable loops (cpu_isa.h).
 #pragma once
 
 #include <cstdint>
@@ -40,10 +40,7 @@ constexpr int64_t kSplitMinProduct = 100000;
 void small_matmul_strided(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y,
                           int64_t ldy, int64_t rows, int64_t in, int64_t out);
 
-// The kernel small_matmul runs here: "avx512" or "portable".
+// The kernel small_matmul runs now: "avx512" or "portable" (cpu_isa.h).
 const char* small_matmul_kernel();
-
-// The same product with the portable loops whatever the CPU (tests compare the two kernels).
-void small_matmul_portable(const float* x, const float* panels, float* y, int64_t rows, int64_t in, int64_t out);
 
 }  // namespace rootspec

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "cpu_attention.h"
+#include "cpu_isa.h"
 #include "model_fixtures.h"
 
 namespace rootspec {
@@ -140,8 +142,7 @@ TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
 // The CPU's fused kernels (cpu_attention.h) and KV row copies against the torch ops that
 // devices run, on a tree pass after a two-chunk prefill and on root passes after committing a
 // path whose K/V must move.
-TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) {
-  const Variant& var = GetParam();
+void expect_fused_equals_torch_ops(const Variant& var) {
   TempDir dir("fused_" + var.name);
   const std::string path = testing::make_model(dir, "m", var.config, 14);
   RuntimeOptions torch_ops = small_options();
@@ -165,8 +166,18 @@ TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) {
   fused.commit(path_nodes);
   reference.commit(path_nodes);
   for (int32_t t : testing::random_tokens(gen, 5, V)) compare(fused.root_pass(t), reference.root_pass(t));
-  EXPECT_LE(worst, kTol) << var.name;
-  std::printf("%s: max |fused − torch ops| = %.3g\n", var.name.c_str(), worst);
+  EXPECT_LE(worst, kTol) << var.name << " kernels " << (cpu_kernels_use_avx512() ? "avx512" : "portable");
+  std::printf("%s (%s): max |fused − torch ops| = %.3g\n", var.name.c_str(),
+              cpu_kernels_use_avx512() ? "avx512" : "portable", worst);
+}
+
+TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) { expect_fused_equals_torch_ops(GetParam()); }
+
+// The portable loops that CPUs without AVX-512 run (cpu_isa.h), checked here too.
+TEST_P(RuntimeVariant, PortableFusedCpuKernelsEqualTheTorchOps) {
+  force_portable_cpu_kernels(true);
+  expect_fused_equals_torch_ops(GetParam());
+  force_portable_cpu_kernels(false);
 }
 
 // Passes that share their products and attention with helper threads (the target's tree pass
@@ -236,6 +247,26 @@ TEST_P(RuntimeVariant, CommitThenContinueEqualsFreshPrefill) {
 
 INSTANTIATE_TEST_SUITE_P(Arch, RuntimeVariant, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
+
+// silu(g)·u on both kernels, across the exp's range: 0, tiny, ±1, ±20, past −87 (e^x
+// flushed to 0) and ±∞-like magnitudes; against the formula in double.
+TEST(CpuKernels, SiluMulMatchesTheFormula) {
+  const std::vector<float> gate = {0.0f, 1e-6f, -1e-6f, 1.0f, -1.0f, 2.5f, -2.5f, 20.0f, -20.0f,
+                                   87.5f, -87.5f, 100.0f, -100.0f, 3e4f, -3e4f, 0.3f, -0.7f};
+  const int64_t inter = static_cast<int64_t>(gate.size());  // 17: one full vector and a tail
+  std::vector<float> gate_up(gate);
+  for (int64_t i = 0; i < inter; ++i) gate_up.push_back(0.5f + 0.25f * i);  // u
+  for (bool portable : {false, true}) {
+    force_portable_cpu_kernels(portable);
+    std::vector<float> y(inter, NAN);
+    cpu_silu_mul(gate_up.data(), 1, inter, y.data());
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gate[i], want = g / (1.0 + std::exp(-g)) * gate_up[inter + i];
+      EXPECT_NEAR(y[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << "g " << g << " portable " << portable;
+    }
+  }
+  force_portable_cpu_kernels(false);
+}
 
 TEST(Runtime, RejectsBadTreesAndCommits) {
   set_torch_threads(1);

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <stdexcept>
 #include <random>
 #include <vector>
 
+#include "cpu_isa.h"
 #include "small_matmul.h"
 
 namespace rootspec {
@@ -44,10 +48,9 @@ void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
     for (float& v : w) v = d(gen);
     std::vector<float> panels(panel_count(s.out) * s.in * kPanelColumns);
     pack_panels(w.data(), s.out, s.in, panels.data());
-    if (kernel == Kernel::portable)
-      small_matmul_portable(x.data(), panels.data(), y.data(), s.rows, s.in, s.out);
-    else
-      small_matmul(x.data(), panels.data(), y.data(), s.rows, s.in, s.out, workers);
+    force_portable_cpu_kernels(kernel == Kernel::portable);
+    small_matmul(x.data(), panels.data(), y.data(), s.rows, s.in, s.out, workers);
+    force_portable_cpu_kernels(false);
     double worst = 0.0;
     for (int64_t r = 0; r < s.rows; ++r)
       for (int64_t c = 0; c < s.out; ++c) {
@@ -61,7 +64,7 @@ void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
       }
     EXPECT_LE(worst, 1e-6) << s.rows << "x" << s.in << "x" << s.out << " threads "
                            << (workers ? workers->threads() : 1) << " kernel "
-                           << (kernel == Kernel::portable ? "portable" : small_matmul_kernel());
+                           << (kernel == Kernel::portable ? "portable" : "chosen");
   }
 }
 
@@ -81,34 +84,63 @@ TEST(SmallMatmul, SharedWithHelpersEqualsThePlainProduct) {
   }
 }
 
-TEST(CpuWorkers, RunsEveryPartOnceAndRethrows) {
+TEST(CpuWorkers, RunsEveryChunkOnceAndRethrows) {
   CpuWorkers none(0);
   EXPECT_EQ(none.threads(), 1);
-  int calls = 0;
-  none.run([&](int part) { calls += part == 0; });
-  EXPECT_EQ(calls, 1);
+  std::vector<int> calls(5);
+  none.run(5, [&](int64_t c) { ++calls[c]; });
+  EXPECT_EQ(calls, std::vector<int>(5, 1));
 
   CpuWorkers workers(3);
   ASSERT_EQ(workers.threads(), 4);
   workers.wake();
   for (int round = 0; round < 200; ++round) {  // back-to-back tasks, as a pass issues them
-    std::vector<std::atomic<int>> seen(4);
-    workers.run([&](int part) { seen[part].fetch_add(1); });
-    for (int p = 0; p < 4; ++p) ASSERT_EQ(seen[p].load(), 1) << "round " << round << " part " << p;
+    const int64_t chunks = 1 + round % 37;
+    std::vector<std::atomic<int>> seen(chunks);
+    workers.run(chunks, [&](int64_t c) { seen[c].fetch_add(1); });
+    for (int64_t c = 0; c < chunks; ++c) ASSERT_EQ(seen[c].load(), 1) << "round " << round << " chunk " << c;
   }
+  // Helpers do take chunks: each of two chunks waits (up to 10 s) until both have started,
+  // which only two threads at once can satisfy.
+  std::atomic<int> started{0};
+  bool together = true;
+  std::mutex together_mutex;
+  workers.run(2, [&](int64_t) {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    std::lock_guard<std::mutex> lock(together_mutex);
+    together = together && started.load() == 2;
+  });
+  EXPECT_TRUE(together);
   workers.park();
-  EXPECT_THROW(workers.run([](int part) {
-    if (part == 2) throw std::runtime_error("part 2 failed");
+  std::atomic<int> ran{0};
+  EXPECT_THROW(workers.run(8, [&](int64_t c) {
+    ran.fetch_add(1);
+    if (c == 2) throw std::runtime_error("chunk 2 failed");
   }),
                std::runtime_error);
-  int after = 0;  // a failure leaves the workers usable
-  std::atomic<int> parts{0};
-  workers.run([&](int part) {
-    parts.fetch_add(1);
-    if (part == 0) after = 1;
-  });
-  EXPECT_EQ(parts.load(), 4);
-  EXPECT_EQ(after, 1);
+  EXPECT_EQ(ran.load(), 8);  // the other chunks still ran
+  std::atomic<int> after{0};  // a failure leaves the workers usable
+  workers.run(6, [&](int64_t) { after.fetch_add(1); });
+  EXPECT_EQ(after.load(), 6);
+}
+
+// A helper that is asleep when a task starts (the daemon's tree pass right after the wake-up)
+// costs the caller nothing: it runs every chunk itself if need be, and never waits for it.
+TEST(CpuWorkers, CallerDoesNotWaitForASleepingHelper) {
+  CpuWorkers workers(1);  // parked: asleep on its condition variable
+  std::atomic<int> on_caller{0};
+  const auto caller = std::this_thread::get_id();
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::atomic<int>> seen(16);
+    workers.run(16, [&](int64_t c) {
+      seen[c].fetch_add(1);
+      if (std::this_thread::get_id() == caller) on_caller.fetch_add(1);
+    });
+    for (int c = 0; c < 16; ++c) ASSERT_EQ(seen[c].load(), 1);
+  }
+  EXPECT_GT(on_caller.load(), 0);
 }
 
 }  // namespace

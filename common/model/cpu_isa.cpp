@@ -1,0 +1,22 @@
+#include "cpu_isa.h"
+
+#include <atomic>
+
+namespace rootspec {
+
+namespace {
+std::atomic<bool> forced_portable{false};
+}
+
+bool cpu_kernels_use_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const bool present = __builtin_cpu_supports("avx512f");
+  return present && !forced_portable.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+void force_portable_cpu_kernels(bool on) { forced_portable = on; }
+
+}  // namespace rootspec
