@@ -101,8 +101,9 @@ void write_kv(const CpuAttention& a) {
 }
 
 // exp(score · scale − max) over the visible keys of each row, 0 elsewhere; returns the sums.
-// The max and the sum run in kLanes partial results, so the loops vectorise without
-// reassociation flags (a scalar version was 10% of a tree pass).
+// The portable loops, for CPUs without AVX-512 (softmax_numerators_avx512 below: these loops
+// ran scalar there, 10% of a tree pass); the max and the sum run in kLanes partial results so
+// that the compiler may vectorise them without reassociation flags.
 constexpr int kLanes = 16;
 ROOTSPEC_VECTOR_CLONES
 void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W,
@@ -201,6 +202,26 @@ __attribute__((target("avx512f"))) void silu_mul_avx512(const float* gate_up, in
                                      _mm512_maskz_loadu_ps(t, u + i));
       _mm512_mask_storeu_ps(y + i, t, v);
     }
+  }
+}
+
+__attribute__((target("avx512f"))) void softmax_avx512(const float* logits, int64_t n, float* out) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 top = ninf;
+  for (int64_t i = 0; i < n; i += 16) top = _mm512_max_ps(top, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), logits + i));
+  const float best = _mm512_reduce_max_ps(top);
+  const __m512 top_all = _mm512_set1_ps(best);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 t = tail_mask(n - i);
+    const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, logits + i), top_all));
+    _mm512_mask_storeu_ps(out + i, t, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(t, e));
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 t = tail_mask(n - i);
+    _mm512_mask_storeu_ps(out + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, out + i), inv));
   }
 }
 #endif
@@ -302,6 +323,29 @@ static void silu_mul_portable(const float* gate_up, int64_t rows, int64_t inter,
       y[i] = (g[i] >= 0.0f ? g[i] : g[i] * e) / (1.0f + e) * u[i];
     }
   }
+}
+
+ROOTSPEC_VECTOR_CLONES
+static void softmax_portable(const float* logits, int64_t n, float* out) {
+  const float top = *std::max_element(logits, logits + n);
+  float sum_lanes[kLanes] = {};
+  for (int64_t i = 0; i < n; i += kLanes)
+    for (int64_t l = 0; l < kLanes && i + l < n; ++l) {
+      out[i + l] = exp_nonpositive(logits[i + l] - top);
+      sum_lanes[l] += out[i + l];
+    }
+  float total = 0.0f;
+  for (float v : sum_lanes) total += v;
+  const float inv = 1.0f / total;
+  for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+}
+
+void cpu_softmax(const float* logits, int64_t n, float* out) {
+  assert(n >= 1);
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
+  if (cpu_kernels_use_avx512()) return softmax_avx512(logits, n, out);
+#endif
+  softmax_portable(logits, n, out);
 }
 
 void cpu_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out) {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "rows.h"
+#include "cpu_attention.h"
 
 namespace rootspec {
 
@@ -12,7 +12,7 @@ RuntimeDrafter::RuntimeDrafter(ModelRuntime& rt) : rt_(rt), vocab_(rt.vocab_size
 
 void RuntimeDrafter::begin_round(const float* root_logits) {
   root_probs_.resize(vocab_);
-  probs_from_logits(root_logits, vocab_, 1.0, root_probs_.data());
+  cpu_softmax(root_logits, vocab_, root_probs_.data());
   tree_of_pool_.clear();
   tree_started_ = false;
 }
@@ -48,7 +48,7 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
   const RowsView rows = tree_started_ ? rt_.extend_tree(tokens, parents) : rt_.tree_pass(tokens, parents);
   tree_started_ = true;
   for (size_t j = 0; j < slots.size(); ++j)
-    probs_from_logits(rows.row(static_cast<int>(j)), vocab_, 1.0, out.data() + slots[j] * vocab_);
+    cpu_softmax(rows.row(static_cast<int>(j)), vocab_, out.data() + slots[j] * vocab_);  // the draft rows at T = 1
 }
 
 }  // namespace rootspec

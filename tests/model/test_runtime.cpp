@@ -8,6 +8,7 @@
 #include "cpu_attention.h"
 #include "cpu_isa.h"
 #include "model_fixtures.h"
+#include "rows.h"
 
 namespace rootspec {
 namespace {
@@ -263,6 +264,33 @@ TEST(CpuKernels, SiluMulMatchesTheFormula) {
     for (int64_t i = 0; i < inter; ++i) {
       const double g = gate[i], want = g / (1.0 + std::exp(-g)) * gate_up[inter + i];
       EXPECT_NEAR(y[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << "g " << g << " portable " << portable;
+    }
+  }
+  force_portable_cpu_kernels(false);
+}
+
+// cpu_softmax (the drafter's rows) against probs_from_logits at T = 1 (double, std::exp), on
+// both kernels: a vocabulary-sized row with a tail, all-negative logits, a tie, a single entry,
+// and a row whose small entries underflow.
+TEST(CpuKernels, SoftmaxMatchesProbsFromLogits) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  std::vector<std::vector<float>> rows;
+  rows.emplace_back(258);
+  for (float& v : rows.back()) v = d(gen);
+  rows.push_back({-30.0f, -31.5f, -29.0f, -40.0f, -35.0f});
+  rows.push_back({2.0f, 2.0f, -1.0f});
+  rows.push_back({7.0f});
+  rows.push_back(std::vector<float>(40, -200.0f));
+  rows.back()[17] = 0.0f;
+  for (bool portable : {false, true}) {
+    force_portable_cpu_kernels(portable);
+    for (const auto& row : rows) {
+      const int n = static_cast<int>(row.size());
+      std::vector<float> got(n, NAN), want(n);
+      cpu_softmax(row.data(), n, got.data());
+      probs_from_logits(row.data(), n, 1.0, want.data());
+      EXPECT_LE(testing::max_abs_diff(got.data(), want.data(), n), 1e-6f) << "n " << n << " portable " << portable;
     }
   }
   force_portable_cpu_kernels(false);
