@@ -206,12 +206,11 @@ struct ModelRuntime::Impl {
     auto cos = rope_cos.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
     auto sin = rope_sin.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
     auto x = w.embed.index_select(0, tok);                  // [b, hidden]
-    CpuWorkers* const helpers = sharing ? workers.get() : nullptr;
     for (size_t li = 0; li < w.layers.size(); ++li) {
       const LayerWeights& l = w.layers[li];
       const LayerProjections& pj = proj[li];
       auto hn = rms_norm(x, l.input_norm);                              // [b, hidden]
-      auto qkv = pj.qkv(hn, helpers);                                   // [b, (nh + 2·nkv)·hd]
+      auto qkv = pj.qkv(hn);                                            // [b, (nh + 2·nkv)·hd]
       auto q = qkv.narrow(1, 0, nh * hd).view({b, nh, hd});             // [b, nh, hd]
       auto k = qkv.narrow(1, nh * hd, nkv * hd).view({b, nkv, hd});     // [b, nkv, hd]
       auto v = qkv.narrow(1, (nh + nkv) * hd, nkv * hd).view({b, nkv, hd});  // [b, nkv, hd]
@@ -231,11 +230,11 @@ struct ModelRuntime::Impl {
       auto p = torch::softmax(s, -1, torch::kFloat32).to(dtype);
       auto o = torch::matmul(p.view({nkv, g * b, W}), vw);         // [nkv, g·b, hd]
       o = o.view({nkv, g, b, hd}).permute({2, 0, 1, 3}).reshape({b, nh * hd});  // [b, nh·hd]
-      x = x + pj.o(o, helpers);
+      x = x + pj.o(o);
       hn = rms_norm(x, l.post_norm);
-      auto gate_up = pj.gate_up(hn, helpers);                      // [b, 2·inter]
+      auto gate_up = pj.gate_up(hn);                               // [b, 2·inter]
       const int64_t inter = c.intermediate_size;
-      x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter), helpers);
+      x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter));
     }
     x = rms_norm(x, w.norm);                                   // [b, hidden]
     out_logits.narrow(0, 0, b).copy_(torch::linear(x, w.lm_head));  // [b, vocab]
@@ -389,14 +388,15 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
   if (m.device.is_cpu() && options.cpu_helper_threads > 0)
     m.workers = std::make_unique<CpuWorkers>(options.cpu_helper_threads);
   for (LayerWeights& l : m.w.layers) {
-    m.proj.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}), Projection({l.wo}, {l.bo}),
-                      Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}),
-                      Projection({l.down}, {torch::Tensor()})});
+    const bool packed = m.fused_cpu;
+    m.proj.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, packed), Projection({l.wo}, {l.bo}, packed),
+                      Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, packed),
+                      Projection({l.down}, {torch::Tensor()}, packed)});
     // The projections hold their own (fused or packed) copies: drop the loaded ones.
     l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
   }
   if (m.fused_cpu) {
-    m.lm_head_cpu = Projection({m.w.lm_head}, {torch::Tensor()});
+    m.lm_head_cpu = Projection({m.w.lm_head}, {torch::Tensor()}, /*packed=*/true);
     m.w.embed = m.w.embed.contiguous();
     const int64_t rows = kMaxTreeBucket, hd = c.head_dim;
     m.cpu.x.resize(rows * c.hidden_size);

@@ -78,8 +78,8 @@ class ModelRuntime {
   void commit(const std::vector<int32_t>& path);
   // Keeps the first n committed positions; discards the tree.
   void truncate(int n);
-  // CPU: passes split their large products with the helper threads (cpu_helper_threads) until
-  // share_passes(false). For passes that run while the helpers' cores are otherwise idle (the
+  // CPU float32 (fused kernels): passes split their large products and attention with the
+  // helper threads (cpu_helper_threads) until share_passes(false). For passes that run while the helpers' cores are otherwise idle (the
   // target's tree pass: the drafter waits for the Commit); see cpu_workers.h.
   void share_passes(bool on);
 

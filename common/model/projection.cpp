@@ -5,22 +5,15 @@
 
 namespace rootspec {
 
-torch::Tensor small_matmul(const torch::Tensor& x, const torch::Tensor& panels, int64_t out, CpuWorkers* workers) {
-  assert(x.dim() == 2 && panels.dim() == 3 && x.size(1) == panels.size(1) && panels.size(0) == panel_count(out));
-  const auto xc = x.contiguous();
-  auto y = torch::empty({x.size(0), out}, x.options());  // [rows, out]
-  small_matmul(xc.data_ptr<float>(), panels.data_ptr<float>(), y.data_ptr<float>(), x.size(0), x.size(1), out,
-               workers);
-  return y;
-}
-
-Projection::Projection(const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases) {
+Projection::Projection(const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases,
+                       bool packed)
+    : packed_(packed) {
   assert(!weights.empty() && weights.size() == biases.size());
   c10::InferenceMode guard;
   auto w = weights.size() == 1 ? weights[0] : torch::cat(weights, 0);  // [out, in]
   w = w.contiguous();
-  packed_ = w.is_cpu() && w.scalar_type() == torch::kFloat32;
   if (packed_) {
+    assert(w.is_cpu() && w.scalar_type() == torch::kFloat32);
     out_ = w.size(0);
     in_ = w.size(1);
     weight_ = torch::empty({panel_count(out_), w.size(1), kPanelColumns}, w.options());  // [panels, in, 32]
@@ -36,10 +29,9 @@ Projection::Projection(const std::vector<torch::Tensor>& weights, const std::vec
   bias_ = torch::cat(parts, 0);  // [out]
 }
 
-torch::Tensor Projection::operator()(const torch::Tensor& x, CpuWorkers* workers) const {
-  if (!packed_) return torch::linear(x, weight_, bias_);
-  auto y = small_matmul(x, weight_, out_, workers);
-  return bias_.defined() ? y.add_(bias_) : y;
+torch::Tensor Projection::operator()(const torch::Tensor& x) const {
+  assert(!packed_);
+  return torch::linear(x, weight_, bias_);
 }
 
 void Projection::cpu(const float* x, int64_t rows, float* y, CpuWorkers* workers) const {
