@@ -151,14 +151,18 @@ int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
   std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model " << config_.drafter.model
             << ", vocab " << rt_.vocab_size() << ")" << std::endl;
-  bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
-    // With shared memory the drafter sleeps on its doorbell, which the target rings for every
-    // message (ZeroMQ ones too); it never spins: its core runs a share of the tree pass then.
-    const uint32_t bell = shm_ ? shm_->bell() : 0;
+    // With shared memory the drafter sleeps on its doorbell, which the target rings once for
+    // every message it sends (ZeroMQ ones too); it never spins: its core runs a share of the
+    // tree pass then. Counting rings against messages handled tells a ring whose message is
+    // still crossing ZeroMQ (wait for the socket) from one whose message is already handled
+    // (sleep on the doorbell): a 5 ms ZeroMQ poll after such a stale ring (a Cancel and a
+    // Prefill handled together) used to hold the next Commit, sent through shared memory.
+    const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
+    bool handled_any = false;
     if (shm_) {
       if (const auto bytes = shm_->receive()) {
-        rang = false;  // the ring brought this message
+        ++messages_handled_;
         if (!handle(target_identity_, bytes->data(), bytes->size())) {
           std::cerr << "rootspec-drafter: shutdown" << std::endl;
           return 0;
@@ -166,11 +170,18 @@ int DrafterServer::run() {
         continue;
       }
     }
-    while (auto frame = recv_routed(router_))
+    while (auto frame = recv_routed(router_)) {
+      handled_any = true;
+      const bool had_shm = shm_ != nullptr;
       if (!handle(frame->identity, frame->payload.data(), frame->payload.size())) {
         std::cerr << "rootspec-drafter: shutdown" << std::endl;
         return 0;
       }
+      // The Hello that opened the segment was rung before (or just after) the drafter saw it.
+      if (shm_ && had_shm) ++messages_handled_;
+      else if (shm_) messages_handled_ = shm_->bell();
+    }
+    if (handled_any) continue;
     watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
     if (target_pid_ != 0 && !process_alive(target_pid_)) {
       std::cerr << "rootspec-drafter: the target process " << target_pid_ << " is gone; exiting" << std::endl;
@@ -178,15 +189,13 @@ int DrafterServer::run() {
     }
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
-    if (shm_ && !rang) {
-      shm_->wait(bell, 200000000, 0);
-      rang = shm_->bell() != bell;
+    if (shm_ && static_cast<int32_t>(bell - messages_handled_) <= 0) {
+      shm_->wait(bell, 200000000, 0);  // every rung message is handled: sleep until the next ring
       continue;
     }
-    // A ring with no shared-memory message: a ZeroMQ message is on its way (the target rings
-    // right after sending it), give it time to land.
-    zmq::poll(items, 2, std::chrono::milliseconds(shm_ ? 5 : 200));
-    rang = false;
+    // A ring with no message yet (or no shared memory): a ZeroMQ message is on its way.
+    const int events = zmq::poll(items, 2, std::chrono::milliseconds(shm_ ? 5 : 200));
+    if (shm_ && events == 0) messages_handled_ = bell;  // a ring that brought nothing: resync
   }
 }
 

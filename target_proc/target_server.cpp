@@ -275,15 +275,11 @@ void TargetServer::serve(Pending& req) {
   a.root_probs.resize(target_.vocab_size());
   if (tokenizer_) a.text.emplace(*tokenizer_, /*skip_special=*/true);
 
-  // Target cache: C minus the root token, which is the last of C.
   a.done.prefill_start_ns = monotonic_ns();
-  target_.truncate(0);
-  if (a.r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(a.r.prompt.begin(), a.r.prompt.end() - 1));
-  a.root = a.r.prompt.back();
-  a.done.ms_prefill = ms_since(a.done.prefill_start_ns);
-  a.commit_sent = monotonic_ns();
   try {
     if (!a.r.autoregressive) {
+      // The drafter prefills and drafts the first pool while the target prefills (it used to
+      // start after the target's prefill: ~0.4 ms of pool wait per request).
       // The drafter's own stream, drawn where rootspec-generate draws it (one RNG contract).
       const uint64_t draft_seed = config_.pool.rheo_m >= 0 ? a.rng.next_u64() : 0;
       Header h;
@@ -293,6 +289,12 @@ void TargetServer::serve(Pending& req) {
       a.commit_sent = monotonic_ns();  // stamped before sending: the drafter may start at once
       send_drafter(prefill);
     }
+    // Target cache: C minus the root token, which is the last of C.
+    target_.truncate(0);
+    if (a.r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(a.r.prompt.begin(), a.r.prompt.end() - 1));
+    a.root = a.r.prompt.back();
+    a.done.ms_prefill = ms_since(a.done.prefill_start_ns);
+    if (a.r.autoregressive) a.commit_sent = monotonic_ns();
     SharedPasses unshare_at_end(target_, false);  // whatever way the request ends
     while (!a.finished && !cancel_current_) {
       if (a.r.autoregressive) autoregressive_round(a);
