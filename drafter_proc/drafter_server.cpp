@@ -190,7 +190,10 @@ int DrafterServer::run() {
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
     if (shm_ && static_cast<int32_t>(bell - messages_handled_) <= 0) {
-      shm_->wait(bell, 200000000, 0);  // every rung message is handled: sleep until the next ring
+      // Every rung message is handled: sleep until the next ring. The 20 ms slice bounds the
+      // one miscount the resync below can leave (a ZeroMQ message slower than 5 ms, counted
+      // twice) at one slice; an idle drafter wakes 50 times a second for it.
+      shm_->wait(bell, 20000000, 0);
       continue;
     }
     // A ring with no message yet (or no shared memory): a ZeroMQ message is on its way.

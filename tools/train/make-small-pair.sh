@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the shipped pair models/small-target + models/small-drafter from scratch (issue 7),
-# with fixed seeds, on the 2-core CPU box: about 2 h 30 min when the machine is otherwise quiet (measured: pretrain 2 h 00, distill 20 min, fine-tunings 6 min, comparison 3 min).
+# with fixed seeds, on the 2-core CPU box: about 2 h 35 min when the machine is otherwise quiet
+# (measured: pretrain 2 h 00 before launch/blas-env gave OpenBLAS its AVX-512 kernels, so likely
+# less now; distill ~25 min, fine-tunings 6 min, comparison 3 min).
 #
 #   tools/train/make-small-pair.sh            # train (or resume) every stage, then ship
 #   ROOTSPEC_TRAIN_DIR=/somewhere …           # where checkpoints live (default .cache/train)
