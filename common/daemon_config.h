@@ -7,7 +7,7 @@
 //   [drafter]  model, device, dtype, threads
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": NCCL when built with it and the two processes are on
-//              different CUDA devices; shared memory for Commit and Pool when both are on the
+//              different CUDA devices; shared memory for the per-request messages when both are on the
 //              CPU and the drafter endpoint is on this host (shm_channel.h); else ZeroMQ;
 //              "zmq"; "nccl"; "shm")
 //   [decoding] max_context, max_new_tokens, rule, verifier, budget, temperature, stop_at_eos

@@ -46,7 +46,7 @@ struct HelloBody {
   int32_t pid = 0;     // the target process, so the drafter notices when it dies
   int32_t vocab = 0;   // the target's vocabulary; the drafter's must equal it
   std::string nccl_id; // non-empty: pools travel over NCCL (common/nccl/pool_channel.h)
-  std::string shm;     // non-empty: Commit and Pool travel through this shared memory (shm_channel.h)
+  std::string shm;     // non-empty: later messages travel through this shared memory (shm_channel.h)
 };
 struct ReadyBody {
   int32_t pid = 0;

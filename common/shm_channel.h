@@ -1,14 +1,17 @@
-// ShmChannel: the same-host fast path of the round's two hot messages (DESIGN §3). Commit
-// (target → drafter) and Pool (drafter → target) travel through shared memory instead of
-// ZeroMQ, whose path through both processes' I/O threads took 0.13–0.17 ms per message on the
-// 2-core CPU box (rootspec-round-bench --detail): about a tenth of a round.
+// ShmChannel: the same-host fast path between the target and the drafter (DESIGN §3). Once the
+// drafter has the segment, every target → drafter message (Prefill, Commit, Cancel, Shutdown)
+// and the drafter's Pools travel through shared memory instead of ZeroMQ, whose path through
+// both processes' I/O threads took 0.13–0.17 ms per message on the 2-core CPU box
+// (rootspec-round-bench --detail): about a tenth of a round. The Hello (which names the
+// segment), the drafter's Ready and Errors, and any message larger than a mailbox stay on
+// ZeroMQ.
 //
 // One mailbox per direction holds the latest message (a seqlock: the writer makes its `seq`
 // odd, copies, makes it even). Each side has a doorbell, a futex word that the peer bumps after
 // every message it sends, over either transport, so a side asleep in wait() also wakes for
-// ZeroMQ messages. The protocol alternates Commit and Pool, so a message is only ever
-// overwritten unread when it is stale (the Pool of a cancelled request, replaced by the next
-// request's first Pool). Messages larger than a mailbox go over ZeroMQ as before.
+// ZeroMQ messages. A message is only ever overwritten unread when it no longer matters: the
+// protocol alternates Commit and Pool within a request, and a Prefill or Cancel replaces the
+// messages of the request it ends (the target ignores the Pool of a request that has ended).
 //
 // The target creates the segment and sends its name in the Hello; once the drafter has opened
 // it (Ready), the target unlinks the name, so nothing is left behind when either process dies.

@@ -45,8 +45,7 @@ class DrafterServer {
   PoolShape shape_;
   Rng draft_rng_;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
-  std::unique_ptr<ShmChannel> shm_;    // Commit and Pool through shared memory (Hello.shm)
-  uint32_t messages_handled_ = 0;      // target messages handled since the segment opened (vs its doorbell)
+  std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (Hello.shm), see shm_channel.h
   std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)
 };
 

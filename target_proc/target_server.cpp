@@ -45,14 +45,10 @@ TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, con
 // ---- plumbing -------------------------------------------------------------------------------
 
 void TargetServer::send_drafter(const std::string& bytes) {
+  if (shm_open_ && shm_->send(bytes)) return;
   if (!drafter_.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
     throw DrafterGone("the drafter does not take messages");
   if (shm_) shm_->ring();
-}
-
-void TargetServer::send_commit(const std::string& bytes) {
-  if (shm_ && shm_->send(bytes)) return;
-  send_drafter(bytes);
 }
 
 bool TargetServer::drafter_alive() {
@@ -100,7 +96,7 @@ bool TargetServer::connect_drafter() {
   }
   (void)want_nccl;
 #endif
-  // Commit and Pool through shared memory when both processes are on this host's CPU.
+  // Messages through shared memory when both processes are on this host's CPU.
   const bool want_shm = config_.pool_transport == "shm" ||
                         (config_.pool_transport == "auto" && target_device < 0 && drafter_device < 0 &&
                          same_host_endpoint(config_.drafter_endpoint));
@@ -141,7 +137,9 @@ bool TargetServer::connect_drafter() {
       std::cerr << "rootspec-target: drafter ready (pid " << r.pid << ", model " << r.model << ")" << std::endl;
       if (shm_) {
         shm_->unlink();  // the drafter has it mapped: nothing to leave behind
-        std::cerr << "rootspec-target: Commit and Pool travel through shared memory" << std::endl;
+        shm_open_ = true;
+        std::cerr << "rootspec-target: messages to and from the drafter travel through shared memory"
+                  << std::endl;
       }
       return true;
     } catch (const ProtocolError& e) {
@@ -398,7 +396,7 @@ void TargetServer::speculative_round(Active& a) {
     h.round = static_cast<uint32_t>(done.rounds + 1);
     const std::string commit = encode(h, CommitBody{out.emitted});
     a.commit_sent = monotonic_ns();
-    send_commit(commit);
+    send_drafter(commit);
   }
   // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
   t0 = monotonic_ns();

@@ -74,10 +74,9 @@ class TargetServer {
   bool ends_request(const Active& a, const std::vector<int32_t>& tokens) const;
   // The drafter's Pool for (request, round), serving clients meanwhile. Throws DrafterGone.
   PoolBody wait_pool(uint64_t request, uint32_t round, Pending& current, double* waited_ms);
-  // Sends to the drafter over ZeroMQ (waking it when it sleeps on the shared-memory doorbell).
+  // Sends to the drafter: through shared memory once the drafter has the segment (after its
+  // Ready), else over ZeroMQ, ringing the doorbell it may sleep on.
   void send_drafter(const std::string& bytes);
-  // Sends a Commit: through shared memory when the pair has it, else send_drafter.
-  void send_commit(const std::string& bytes);
   // A message from the drafter for (request, round): the Pool, nullopt for a stale one;
   // throws DrafterGone for the request's Error or a bad message.
   std::optional<PoolBody> read_pool(const Message& m, uint64_t request, uint32_t round);
@@ -96,7 +95,8 @@ class TargetServer {
   std::unique_ptr<DisconnectWatch> drafter_watch_;
   int drafter_pid_ = 0;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL (different GPUs), else ZeroMQ
-  std::unique_ptr<ShmChannel> shm_;    // Commit and Pool through shared memory (CPU pairs)
+  std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (CPU pairs), see shm_channel.h
+  bool shm_open_ = false;              // the drafter has opened shm_ (its Ready came)
   std::deque<Pending> queue_;
   uint64_t next_internal_id_ = 1;
   bool cancel_current_ = false;
