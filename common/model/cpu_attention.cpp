@@ -8,10 +8,6 @@
 #include <vector>
 
 #include "cpu_isa.h"
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define ROOTSPEC_HAVE_AVX512_KERNEL 1
-#endif
 
 namespace rootspec {
 
@@ -160,6 +156,19 @@ __attribute__((target("avx512f"))) inline __m512 exp_nonpositive16(__m512 x) {
 
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
 
+// out[i] = e^(x[i] − top) for i < n (out may be x); returns their sum.
+__attribute__((target("avx512f"))) float exp_shifted_sum_avx512(const float* x, int64_t n, float top, float* out) {
+  const __m512 shift = _mm512_set1_ps(top);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 t = tail_mask(n - i);
+    const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + i), shift));
+    _mm512_mask_storeu_ps(out + i, t, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(t, e));
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
 __attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores, int64_t ld, const float* mask,
                                                                   int64_t mask_stride, int rows, int W, float scale,
                                                                   float* totals) {
@@ -175,15 +184,8 @@ __attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores,
       _mm512_mask_storeu_ps(row + j, t, s);
       top = _mm512_max_ps(top, s);
     }
-    const __m512 top_all = _mm512_set1_ps(_mm512_reduce_max_ps(top));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < W; j += 16) {  // masked keys (−∞) weigh exactly 0; all of them if none is visible
-      const __mmask16 t = tail_mask(W - j);
-      const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, row + j), top_all));
-      _mm512_mask_storeu_ps(row + j, t, e);
-      sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(t, e));
-    }
-    totals[r] = _mm512_reduce_add_ps(sum);
+    // Masked keys (−∞) weigh exactly 0; all of them if none is visible.
+    totals[r] = exp_shifted_sum_avx512(row, W, _mm512_reduce_max_ps(top), row);
   }
 }
 
@@ -209,16 +211,7 @@ __attribute__((target("avx512f"))) void softmax_avx512(const float* logits, int6
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 top = ninf;
   for (int64_t i = 0; i < n; i += 16) top = _mm512_max_ps(top, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), logits + i));
-  const float best = _mm512_reduce_max_ps(top);
-  const __m512 top_all = _mm512_set1_ps(best);
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 t = tail_mask(n - i);
-    const __m512 e = exp_nonpositive16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, logits + i), top_all));
-    _mm512_mask_storeu_ps(out + i, t, e);
-    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(t, e));
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  const __m512 inv = _mm512_set1_ps(1.0f / exp_shifted_sum_avx512(logits, n, _mm512_reduce_max_ps(top), out));
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 t = tail_mask(n - i);
     _mm512_mask_storeu_ps(out + i, t, _mm512_mul_ps(_mm512_maskz_loadu_ps(t, out + i), inv));

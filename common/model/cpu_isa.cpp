@@ -9,7 +9,7 @@ std::atomic<bool> forced_portable{false};
 }
 
 bool cpu_kernels_use_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
   static const bool present = __builtin_cpu_supports("avx512f");
   return present && !forced_portable.load(std::memory_order_relaxed);
 #else

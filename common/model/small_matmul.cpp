@@ -6,9 +6,7 @@
 
 #include "cpu_isa.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define ROOTSPEC_HAVE_AVX512_KERNEL 1
+#ifdef ROOTSPEC_HAVE_AVX512_KERNEL
 #define ROOTSPEC_PORTABLE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define ROOTSPEC_PORTABLE_CLONES
