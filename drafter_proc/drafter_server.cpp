@@ -8,7 +8,7 @@
 namespace rootspec {
 
 DrafterServer::DrafterServer(const DaemonConfig& config, ModelRuntime& runtime)
-    : config_(config), rt_(runtime), drafter_(runtime), router_(ctx_, zmq::socket_type::router) {
+    : config_(config), rt_(runtime), session_(runtime), router_(ctx_, zmq::socket_type::router) {
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::linger, 0);
   router_.bind(config.drafter_endpoint);
@@ -28,12 +28,9 @@ void DrafterServer::send_to_target(const std::string& identity, const std::strin
 }
 
 void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
-  const int64_t start = monotonic_ns();
-  const RowsView last = rt_.prefill(tokens);  // the drafter's row at the new C
-  drafter_.begin_round(last.row(0));
   PoolBody body;
-  grow_pool(drafter_, shape_, body.pool, &draft_rng_);
-  body.draft_start_ns = start;
+  body.draft_start_ns = monotonic_ns();
+  session_.draft(tokens, body.pool);
   body.draft_end_ns = monotonic_ns();
   Header h;
   h.type = MessageType::Pool;
@@ -106,11 +103,9 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
             return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary");
         if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
           return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
-        rt_.truncate(0);
+        session_.start(b.shape, b.draft_seed);
         request_ = h.request;
         next_round_ = 0;
-        shape_ = b.shape;
-        draft_rng_ = Rng(b.draft_seed);
         draft_and_send(identity, b.prompt);
         return true;
       }
@@ -124,7 +119,7 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         for (size_t i = 0; i < b.tokens.size(); ++i)
           if (b.tokens[i] >= rt_.vocab_size())
             return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary");
-        if (rt_.length() + static_cast<int>(b.tokens.size()) > config_.max_context + shape_.depth + 2)
+        if (rt_.length() + static_cast<int>(b.tokens.size()) > config_.max_context + session_.shape().depth + 2)
           return refuse(identity, h, "body.tokens", "the drafter's context is full");
         draft_and_send(identity, b.tokens);
         return true;

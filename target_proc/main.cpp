@@ -21,8 +21,9 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.device = config.target.device;
   opts.dtype = config.target.dtype;
   opts.max_context = config.max_context + config.pool.depth + 2;  // one round's overrun
-  opts.max_tree = std::max(kMaxTreeBucket, config.budget + 1);    // anchor + the largest tree
+  opts.max_tree = std::max(kMaxTreeBucket, config.decoding.budget + 1);  // anchor + the largest tree
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;
+  opts.cpu_helpers_in_plain_passes = config.target.ar_uses_drafter_core;
   ModelRuntime runtime(config.target.model, opts);
   // Text needs a tokenizer; a folder without one serves token ids only.
   std::unique_ptr<Tokenizer> tokenizer;

@@ -98,11 +98,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "rootspec-round-bench: %s: %s\n", rule.c_str(), e.what());
         return 1;
       }
-      tokens += d.tokens_to_eos;
+      tokens += d.tokens_to_first_eos;
       rounds += d.rounds;
       seconds += (d.last_commit_ns - d.prefill_start_ns) / 1e9;
       for (size_t k = 0; k + 1 < d.trace.size(); ++k) {  // rounds followed by a Commit
-        const RoundTrace& t = d.trace[k];
+        const RoundRecord& t = d.trace[k];
         round_ms.push_back((d.trace[k + 1].commit_sent_ns - t.commit_sent_ns) / 1e6);
         root_ms.push_back((t.root_end_ns - t.root_start_ns) / 1e6);
         tree_ms.push_back(t.tree_pass_ns / 1e6);

@@ -1,8 +1,8 @@
 // Pure pieces of rootspec-bench (issue 6; paper 000 App. D.14), kept out of main.cpp so that
 // tests/bench/test_harness_record.cpp checks them without a running pair: the per-decode
-// sampling seed, the decode record built from the target's Done message, the per-round
-// samples of the trace, and the parsing of comma-separated grid options. Header-only: the
-// tests link rootspec_core alone.
+// sampling seed, the decode record built from the target's Done message, and the parsing of
+// comma-separated grid options. Header-only: the
+// tests link rootspec_bench_lib and rootspec_ipc alone.
 #pragma once
 
 #include <cmath>
@@ -63,56 +63,22 @@ struct BadDone : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Tokens counted for the speed (App. D.14: "tokens emitted up to the first end-of-sequence
-// token", the EOS itself excluded, as tokens_to_first_eos counts). Done.tokens_to_eos counts up
-// to and including the first EOS, or all tokens when there is none; an EOS was emitted when the
-// decode stopped on it or tokens follow it (requests sent with stop_at_eos = false).
+// Tokens counted for the speed: the Done's tokens_to_first_eos (request.h: the tokens before
+// the first EOS, App. D.14), checked against the tokens sent.
 inline int64_t counted_tokens(const DoneBody& d) {
   const int64_t n = static_cast<int64_t>(d.tokens.size());
-  if (d.tokens_to_eos < 0 || d.tokens_to_eos > n)
-    throw BadDone("tokens_to_eos " + std::to_string(d.tokens_to_eos) + " outside [0, " + std::to_string(n) + "]");
-  const bool eos_seen = d.stop_reason == "eos" || d.tokens_to_eos < n;
-  if (eos_seen && d.tokens_to_eos == 0) throw BadDone("stop reason eos with tokens_to_eos 0");
-  return eos_seen ? d.tokens_to_eos - 1 : d.tokens_to_eos;
+  if (d.tokens_to_first_eos < 0 || d.tokens_to_first_eos > n)
+    throw BadDone("tokens_to_first_eos " + std::to_string(d.tokens_to_first_eos) + " outside [0, " +
+                  std::to_string(n) + "]");
+  return d.tokens_to_first_eos;
 }
-
-inline double ns_to_ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-
-// What round `t` contributes: accepted draft tokens, verified tree nodes (0 when the tree pass
-// was skipped and for ar) and its stage times in ms. Stages, where the round had them:
-//   root_pass  the target's one-token root pass (ar: its only pass)
-//   draft      the drafter's pool growth (the drafter's clock; it overlaps the root pass)
-//   pool_wait  the target waiting for the pool after its root pass (or after sending Commit)
-//   tree_pass, verify (selection + verification), commit (KV commit)
-inline RoundSample round_sample(const RoundTrace& t) {
-  RoundSample r;
-  r.accepted = t.accepted;
-  r.tree_size = t.tree_pass_skipped ? 0 : t.tree_nodes;
-  const bool root = t.root_start_ns != 0 && t.root_end_ns >= t.root_start_ns;
-  if (root) r.stage_ms["root_pass"] = ns_to_ms(t.root_end_ns - t.root_start_ns);
-  if (t.pool_received_ns != 0) {
-    if (t.draft_end_ns >= t.draft_start_ns && t.draft_start_ns != 0)
-      r.stage_ms["draft"] = ns_to_ms(t.draft_end_ns - t.draft_start_ns);
-    const int64_t from = root ? t.root_end_ns : t.commit_sent_ns;
-    if (from != 0 && t.pool_received_ns >= from) r.stage_ms["pool_wait"] = ns_to_ms(t.pool_received_ns - from);
-    if (!t.tree_pass_skipped) r.stage_ms["tree_pass"] = ns_to_ms(t.tree_pass_ns);
-    r.stage_ms["verify"] = ns_to_ms(t.verify_ns);
-    r.stage_ms["commit"] = ns_to_ms(t.commit_ns);
-  }
-  return r;
-}
-
-struct BuiltDecode {
-  DecodeRecord record;
-  std::vector<RoundSample> rounds;  // one per RoundTrace, in order (the --trace lines)
-};
 
 // The record of one decode from the target's Done: tokens to the first EOS, seconds from the
 // start of the target prefill to the last commit (the target's own CLOCK_MONOTONIC stamps),
 // rounds, accepted-length histogram and means from the round trace, and the stage totals the
 // target reports (prefill, pool_wait, root_pass, tree_pass, verify, commit, in ms).
 // Throws BadDone when the Done cannot be timed.
-inline BuiltDecode build_decode(const DoneBody& d, const GridPoint& g, const std::string& prompt_id,
+inline DecodeRecord build_decode(const DoneBody& d, const GridPoint& g, const std::string& prompt_id,
                                 const std::string& category, uint64_t seed, bool warmup) {
   if (d.rounds <= 0 || d.last_commit_ns == 0) throw BadDone("no round was committed");
   if (d.last_commit_ns <= d.prefill_start_ns)
@@ -120,8 +86,7 @@ inline BuiltDecode build_decode(const DoneBody& d, const GridPoint& g, const std
                   std::to_string(d.prefill_start_ns));
   if (!d.trace.empty() && static_cast<int64_t>(d.trace.size()) != d.rounds)
     throw BadDone("trace has " + std::to_string(d.trace.size()) + " rounds, Done says " + std::to_string(d.rounds));
-  BuiltDecode out;
-  DecodeRecord& r = out.record;
+  DecodeRecord r;
   r.prompt_id = prompt_id;
   r.category = category;
   r.decoder = g.decoder;
@@ -131,14 +96,11 @@ inline BuiltDecode build_decode(const DoneBody& d, const GridPoint& g, const std
   r.warmup = warmup;
   r.tokens = counted_tokens(d);
   r.seconds = static_cast<double>(d.last_commit_ns - d.prefill_start_ns) / 1e9;
-  for (const RoundTrace& t : d.trace) {
-    out.rounds.push_back(round_sample(t));
-    add_round(&r, out.rounds.back());
-  }
+  for (const RoundRecord& t : d.trace) add_round(&r, t);
   r.rounds = d.rounds;  // also when the target sent no trace
   r.stage_ms = {{"prefill", d.ms_prefill},     {"pool_wait", d.ms_drafter_wait}, {"root_pass", d.ms_root_pass},
                 {"tree_pass", d.ms_tree_pass}, {"verify", d.ms_verify},          {"commit", d.ms_commit}};
-  return out;
+  return r;
 }
 
 // ---- option parsing ----------------------------------------------------------------------------

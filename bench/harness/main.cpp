@@ -386,14 +386,15 @@ int main(int argc, char** argv) {
       if (o.kind == Outcome::kInterrupted) break;
       if (o.kind == Outcome::kDone) {
         try {
-          BuiltDecode b = build_decode(o.done, g, p.id, p.category, body.seed, item.warmup);
+          DecodeRecord record = build_decode(o.done, g, p.id, p.category, body.seed, item.warmup);
           if (trace)
-            for (size_t i = 0; i < b.rounds.size(); ++i) {
-              nlohmann::ordered_json j = nlohmann::ordered_json::parse(round_trace_line(b.record, static_cast<int64_t>(i), b.rounds[i]));
+            for (size_t i = 0; i < o.done.trace.size(); ++i) {
+              nlohmann::ordered_json j = nlohmann::ordered_json::parse(
+                  round_trace_line(record, static_cast<int64_t>(i), o.done.trace[i]));
               j["warmup"] = item.warmup;
               trace_out << j.dump() << "\n";
             }
-          records.push_back(std::move(b.record));
+          records.push_back(std::move(record));
         } catch (const BadDone& e) {
           o.kind = Outcome::kError;
           o.error = std::string("untimeable Done: ") + e.what();

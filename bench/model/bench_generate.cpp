@@ -19,22 +19,25 @@ constexpr int kNew = 64;
 
 void BM_Generate(benchmark::State& state) {
   const int mode = static_cast<int>(state.range(0));  // 0 ar, 1 draft, 2 root-draw
-  GenerateOptions o;
+  RequestOptions o;
   o.autoregressive = mode == 0;
   o.rule = mode == 2 ? Rule::RootDraw : Rule::Draft;
+  o.verifier = Verifier::Greedy;
   o.budget = static_cast<int>(state.range(1));
   o.max_new_tokens = kNew;
+  o.stop_at_eos = false;
+  const PoolShape shape;  // EAGLE-3's
   std::mt19937 gen(3);
   std::vector<std::vector<int32_t>> prompts(4, std::vector<int32_t>(32));
   for (auto& p : prompts)
     for (auto& t : p) t = static_cast<int32_t>(gen() % 8192);
-  ModelRuntime target(g_models->target, runtime_options_for(o, 32, false));
+  ModelRuntime target(g_models->target, runtime_options_for(o, shape, 32, false));
   std::unique_ptr<ModelRuntime> drafter;
-  if (!o.autoregressive) drafter = std::make_unique<ModelRuntime>(g_models->drafter, runtime_options_for(o, 32, true));
+  if (!o.autoregressive) drafter = std::make_unique<ModelRuntime>(g_models->drafter, runtime_options_for(o, shape, 32, true));
   int64_t tokens = 0, rounds = 0;
   size_t which = 0;
   for (auto _ : state) {
-    const GenerateResult r = generate(target, drafter.get(), prompts[which++ % prompts.size()], o);
+    const GenerateResult r = generate(target, drafter.get(), prompts[which++ % prompts.size()], o, shape);
     tokens += static_cast<int64_t>(r.tokens.size());
     rounds += static_cast<int64_t>(r.rounds.size());
   }

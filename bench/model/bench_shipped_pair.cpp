@@ -69,36 +69,51 @@ void BM_TargetTreePass(benchmark::State& state) {
 }
 BENCHMARK(BM_TargetTreePass)->Arg(2)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
-// Passes sharing the second core (target.idle_drafter_threads = 2): the target's tree pass while
-// the drafter waits, and every pass of `ar` (arg 1).
+// Busy-waits `us` microseconds (this thread stays busy, as the target's is in its root pass).
+void busy_for(int us) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// Passes sharing the second core (target.idle_drafter_threads = 2) with the helper already
+// spinning: the target's tree pass (woken ahead, untimed) and, for arg 1, `ar`'s plain passes
+// (the helper stays awake between them).
 void BM_TargetSharedPass(benchmark::State& state) {
   auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
+  const int n = static_cast<int>(state.range(0));
   std::vector<int32_t> tokens, parents;
-  tree_of(static_cast<int>(state.range(0)), tokens, parents);
-  rt->share_passes(true);
-  for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
-  rt->share_passes(false);
+  tree_of(n, tokens, parents);
+  for (auto _ : state) {
+    if (n == 1) {
+      benchmark::DoNotOptimize(rt->root_pass(101, PassKind::Plain).data[0]);
+      state.PauseTiming();
+      rt->truncate(rt->length() - 1);
+      state.ResumeTiming();
+      continue;
+    }
+    state.PauseTiming();
+    rt->prepare(PassKind::Tree);
+    busy_for(100);  // the helper is spinning by now
+    state.ResumeTiming();
+    benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
+  }
 }
 BENCHMARK(BM_TargetSharedPass)->Arg(1)->Arg(5)->Arg(9)->Arg(17)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
-// As the daemon runs it: the helper asleep until the pool arrives, woken just before the
-// tree pass (the difference to BM_TargetSharedPass is the wake-up's cost to the pass).
+// As the daemon runs it: the helper asleep until the pool arrives, woken (prepare) just before
+// the tree pass (the difference to BM_TargetSharedPass is the wake-up's cost to the pass).
 void BM_TargetSharedPassJustWoken(benchmark::State& state) {
   auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
   std::vector<int32_t> tokens, parents;
   tree_of(static_cast<int>(state.range(0)), tokens, parents);
   for (auto _ : state) {
     state.PauseTiming();
-    rt->share_passes(false);
-    // The helper falls asleep; this thread stays busy, as the target's is in its root pass.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
-    while (std::chrono::steady_clock::now() < until) {
-    }
+    busy_for(300);  // the previous tree pass parked the helper: it falls asleep
     state.ResumeTiming();
-    rt->share_passes(true);
+    rt->prepare(PassKind::Tree);
     benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
   }
-  rt->share_passes(false);
 }
 BENCHMARK(BM_TargetSharedPassJustWoken)->Arg(9)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 

@@ -51,4 +51,16 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
     cpu_softmax(rows.row(static_cast<int>(j)), vocab_, out.data() + slots[j] * vocab_);  // the draft rows at T = 1
 }
 
+void DraftSession::start(const PoolShape& shape, uint64_t draft_seed) {
+  rt_.truncate(0);
+  shape_ = shape;
+  rng_ = Rng(draft_seed);
+}
+
+void DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
+  const RowsView last = rt_.prefill(tokens);  // the drafter's row at the new C
+  drafter_.begin_round(last.row(0));
+  grow_pool(drafter_, shape_, pool, &rng_);
+}
+
 }  // namespace rootspec

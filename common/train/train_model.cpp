@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model_runtime.h"  // rope_inv_freq: the runtime's RoPE frequencies, llama3 scaling included
+#include "torch_layers.h"  // rms_norm, rope and the RoPE tables, as the runtime's TorchOps backend
 #include "rng.h"
 #include "safetensors.h"
 
@@ -28,18 +28,6 @@ void fill_normal(torch::Tensor& t, Rng& rng, double stddev) {
     p[i] = static_cast<float>(stddev * r * std::cos(a));
     if (i + 1 < n) p[i + 1] = static_cast<float>(stddev * r * std::sin(a));
   }
-}
-
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  // Same order of operations as ModelRuntime (fp32 statistics, weight applied last).
-  return weight * (x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
-}
-
-torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  // x [b, t, heads, hd]; cos/sin [b, t, 1, hd]; rotate-half form as the runtime.
-  const int64_t half = x.size(-1) / 2;
-  auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
 }
 
 // The Hugging Face tensor names and shapes of `c`, in the runtime's order.
@@ -140,21 +128,8 @@ TrainModel::TrainModel(const std::string& dir) {
 }
 
 void TrainModel::build_rope(int64_t capacity) {
-  // Angles in double, then cast: the runtime's tables bit for bit.
-  const auto inv = rope_inv_freq(config_);
-  const int64_t hd = config_.head_dim, half = hd / 2;
-  auto cos = torch::empty({capacity, hd}, torch::kFloat64);
-  auto sin = torch::empty({capacity, hd}, torch::kFloat64);
-  double* pc = cos.data_ptr<double>();
-  double* ps = sin.data_ptr<double>();
-  for (int64_t p = 0; p < capacity; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = double(p) * inv[i];
-      pc[p * hd + i] = pc[p * hd + i + half] = std::cos(a);
-      ps[p * hd + i] = ps[p * hd + i + half] = std::sin(a);
-    }
-  rope_cos_ = cos.to(torch::kFloat32);
-  rope_sin_ = sin.to(torch::kFloat32);
+  // The runtime's tables bit for bit (rope.h).
+  std::tie(rope_cos_, rope_sin_) = rope_tensors(rope_table(config_, capacity), torch::TensorOptions().dtype(torch::kFloat32));
 }
 
 torch::Tensor TrainModel::param(const std::string& name) const {

@@ -12,8 +12,8 @@ namespace rootspec {
 namespace harness {
 namespace {
 
-RoundTrace tree_round(int accepted, int nodes, int64_t t0) {
-  RoundTrace t;
+RoundRecord tree_round(int accepted, int nodes, int64_t t0) {
+  RoundRecord t;
   t.commit_sent_ns = t0;
   t.root_start_ns = t0 + 1'000'000;
   t.root_end_ns = t0 + 3'000'000;       // 2 ms root pass
@@ -42,7 +42,7 @@ DoneBody three_round_done() {
   DoneBody d;
   d.stop_reason = "length";
   d.tokens = {10, 11, 12, 13, 14, 15};
-  d.tokens_to_eos = 6;
+  d.tokens_to_first_eos = 6;
   d.rounds = 3;
   d.ms_prefill = 4;
   d.ms_drafter_wait = 6;
@@ -61,8 +61,7 @@ DoneBody three_round_done() {
 TEST(HarnessRecord, BuildsTheRecordFromDone) {
   const DoneBody d = via_codec(three_round_done());
   const GridPoint g{"root-draw", 1.0, 8};
-  const BuiltDecode b = build_decode(d, g, "math-03", "math", 42, false);
-  const DecodeRecord& r = b.record;
+  const DecodeRecord r = build_decode(d, g, "math-03", "math", 42, false);
   EXPECT_EQ(r.prompt_id, "math-03");
   EXPECT_EQ(r.category, "math");
   EXPECT_EQ(r.decoder, "root-draw");
@@ -84,20 +83,21 @@ TEST(HarnessRecord, BuildsTheRecordFromDone) {
   EXPECT_DOUBLE_EQ(r.stage_ms.at("verify"), 0.5);
   EXPECT_DOUBLE_EQ(r.stage_ms.at("commit"), 0.25);
   EXPECT_EQ(r.stage_ms.count("draft"), 0u);
-  // One trace sample per round, in order.
-  ASSERT_EQ(b.rounds.size(), 3u);
-  EXPECT_EQ(b.rounds[0].accepted, 2);
-  EXPECT_EQ(b.rounds[0].tree_size, 8);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("root_pass"), 2.0);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("draft"), 4.0);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("pool_wait"), 2.0);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("tree_pass"), 7.0);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("verify"), 0.25);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("commit"), 0.125);
-  EXPECT_EQ(b.rounds[1].tree_size, 0);
-  EXPECT_EQ(b.rounds[1].stage_ms.count("tree_pass"), 0u);
+  // Each round's stages from its record, after the codec.
+  ASSERT_EQ(d.trace.size(), 3u);
+  const auto first = round_stage_ms(d.trace[0]);
+  EXPECT_EQ(d.trace[0].accepted, 2);
+  EXPECT_EQ(d.trace[0].tree_nodes, 8);
+  EXPECT_DOUBLE_EQ(first.at("root_pass"), 2.0);
+  EXPECT_DOUBLE_EQ(first.at("draft"), 4.0);
+  EXPECT_DOUBLE_EQ(first.at("pool_wait"), 2.0);
+  EXPECT_DOUBLE_EQ(first.at("tree_pass"), 7.0);
+  EXPECT_DOUBLE_EQ(first.at("verify"), 0.25);
+  EXPECT_DOUBLE_EQ(first.at("commit"), 0.125);
+  EXPECT_EQ(d.trace[1].tree_nodes, 0);
+  EXPECT_EQ(round_stage_ms(d.trace[1]).count("tree_pass"), 0u);
   // The trace line names the decode and the round.
-  const std::string line = round_trace_line(r, 2, b.rounds[2]);
+  const std::string line = round_trace_line(r, 2, d.trace[2]);
   EXPECT_NE(line.find("\"round\":2"), std::string::npos) << line;
   EXPECT_NE(line.find("\"decoder\":\"root-draw\""), std::string::npos) << line;
 }
@@ -106,49 +106,45 @@ TEST(HarnessRecord, AutoregressiveRoundsHaveNoTree) {
   DoneBody d;
   d.stop_reason = "length";
   d.tokens = {5, 6, 7};
-  d.tokens_to_eos = 3;
+  d.tokens_to_first_eos = 3;
   d.rounds = 3;
   d.prefill_start_ns = 100;
   d.last_commit_ns = 100 + 3'000'000;
   for (int i = 0; i < 3; ++i) {
-    RoundTrace t;
+    RoundRecord t;
     t.commit_sent_ns = 100 + i * 1'000'000;
     t.root_start_ns = t.commit_sent_ns + 10;
     t.root_end_ns = t.root_start_ns + 900'000;
     t.emitted = 1;
     d.trace.push_back(t);
   }
-  const BuiltDecode b = build_decode(via_codec(d), GridPoint{"ar", 0.0, 0}, "p", "c", 1, true);
-  EXPECT_TRUE(b.record.warmup);
-  EXPECT_EQ(b.record.tokens, 3);
-  EXPECT_DOUBLE_EQ(b.record.seconds, 0.003);
-  EXPECT_DOUBLE_EQ(b.record.mean_tree_size, 0.0);
-  EXPECT_EQ(b.record.accepted_hist, (std::vector<int64_t>{3}));
-  ASSERT_EQ(b.rounds.size(), 3u);
-  EXPECT_DOUBLE_EQ(b.rounds[0].stage_ms.at("root_pass"), 0.9);
-  EXPECT_EQ(b.rounds[0].stage_ms.count("pool_wait"), 0u);  // no pool
-  EXPECT_EQ(b.rounds[0].stage_ms.count("tree_pass"), 0u);
+  const DecodeRecord r = build_decode(via_codec(d), GridPoint{"ar", 0.0, 0}, "p", "c", 1, true);
+  EXPECT_TRUE(r.warmup);
+  EXPECT_EQ(r.tokens, 3);
+  EXPECT_DOUBLE_EQ(r.seconds, 0.003);
+  EXPECT_DOUBLE_EQ(r.mean_tree_size, 0.0);
+  EXPECT_EQ(r.accepted_hist, (std::vector<int64_t>{3}));
+  const auto stages = round_stage_ms(d.trace[0]);
+  EXPECT_DOUBLE_EQ(stages.at("root_pass"), 0.9);
+  EXPECT_EQ(stages.count("pool_wait"), 0u);  // no pool
+  EXPECT_EQ(stages.count("tree_pass"), 0u);
 }
 
-TEST(HarnessRecord, CountsTokensBeforeTheFirstEos) {
+TEST(HarnessRecord, CountsTheTargetsTokensBeforeTheFirstEos) {
   DoneBody d;
-  d.tokens = {7, 8, 2};  // EOS = 2, decode stopped on it
-  d.tokens_to_eos = 3;
+  d.tokens = {7, 8, 2};  // EOS = 2, decode stopped on it: the target counts 2
+  d.tokens_to_first_eos = 2;
   d.stop_reason = "eos";
   EXPECT_EQ(counted_tokens(d), 2);
-  // "length" with tokens_to_eos = all tokens: no EOS (the target says "eos" whenever it stops on
-  // one, also when the EOS is the last token the limit allowed), so all of them count.
-  d.stop_reason = "length";
-  EXPECT_EQ(counted_tokens(d), 3);
-  d.tokens = {7, 2, 9, 9};   // tokens after the EOS (stop_at_eos = false): they do not count
-  d.tokens_to_eos = 2;
-  EXPECT_EQ(counted_tokens(d), 1);
-  d.tokens = {2};            // EOS first: zero tokens
-  d.tokens_to_eos = 1;
-  d.stop_reason = "eos";
+  d.tokens = {2};  // EOS first: zero tokens
+  d.tokens_to_first_eos = 0;
   EXPECT_EQ(counted_tokens(d), 0);
-  // tokens_per_second of the target counts the EOS; the bench does not (bench_stats.h).
+  d.tokens_to_first_eos = 2;  // more than were sent
+  EXPECT_THROW(counted_tokens(d), BadDone);
+  // The one definition the target uses (request.h): tokens after the EOS do not count.
   EXPECT_EQ(tokens_to_first_eos({7, 8, 2}, {2}), 2);
+  EXPECT_EQ(tokens_to_first_eos({7, 2, 9, 9}, {2}), 1);
+  EXPECT_EQ(tokens_to_first_eos({7, 8, 9}, {2}), 3);
 }
 
 TEST(HarnessRecord, RejectsUntimeableDone) {
@@ -166,18 +162,14 @@ TEST(HarnessRecord, RejectsUntimeableDone) {
   d.rounds = 4;  // trace and count disagree
   EXPECT_THROW(build_decode(d, g, "p", "c", 0, false), BadDone);
   d = three_round_done();
-  d.tokens_to_eos = 7;
-  EXPECT_THROW(build_decode(d, g, "p", "c", 0, false), BadDone);
-  d = three_round_done();
-  d.stop_reason = "eos";
-  d.tokens_to_eos = 0;
+  d.tokens_to_first_eos = 7;
   EXPECT_THROW(build_decode(d, g, "p", "c", 0, false), BadDone);
   // Without a trace the record still has its rounds and time.
   d = three_round_done();
   d.trace.clear();
-  const BuiltDecode b = build_decode(d, g, "p", "c", 0, false);
-  EXPECT_EQ(b.record.rounds, 3);
-  EXPECT_TRUE(b.rounds.empty());
+  const DecodeRecord r = build_decode(d, g, "p", "c", 0, false);
+  EXPECT_EQ(r.rounds, 3);
+  EXPECT_EQ(r.mean_accepted, 0.0);
 }
 
 TEST(HarnessSeed, DeterministicAndDistinctPerCombination) {

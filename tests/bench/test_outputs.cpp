@@ -126,22 +126,36 @@ TEST(BenchCsv, ReaderErrorsNameTheLine) {
   EXPECT_THROW(read_records_csv(missing), CsvError);
 }
 
+// A round that scored `nodes` tree nodes for `tree_ms` and verified for `verify_ms`.
+RoundRecord round_of(int accepted, int nodes, double tree_ms, double verify_ms) {
+  RoundRecord t;
+  t.accepted = accepted;
+  t.emitted = accepted + 1;
+  t.tree_nodes = nodes;
+  t.pool_received_ns = 1;  // a speculative round (ar rounds have no pool)
+  t.tree_pass_ns = static_cast<int64_t>(tree_ms * 1e6);
+  t.verify_ns = static_cast<int64_t>(verify_ms * 1e6);
+  return t;
+}
+
 TEST(BenchRecord, RoundsFoldIntoTheRecord) {
   DecodeRecord r;
   r.prompt_id = "q";
   r.decoder = "root";
   r.budget = 8;
-  add_round(&r, {2, 8, {{"tree_pass", 3.0}}});
-  add_round(&r, {0, 6, {{"tree_pass", 1.0}, {"select", 0.5}}});
-  add_round(&r, {4, 7, {}});
+  add_round(&r, round_of(2, 8, 3.0, 0.0));
+  add_round(&r, round_of(0, 6, 1.0, 0.5));
+  add_round(&r, round_of(4, 7, 0.0, 0.0));
   EXPECT_EQ(r.rounds, 3);
   EXPECT_DOUBLE_EQ(r.mean_accepted, 2.0);
   EXPECT_DOUBLE_EQ(r.mean_tree_size, 7.0);
   EXPECT_EQ(r.accepted_hist, (std::vector<int64_t>{1, 0, 1, 0, 1}));
-  EXPECT_EQ(r.stage_ms, (std::map<std::string, double>{{"tree_pass", 4.0}, {"select", 0.5}}));
-  EXPECT_EQ(round_trace_line(r, 1, {0, 6, {{"select", 0.5}}}),
+  EXPECT_EQ(r.stage_ms,
+            (std::map<std::string, double>{{"tree_pass", 4.0}, {"verify", 0.5}, {"commit", 0.0}}));
+  EXPECT_EQ(round_trace_line(r, 1, round_of(0, 6, 1.0, 0.5)),
             "{\"prompt_id\":\"q\",\"decoder\":\"root\",\"temperature\":0.0,\"budget\":8,"
-            "\"round\":1,\"accepted\":0,\"tree_size\":6,\"stage_ms\":{\"select\":0.5}}");
+            "\"round\":1,\"accepted\":0,\"tree_size\":6,\"stage_ms\":{\"commit\":0.0,\"tree_pass\":1.0,"
+            "\"verify\":0.5}}");
   EXPECT_EQ(tokens_to_first_eos({5, 6, 2, 7, 2}, {2}), 2);
   EXPECT_EQ(tokens_to_first_eos({5, 6, 7}, {2, 9}), 3);
   EXPECT_EQ(tokens_to_first_eos({9}, {2, 9}), 0);

@@ -16,27 +16,33 @@ inline const TableModel& law_test_model() {
   return m;
 }
 
+// A law test's request and the drafter's pool shape.
+struct LawCase {
+  RequestOptions options;
+  PoolShape shape;
+};
+
 // Pool top_k 3 (< V, so first draws can leave the pool), depth 4, expand 3: 30 candidates.
-inline SpecConfig law_test_config(Rule rule, Verifier verifier, double T, int B) {
-  SpecConfig c;
-  c.rule = rule;
-  c.verifier = verifier;
-  c.temperature = T;
-  c.budget = B;
+inline LawCase law_test_config(Rule rule, Verifier verifier, double T, int B) {
+  LawCase c;
+  c.options.rule = rule;
+  c.options.verifier = verifier;
+  c.options.temperature = T;
+  c.options.budget = B;
   c.shape = PoolShape{3, 4, 3};
   return c;
 }
 
-// Runs `runs` decodes and tests the law of the first n tokens. Returns the test result.
-inline ChiSquareResult first_tokens_law(const TableModel& model, const SpecConfig& config, int n,
-                                        int runs, uint64_t seed,
-                                        const DecodeHooks* hooks = nullptr) {
+// Runs `runs` decodes through table_decode, i.e. through run_round() (round.h), the round the
+// daemon and rootspec-generate run, and tests the law of the first n tokens.
+inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& c, int n, int runs, uint64_t seed,
+                                        const RoundHooks* hooks = nullptr) {
   const int V = model.vocab();
-  const std::vector<double> exact = exact_joint(model, config.temperature, n);
+  const std::vector<double> exact = exact_joint(model, c.options.temperature, n);
   std::vector<int64_t> counts(exact.size(), 0);
   Rng rng(seed);
   for (int r = 0; r < runs; ++r) {
-    const auto out = table_decode(model, config, n, rng, nullptr, hooks);
+    const auto out = table_decode(model, c.options, c.shape, n, rng, nullptr, hooks);
     int64_t index = 0;
     for (int i = 0; i < n; ++i) index = index * V + out[i];
     counts[index] += 1;

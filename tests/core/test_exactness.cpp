@@ -26,7 +26,7 @@ constexpr double kMinP = 1e-4;
 
 const TableModel& test_model() { return testing::law_test_model(); }
 
-SpecConfig config_for(Rule rule, Verifier verifier, double T, int B) {
+testing::LawCase config_for(Rule rule, Verifier verifier, double T, int B) {
   return testing::law_test_config(rule, verifier, T, B);
 }
 
@@ -36,14 +36,14 @@ class Exactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Exactness, FirstThreeTokensFollowTheTargetJoint) {
   const auto [rule, verifier, T, B] = GetParam();
-  const SpecConfig c = config_for(rule, verifier, T, B);
+  const testing::LawCase c = config_for(rule, verifier, T, B);
   const uint64_t seed = 1000 + static_cast<int>(rule) * 100 + static_cast<int>(verifier) * 10 + B;
   if (T == 0) {
     // Greedy: the law is a point mass on the argmax chain; every decode must produce it.
     const auto exact = exact_joint(test_model(), 0.0, kTokens);
     Rng rng(seed);
     for (int r = 0; r < 50; ++r) {
-      const auto out = table_decode(test_model(), c, kTokens, rng);
+      const auto out = table_decode(test_model(), c.options, c.shape, kTokens, rng);
       int64_t index = 0;
       for (int i = 0; i < kTokens; ++i) index = index * test_model().vocab() + out[i];
       ASSERT_EQ(exact[index], 1.0) << "decode " << r << " left the greedy chain";

@@ -16,11 +16,11 @@ constexpr double kMinP = 1e-4;
 
 const TableModel& test_model() { return testing::law_test_model(); }
 
-SpecConfig config_for(Rule rule, Verifier verifier, double T, int B) {
+testing::LawCase config_for(Rule rule, Verifier verifier, double T, int B) {
   return testing::law_test_config(rule, verifier, T, B);
 }
 
-double law_p_value(const SpecConfig& c, const DecodeHooks& hooks) {
+double law_p_value(const testing::LawCase& c, const RoundHooks& hooks) {
   const double p = testing::first_tokens_law(test_model(), c, 3, kRuns, 77, &hooks).p_value;
   std::printf("  chi-square p-value: %.3g\n", p);
   return p;
@@ -37,7 +37,7 @@ VerifyResult exit_at(const DraftTree& tree, int v, int32_t continuation) {
 
 TEST(PlantedBug, ResidualWithoutRenormalisationIsCaught) {
   // Accepts child x with its original probability p(x) instead of r(x)/Σr after rejections.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const auto children = tree.children();
     int v = kRoot;
@@ -62,7 +62,7 @@ TEST(PlantedBug, ResidualWithoutRenormalisationIsCaught) {
 
 TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
   // Draws the continuation from p_v itself instead of the residual without v's children.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const VerifyResult right = verify_tev(tree, rows, rng);
     return exit_at(tree, right.exit_node,
@@ -73,7 +73,7 @@ TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
 
 TEST(PlantedBug, PredrawSharingOneUniformIsCaught) {
   // Uses one uniform for every node's draw: each R_v has the right marginal, the path does not.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const auto children = tree.children();
     const double u = rng.uniform();
@@ -99,7 +99,7 @@ TEST(PlantedBug, PredrawSharingOneUniformIsCaught) {
 TEST(PlantedBug, RootDrawRedrawingUntilInPoolIsCaught) {
   // Redraws y until it lands in the pool's first level: never skips the tree pass, and biases
   // the first token toward draft-favoured tokens.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
     for (;;) {
       RoundPlan plan = plan_round(rule, in, root_token, rng);
@@ -111,7 +111,7 @@ TEST(PlantedBug, RootDrawRedrawingUntilInPoolIsCaught) {
 
 TEST(PlantedBug, FirstDrawIgnoringTemperatureIsCaught) {
   // Draws y from the untempered root row (T = 1) while decoding at T = 0.7.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
     // The tempered row p^(1/0.7) tempered again by 1/0.7 (i.e. raised to 0.7) is the raw row.
     std::vector<float> raw(in.vocab);
@@ -125,7 +125,7 @@ TEST(PlantedBug, FirstDrawIgnoringTemperatureIsCaught) {
 
 TEST(PlantedBug, CorrectStagesPassTheSameTest) {
   // The control: the real stages through the same hooks pass.
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.plan = plan_round;
   hooks.verify = [](Verifier v, const DraftTree& t, const RowsView& r, Rng& rng, const Pool* p) {
     return verify(v, t, r, rng, p);

@@ -109,20 +109,22 @@ TEST(Protocol, RoundTripsEveryMessage) {
     d.tokens = {1, 2, 3};
     d.rounds = 2;
     d.ms_root_pass = 1.5;
-    RoundTrace t;
-    t.root_start_ns = 10;
-    t.draft_end_ns = 20;
-    t.accepted = 2;
-    t.tree_pass_skipped = true;
-    t.commit_ns = 77;
-    d.trace = {t, t};
+    d.tokens_to_first_eos = 2;
+    RoundRecord t;  // every field a distinct value
+    int64_t value = 1;
+    for_each_record_field([&](const char*, auto member) {
+      t.*member = static_cast<std::remove_reference_t<decltype(t.*member)>>(value++);
+    });
+    d.trace = {RoundRecord{}, t};
     const DoneBody r = parse(encode(header(MessageType::Done), d)).done();
     EXPECT_EQ(r.tokens, d.tokens);
+    EXPECT_EQ(r.tokens_to_first_eos, 2);
     EXPECT_DOUBLE_EQ(r.ms_root_pass, 1.5);
     ASSERT_EQ(r.trace.size(), 2u);
-    EXPECT_EQ(r.trace[1].draft_end_ns, 20);
-    EXPECT_TRUE(r.trace[1].tree_pass_skipped);
-    EXPECT_EQ(r.trace[1].commit_ns, 77);
+    for_each_record_field([&](const char* name, auto member) {
+      EXPECT_EQ(r.trace[1].*member, t.*member) << name;
+      EXPECT_EQ(r.trace[0].*member, RoundRecord{}.*member) << name;
+    });
   }
   parse(encode_empty(header(MessageType::Cancel))).empty_body();
 }
@@ -180,13 +182,13 @@ TEST(Protocol, BadMessagesNameTheField) {
                "v");
   expect_field(raw_message([](auto& pk) {
                  pk.pack_map(5);
-                 pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("teleport"), pk.pack("request");
+                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("teleport"), pk.pack("request");
                  pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
                }),
                "type");
   expect_field(raw_message([](auto& pk) {
                  pk.pack_map(4);
-                 pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("hello"), pk.pack("request");
+                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("hello"), pk.pack("request");
                  pk.pack(1), pk.pack("round"), pk.pack(0);
                }),
                "body");
@@ -213,7 +215,7 @@ TEST(Protocol, BadBodiesNameTheField) {
   auto generate_with = [](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& body) {
     return raw_message([&](auto& pk) {
       pk.pack_map(5);
-      pk.pack("v"), pk.pack(1), pk.pack("type"), pk.pack("generate"), pk.pack("request");
+      pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("generate"), pk.pack("request");
       pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body");
       body(pk);
     });
@@ -235,6 +237,46 @@ TEST(Protocol, BadBodiesNameTheField) {
               pk.pack_map(1), pk.pack("prompt_ids"), pk.pack(std::vector<int>{1, -4});
             }), true),
             "body.prompt_ids[1]");
+}
+
+TEST(Protocol, DoneTraceEntriesAreCheckedByName) {
+  // A Done whose one trace row holds `entry` in its first column (pool_nodes), else zeros and
+  // falses in for_each_record_field's order.
+  auto done_with = [](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& entry) {
+    return raw_message([&](auto& pk) {
+      pk.pack_map(5);
+      pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("done"), pk.pack("request");
+      pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body");
+      pk.pack_map(14);
+      pk.pack("stop_reason"), pk.pack("eos");
+      pk.pack("tokens"), pk.pack_array(0);
+      for (const char* k : {"tokens_to_first_eos", "rounds", "prefill_start_ns", "last_commit_ns"}) pk.pack(k), pk.pack(0);
+      for (const char* k : {"ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify", "ms_commit",
+                            "tokens_per_second"})
+        pk.pack(k), pk.pack(0.0);
+      pk.pack("trace"), pk.pack_array(1);
+      std::vector<std::function<void()>> columns;
+      for_each_record_field([&](const char*, auto member) {
+        using T = std::remove_reference_t<decltype(RoundRecord{}.*member)>;
+        columns.push_back([&pk] { std::is_same_v<T, bool> ? pk.pack(false) : pk.pack(0); });
+      });
+      pk.pack_array(static_cast<uint32_t>(columns.size()));
+      entry(pk);
+      for (size_t i = 1; i < columns.size(); ++i) columns[i]();
+    });
+  };
+  auto trace_error = [](const std::string& bytes) {
+    try {
+      parse(bytes).done();
+    } catch (const ProtocolError& e) {
+      return e.field;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(trace_error(done_with([](auto& pk) { pk.pack(3); })), "");
+  EXPECT_EQ(trace_error(done_with([](auto& pk) { pk.pack(true); })), "body.trace[0].pool_nodes");
+  EXPECT_EQ(trace_error(done_with([](auto& pk) { pk.pack(-1); })), "body.trace[0].pool_nodes");
+  EXPECT_EQ(trace_error(done_with([](auto& pk) { pk.pack(uint64_t{1} << 40); })), "body.trace[0].pool_nodes");
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ constexpr double kMinP = 1e-4;
 
 const TableModel& test_model() { return testing::law_test_model(); }
 
-SpecConfig rheo_config(Rule rule, int m, double T, int B, int sparse) {
-  SpecConfig c = testing::law_test_config(rule, Verifier::Rheo, T, B);
+testing::LawCase rheo_config(Rule rule, int m, double T, int B, int sparse) {
+  testing::LawCase c = testing::law_test_config(rule, Verifier::Rheo, T, B);
   c.shape.rheo_m = m;
   c.shape.sparse = sparse;
   return c;
@@ -101,12 +101,12 @@ nlohmann::json table1_model() {
   return j;
 }
 
-SpecConfig table1_config(double adhoc_proxy) {
-  SpecConfig c;
-  c.rule = Rule::Draft;
-  c.verifier = Verifier::Rheo;
-  c.budget = 2;
-  c.temperature = 1.0;
+testing::LawCase table1_config(double adhoc_proxy) {
+  testing::LawCase c;
+  c.options.rule = Rule::Draft;
+  c.options.verifier = Verifier::Rheo;
+  c.options.budget = 2;
+  c.options.temperature = 1.0;
   c.shape = PoolShape{3, 1, 1};
   c.shape.rheo_m = 1;
   c.shape.adhoc_proxy = adhoc_proxy;
@@ -150,7 +150,7 @@ TEST(RheoTable1, AdhocProxyBreaksLosslessnessAndRheoProxyDoesNot) {
 
 TEST(RheoPlantedBug, VerifyingWithTheProxyInsteadOfQTildeIsCaught) {
   // Accepts the sampled token with min(1, p / proxy) instead of min(1, p / q̃).
-  DecodeHooks hooks;
+  RoundHooks hooks;
   hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng,
                     const Pool* pool) {
     Pool wrong = *pool;

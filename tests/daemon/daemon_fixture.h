@@ -21,18 +21,10 @@
 #include "model_runtime.h"
 #include "protocol.h"
 #include "random_model.h"
+#include "temp_dir.h"
 #include "transport.h"
 
 namespace rootspec::testing {
-
-inline std::string fresh_dir(const std::string& tag) {
-  static int counter = 0;
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("rootspec_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path);
@@ -73,10 +65,11 @@ inline int wait_exit(pid_t pid, double seconds) {
 
 // The random tiny pair every daemon test uses (made once per test process).
 struct PairModels {
-  std::string dir, target, drafter;
-  PairModels() : dir(fresh_dir("daemon_models")) {
-    target = dir + "/target";
-    drafter = dir + "/drafter";
+  TempDir dir{"daemon_models"};
+  std::string target, drafter;
+  PairModels() {
+    target = dir.sub("target");
+    drafter = dir.sub("drafter");
     ModelConfig c = small_config(ModelArch::Llama, /*vocab=*/256, /*hidden=*/64, /*layers=*/3, /*heads=*/4,
                                  /*kv_heads=*/2, /*intermediate=*/128);
     RandomModelOptions o;
@@ -105,7 +98,7 @@ inline std::string write_pair_config(const std::string& dir) {
 // The two daemons on ipc endpoints; stopped (SIGKILL) on destruction.
 class Pair {
  public:
-  explicit Pair(const std::vector<std::string>& overrides = {}) : dir_(fresh_dir("daemon_pair")) {
+  explicit Pair(const std::vector<std::string>& overrides = {}) : tmp_("daemon_pair"), dir_(tmp_.path()) {
     config_ = write_pair_config(dir_);
     client_endpoint = "ipc://" + dir_ + "/client.sock";
     std::vector<std::string> extra;
@@ -127,8 +120,6 @@ class Pair {
   ~Pair() {
     for (pid_t p : {target_pid, drafter_pid})
       if (p > 0 && kill(p, SIGKILL) == 0) waitpid(p, nullptr, 0);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   std::string target_log() const { return dir_ + "/target.log"; }
   std::string drafter_log() const { return dir_ + "/drafter.log"; }
@@ -139,6 +130,7 @@ class Pair {
   pid_t target_pid = -1, drafter_pid = -1;
 
  private:
+  TempDir tmp_;
   std::string dir_, config_;
 };
 
@@ -234,16 +226,17 @@ class Reference {
   std::vector<int32_t> decode(const std::vector<int32_t>& prompt, const std::string& rule,
                               const std::string& verifier, int budget, double temperature, uint64_t seed,
                               int max_new_tokens = 24, int rheo_m = -1) {
-    GenerateOptions g;
-    g.autoregressive = rule == "ar";
-    if (!g.autoregressive) parse_rule(rule, &g.rule);
-    parse_verifier(verifier, &g.verifier);
+    RequestOptions g;
+    EXPECT_TRUE(parse_decoder(rule, &g)) << rule;
+    EXPECT_TRUE(parse_verifier(verifier, &g.verifier)) << verifier;
     g.budget = budget;
     g.temperature = temperature;
     g.seed = seed;
     g.max_new_tokens = max_new_tokens;
-    g.pool_shape.rheo_m = rheo_m;
-    return generate(*target_, drafter_.get(), prompt, g).tokens;
+    g.stop_at_eos = false;  // as generate_body asks the daemon
+    PoolShape shape;
+    shape.rheo_m = rheo_m;
+    return generate(*target_, drafter_.get(), prompt, g, shape).tokens;
   }
 
  private:

@@ -98,17 +98,17 @@ TEST(Faults, MalformedMessagesOnEverySocketGetAnErrorAndServingGoesOn) {
   Client client(pair.client_endpoint);
   expect_error(client, "not msgpack at all", "message");
   expect_error(client, std::string(kMaxMessageBytes + 1, 'x'), "message");
-  expect_error(client, with_header(2, "generate", 0), "v");
-  expect_error(client, with_header(1, "warp", 0), "type");
-  expect_error(client, with_header(1, "pool", 0), "type");  // a drafter message sent to the target
-  expect_error(client, with_header(1, "generate", 1, [](auto& pk) { pk.pack("prompt_ids"), pk.pack("1,2"); }),
+  expect_error(client, with_header(kProtocolVersion + 1, "generate", 0), "v");
+  expect_error(client, with_header(kProtocolVersion, "warp", 0), "type");
+  expect_error(client, with_header(kProtocolVersion, "pool", 0), "type");  // a drafter message sent to the target
+  expect_error(client, with_header(kProtocolVersion, "generate", 1, [](auto& pk) { pk.pack("prompt_ids"), pk.pack("1,2"); }),
                "body.prompt_ids");
   Client drafter(pair.drafter_endpoint());
   expect_error(drafter, "\xff\xff", "message");
   expect_error(drafter, with_header(7, "commit", 0), "v");
-  expect_error(drafter, with_header(1, "commit", 1, [](auto& pk) { pk.pack("tokens"), pk.pack(std::vector<int>{1}); }),
+  expect_error(drafter, with_header(kProtocolVersion, "commit", 1, [](auto& pk) { pk.pack("tokens"), pk.pack(std::vector<int>{1}); }),
                "request");
-  expect_error(drafter, with_header(1, "generate", 0), "type");
+  expect_error(drafter, with_header(kProtocolVersion, "generate", 0), "type");
   // Both daemons still serve.
   const Reply r = client.generate(generate_body({4, 5, 6}, "root-draw", "tev", 8, 1.0, 3));
   ASSERT_TRUE(r.done) << (r.error ? r.error->message : "timeout");
@@ -136,7 +136,8 @@ pid_t launch_pair(const std::string& dir, const std::string& log) {
 
 // launch/rootspec up: if either process dies, the launcher stops the other and exits non-zero.
 void launcher_tears_down_after_killing(bool kill_drafter) {
-  const std::string dir = fresh_dir("launcher");
+  const TempDir tmp("launcher");
+  const std::string dir = tmp.path();
   const std::string log = dir + "/launcher.log";
   const pid_t launcher = launch_pair(dir, log);
   ASSERT_GT(launcher, 0);
@@ -156,7 +157,8 @@ void launcher_tears_down_after_killing(bool kill_drafter) {
 }
 
 TEST(Faults, LauncherDownStopsThePairCleanly) {
-  const std::string dir = fresh_dir("launcher");
+  const TempDir tmp("launcher");
+  const std::string dir = tmp.path();
   const std::string log = dir + "/launcher.log";
   const pid_t launcher = launch_pair(dir, log);
   ASSERT_GT(launcher, 0);

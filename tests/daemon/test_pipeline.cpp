@@ -69,13 +69,13 @@ TEST(Daemon, RheoPoolsFromTheConfigMatchTheReference) {
   }
 }
 
-TEST(Daemon, RootPassRunsWhileTheDrafterDrafts) {
+TEST(Daemon, RootPassRunsBetweenTheCommitAndThePoolRead) {
   Pair pair;
   Client client(pair.client_endpoint);
   const Reply r = client.generate(generate_body(test_prompts()[1], "root-draw", "residual", 8, 0.0, 0, 48));
   ASSERT_TRUE(r.done);
   int rounds = 0, overlapped = 0;
-  for (const RoundTrace& t : r.done->trace) {
+  for (const RoundRecord& t : r.done->trace) {
     ASSERT_GT(t.root_start_ns, 0);
     ASSERT_GE(t.root_start_ns, t.commit_sent_ns);          // after the Commit went out
     ASSERT_LE(t.root_end_ns, t.pool_received_ns);          // before the pool was read
@@ -93,7 +93,7 @@ TEST(Daemon, RootPassRunsWhileTheDrafterDrafts) {
   // draft selection has no root pass.
   const Reply d = client.generate(generate_body(test_prompts()[1], "draft", "residual", 8, 0.0));
   ASSERT_TRUE(d.done);
-  for (const RoundTrace& t : d.done->trace) EXPECT_EQ(t.root_start_ns, 0);
+  for (const RoundRecord& t : d.done->trace) EXPECT_EQ(t.root_start_ns, 0);
   EXPECT_GT(r.done->tokens_per_second, 0);
   EXPECT_GT(r.done->last_commit_ns, r.done->prefill_start_ns);
 }

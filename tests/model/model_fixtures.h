@@ -10,30 +10,9 @@
 
 #include "model_runtime.h"
 #include "random_model.h"
+#include "temp_dir.h"
 
 namespace rootspec::testing {
-
-// A fresh directory under the system temp dir, removed with the object.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static int counter = 0;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("rootspec_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-                .string();
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Tiny sizes: vocab 96, hidden 32, 4 heads of 8, intermediate 64.
 inline ModelConfig tiny_config(ModelArch arch, int layers = 2, int kv_heads = 2) {

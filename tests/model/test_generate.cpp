@@ -36,11 +36,11 @@ class Models {
   Models(const Pair& p, uint64_t seed) : dir_("gen_" + p.name) {
     const std::string t = testing::make_model(dir_, "target", p.config, seed);
     write_truncated_model(t, dir_.sub("drafter"), 1);
-    GenerateOptions big;
+    RequestOptions big;
     big.budget = 59;
     big.max_new_tokens = kNewTokens;
-    target = std::make_unique<ModelRuntime>(t, runtime_options_for(big, 16, false));
-    drafter = std::make_unique<ModelRuntime>(dir_.sub("drafter"), runtime_options_for(big, 16, true));
+    target = std::make_unique<ModelRuntime>(t, runtime_options_for(big, PoolShape(), 16, false));
+    drafter = std::make_unique<ModelRuntime>(dir_.sub("drafter"), runtime_options_for(big, PoolShape(), 16, true));
   }
   TempDir dir_;
   std::unique_ptr<ModelRuntime> target, drafter;
@@ -53,15 +53,16 @@ std::vector<std::vector<int32_t>> prompts(uint64_t seed, int vocab) {
   return p;
 }
 
-GenerateOptions options(Rule rule, int budget, Verifier v = Verifier::Greedy, double temperature = 0.0,
+RequestOptions options(Rule rule, int budget, Verifier v = Verifier::Greedy, double temperature = 0.0,
                         uint64_t seed = 0) {
-  GenerateOptions o;
+  RequestOptions o;
   o.rule = rule;
   o.budget = budget;
   o.verifier = v;
   o.temperature = temperature;
   o.seed = seed;
   o.max_new_tokens = kNewTokens;
+  o.stop_at_eos = false;
   return o;
 }
 
@@ -75,7 +76,7 @@ TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
   const std::vector<Rule> rules = {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1};
   int64_t draft_rounds = 0, draft_accepted = 0;
   for (const auto& prompt : prompts(77, m.target->vocab_size())) {
-    GenerateOptions ar = options(Rule::Draft, 1);
+    RequestOptions ar = options(Rule::Draft, 1);
     ar.autoregressive = true;
     const GenerateResult want = generate(*m.target, nullptr, prompt, ar);
     ASSERT_EQ(static_cast<int>(want.tokens.size()), kNewTokens);
@@ -84,15 +85,15 @@ TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
         const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, options(rule, budget));
         EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " B=" << budget << " prompt of " << prompt.size();
         int emitted = 0;
-        for (const RoundStats& s : got.rounds) {
-          emitted += static_cast<int>(s.emitted.size());
+        for (const RoundRecord& s : got.rounds) {
+          emitted += s.emitted;
           EXPECT_LE(s.tree_nodes, budget);
-          EXPECT_EQ(static_cast<int>(s.emitted.size()), s.accepted + 1);
+          EXPECT_EQ(s.emitted, s.accepted + 1);
         }
         EXPECT_GE(emitted, kNewTokens);
         if (rule == Rule::Draft && budget == 59) {
           draft_rounds += static_cast<int64_t>(got.rounds.size());
-          for (const RoundStats& s : got.rounds) draft_accepted += s.accepted;
+          for (const RoundRecord& s : got.rounds) draft_accepted += s.accepted;
         }
       }
     }
@@ -101,14 +102,14 @@ TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
       const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, options(Rule::RootDraw, 8, v));
       EXPECT_EQ(got.tokens, want.tokens) << verifier_name(v);
     }
-    GenerateOptions rheo = options(Rule::Draft, 8, Verifier::Rheo);
-    rheo.pool_shape.rheo_m = 1;
-    EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, rheo).tokens, want.tokens) << "rheo";
-    GenerateOptions small = options(Rule::Root, 8);
-    small.pool_shape.top_k = 3;
-    small.pool_shape.depth = 4;
-    small.pool_shape.expand = 2;
-    EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, small).tokens, want.tokens) << "small pool";
+    PoolShape rheo;
+    rheo.rheo_m = 1;
+    EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, options(Rule::Draft, 8, Verifier::Rheo), rheo).tokens,
+              want.tokens)
+        << "rheo";
+    const PoolShape small{3, 4, 2};
+    EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, options(Rule::Root, 8), small).tokens, want.tokens)
+        << "small pool";
   }
   // The layer-truncated drafter agrees with the target often: draft selection accepts tokens.
   const double mean_accepted = double(draft_accepted) / double(draft_rounds);
@@ -120,13 +121,13 @@ TEST_P(Generate, SampledOutputReproducesFromTheSeed) {
   Models m(GetParam(), 32);
   const auto ps = prompts(78, m.target->vocab_size());
   const auto& prompt = ps[2];
-  GenerateOptions ar = options(Rule::Draft, 1, Verifier::Greedy, 1.0, 5);
+  RequestOptions ar = options(Rule::Draft, 1, Verifier::Greedy, 1.0, 5);
   ar.autoregressive = true;
   EXPECT_EQ(generate(*m.target, nullptr, prompt, ar).tokens, generate(*m.target, nullptr, prompt, ar).tokens);
   bool seed_matters = false;
   for (Rule rule : {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1}) {
     for (Verifier v : {Verifier::Residual, Verifier::Predraw, Verifier::Tev}) {
-      const GenerateOptions o = options(rule, 8, v, 1.0, 1234);
+      const RequestOptions o = options(rule, 8, v, 1.0, 1234);
       const auto a = generate(*m.target, m.drafter.get(), prompt, o).tokens;
       const auto b = generate(*m.target, m.drafter.get(), prompt, o).tokens;
       EXPECT_EQ(a, b) << rule_name(rule) << " " << verifier_name(v);
@@ -149,11 +150,11 @@ TEST(GenerateEos, EveryRuleStopsAtTheFirstEos) {
   const ModelConfig base = testing::tiny_config(ModelArch::Llama, 3);
   const std::string t0 = testing::make_model(dir, "t0", base, 41);
   const std::vector<int32_t> prompt = {7, 8, 9};
-  GenerateOptions ar = options(Rule::Draft, 1);
+  RequestOptions ar = options(Rule::Draft, 1);
   ar.autoregressive = true;
   std::vector<int32_t> free_run;
   {
-    ModelRuntime rt(t0, runtime_options_for(ar, 3, false));
+    ModelRuntime rt(t0, runtime_options_for(ar, PoolShape(), 3, false));
     free_run = generate(rt, nullptr, prompt, ar).tokens;
   }
   // The same weights with the 6th generated token declared EOS (a list, as Llama-3 writes it).
@@ -164,10 +165,10 @@ TEST(GenerateEos, EveryRuleStopsAtTheFirstEos) {
   size_t first = 0;
   while (free_run[first] != free_run[5]) ++first;
   for (Rule rule : {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1}) {
-    GenerateOptions o = options(rule, 8);
+    RequestOptions o = options(rule, 8);
     o.stop_at_eos = true;
-    ModelRuntime target(t, runtime_options_for(o, 3, false));
-    ModelRuntime drafter(dir.sub("d"), runtime_options_for(o, 3, true));
+    ModelRuntime target(t, runtime_options_for(o, PoolShape(), 3, false));
+    ModelRuntime drafter(dir.sub("d"), runtime_options_for(o, PoolShape(), 3, true));
     const auto got = generate(target, &drafter, prompt, o).tokens;
     EXPECT_EQ(got, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1)) << rule_name(rule);
   }

@@ -182,26 +182,34 @@ TEST_P(RuntimeVariant, PortableFusedCpuKernelsEqualTheTorchOps) {
 }
 
 // Passes that share their products and attention with helper threads (the target's tree pass
-// while the drafter waits) give the rows of the passes that do not.
+// while the drafter waits, plain decoding's passes) give the rows of a runtime without helpers;
+// root passes beside drafting do not use them and give the same rows too.
 TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
   const Variant& var = GetParam();
   TempDir dir("shared_" + var.name);
-  RuntimeOptions options = small_options();
-  options.cpu_helper_threads = 2;
-  ModelRuntime rt(testing::make_model(dir, "m", var.config, 13), options);
-  const int V = rt.vocab_size();
+  const std::string path = testing::make_model(dir, "m", var.config, 13);
+  RuntimeOptions with_helpers = small_options();
+  with_helpers.cpu_helper_threads = 2;
+  ModelRuntime alone(path, small_options()), shared(path, with_helpers);
+  const int V = alone.vocab_size();
   std::mt19937 gen(7);
   const auto ctx = testing::random_tokens(gen, 40, V);
   std::vector<int32_t> tokens, parents;
   random_tree(gen, 90, V, &tokens, &parents);
-  rt.prefill(ctx);
-  const RowsView alone = rt.tree_pass(tokens, parents);
-  const std::vector<float> want(alone.data, alone.data + 90 * V);
+  alone.prefill(ctx);
+  shared.prefill(ctx);
+  const RowsView a = alone.tree_pass(tokens, parents);
+  const std::vector<float> want(a.data, a.data + 90 * V);
   for (int repeat = 0; repeat < 3; ++repeat) {
-    rt.share_passes(true);
-    const RowsView shared = rt.tree_pass(tokens, parents);
-    rt.share_passes(false);
-    EXPECT_LE(testing::max_abs_diff(want.data(), shared.data, 90 * V), kTol) << var.name << " repeat " << repeat;
+    if (repeat == 1) shared.prepare(PassKind::Tree);  // woken ahead, as the daemon does
+    const RowsView got = shared.tree_pass(tokens, parents);
+    EXPECT_LE(testing::max_abs_diff(want.data(), got.data, 90 * V), kTol) << var.name << " repeat " << repeat;
+  }
+  for (PassKind kind : {PassKind::Plain, PassKind::Root, PassKind::Plain}) {
+    const RowsView r = alone.root_pass(tokens[0], kind);
+    const std::vector<float> root(r.data, r.data + V);
+    const RowsView got = shared.root_pass(tokens[0], kind);
+    EXPECT_LE(testing::max_abs_diff(root.data(), got.data, V), kTol) << var.name << " kind " << static_cast<int>(kind);
   }
 }
 

@@ -22,19 +22,18 @@ const DaemonConfig& shipped_config() {
   return c;
 }
 
-GenerateOptions shipped(Rule rule) {
-  GenerateOptions o;
+RequestOptions shipped(Rule rule) {
+  RequestOptions o = shipped_config().decoding;
   o.rule = rule;
-  o.budget = shipped_config().budget;
-  o.pool_shape = shipped_config().pool;
   o.max_new_tokens = kNewTokens;
+  o.stop_at_eos = false;
   return o;
 }
 
 TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
   set_torch_threads(1);
   const DaemonConfig& config = shipped_config();
-  ASSERT_EQ(config.budget, 8);
+  ASSERT_EQ(config.decoding.budget, 8);
   ASSERT_TRUE(std::filesystem::exists(config.target.model + "/model.safetensors")) << config.target.model;
   ASSERT_TRUE(std::filesystem::exists(config.drafter.model + "/model.safetensors")) << config.drafter.model;
   auto tok = load_tokenizer(config.target.model);
@@ -43,13 +42,13 @@ TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
   const std::vector<std::string> prompts = {"Changed in version 3.8: The", "Unlike lists, tuples are",
                                             ".. function:: open(file, mode='r', ", "This function raises a ValueError if",
                                             "   .. versionadded:: 3.", ":class:`dict` objects"};
-  ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), 64, false));
-  ModelRuntime drafter(config.drafter.model, runtime_options_for(shipped(Rule::Draft), 64, true));
+  ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, false));
+  ModelRuntime drafter(config.drafter.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, true));
   int64_t rounds[2] = {0, 0}, emitted[2] = {0, 0}, printable = 0, total = 0;
   for (const auto& text : prompts) {
     const auto ids = tok->encode(text, true);
     std::vector<int32_t> prompt(ids.begin(), ids.end());
-    GenerateOptions ar = shipped(Rule::Draft);
+    RequestOptions ar = shipped(Rule::Draft);
     ar.autoregressive = true;
     const auto want = generate(target, nullptr, prompt, ar);
     ASSERT_EQ(static_cast<int>(want.tokens.size()), kNewTokens);
@@ -59,9 +58,9 @@ TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
     }
     int i = 0;
     for (Rule rule : {Rule::Draft, Rule::RootDraw}) {
-      const auto got = generate(target, &drafter, prompt, shipped(rule));
+      const auto got = generate(target, &drafter, prompt, shipped(rule), config.pool);
       EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " on '" << text << "'";
-      for (const auto& r : got.rounds) emitted[i] += static_cast<int64_t>(r.emitted.size());
+      for (const auto& r : got.rounds) emitted[i] += r.emitted;
       rounds[i] += static_cast<int64_t>(got.rounds.size());
       ++i;
     }

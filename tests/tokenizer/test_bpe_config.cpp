@@ -53,8 +53,8 @@ json tiny(bool pair_merges) {
 }
 
 std::unique_ptr<Tokenizer> load_json(const peer::TempDir & tmp, const json & j) {
-    std::ofstream(tmp.path / "tokenizer.json") << j.dump();
-    return load_tokenizer(tmp.path.string());
+    std::ofstream(std::filesystem::path(tmp.path()) / "tokenizer.json") << j.dump();
+    return load_tokenizer(tmp.path());
 }
 
 } // namespace
@@ -74,7 +74,7 @@ TEST(BpeConfig, TemplateStripAndMergeSpellings) {
 
 TEST(BpeConfig, LoadErrorsNameTheFile) {
     peer::TempDir tmp;
-    const std::string file = (tmp.path / "tokenizer.json").string();
+    const std::string file = (std::filesystem::path(tmp.path()) / "tokenizer.json").string();
     auto expect_error = [&](json j, const std::string & what) {
         try {
             load_json(tmp, j);

@@ -12,9 +12,9 @@ void write(const peer::fs::path & p, const std::string & s) { std::ofstream(p, s
 
 TEST(ByteTokenizer, SelectedByConfigAndRoundTrips) {
     peer::TempDir tmp;
-    write(tmp.path / "config.json",
+    write(std::filesystem::path(tmp.path()) / "config.json",
           R"({"rootspec_tokenizer": "bytes", "rootspec_special_tokens": ["<s>", "</s>", "</s>x"], "bos_token_id": 256, "eos_token_id": 257})");
-    const auto tok = load_tokenizer(tmp.path.string());
+    const auto tok = load_tokenizer(tmp.path());
     EXPECT_EQ(tok->vocab_size(), 259);
     EXPECT_EQ(tok->bos_id(), 256);
     EXPECT_EQ(tok->eos_id(), 257);
@@ -43,19 +43,19 @@ TEST(ByteTokenizer, SelectedByConfigAndRoundTrips) {
 TEST(ByteTokenizer, FolderErrorsNameTheProblem) {
     peer::TempDir tmp;
     try {
-        load_tokenizer(tmp.path.string());
+        load_tokenizer(tmp.path());
         FAIL() << "an empty folder has no tokenizer";
     } catch (const std::runtime_error & e) {
         EXPECT_NE(std::string(e.what()).find("no tokenizer"), std::string::npos) << e.what();
     }
-    write(tmp.path / "config.json", R"({"rootspec_tokenizer": "sentencepiece"})");
+    write(std::filesystem::path(tmp.path()) / "config.json", R"({"rootspec_tokenizer": "sentencepiece"})");
     try {
-        load_tokenizer(tmp.path.string());
+        load_tokenizer(tmp.path());
         FAIL() << "an unknown rootspec_tokenizer must be an error";
     } catch (const std::runtime_error & e) {
         EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
     }
-    write(tmp.path / "config.json", R"({"rootspec_tokenizer": "bytes", "eos_token_id": 300})");
-    EXPECT_THROW(load_tokenizer(tmp.path.string()), std::runtime_error);
-    EXPECT_THROW(load_tokenizer((tmp.path / "nope").string()), std::runtime_error);
+    write(std::filesystem::path(tmp.path()) / "config.json", R"({"rootspec_tokenizer": "bytes", "eos_token_id": 300})");
+    EXPECT_THROW(load_tokenizer(tmp.path()), std::runtime_error);
+    EXPECT_THROW(load_tokenizer((std::filesystem::path(tmp.path()) / "nope").string()), std::runtime_error);
 }

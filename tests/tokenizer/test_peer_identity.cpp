@@ -35,8 +35,8 @@ void check_model(const std::string & model, bool nfc) {
     peer::TempDir tmp;
     const auto    items = peer::corpus(tmp);
     ASSERT_GE(items.size(), 2000u);
-    const auto out = tmp.path / (model + ".jsonl");
-    peer::run({ "encode", model, (tmp.path / "corpus.hex").string(), out.string() });
+    const auto out = std::filesystem::path(tmp.path()) / (model + ".jsonl");
+    peer::run({ "encode", model, (std::filesystem::path(tmp.path()) / "corpus.hex").string(), out.string() });
     const auto rows = peer::lines(peer::read_file(out));
     ASSERT_EQ(rows.size(), items.size());
 

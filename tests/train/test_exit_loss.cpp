@@ -8,6 +8,7 @@
 
 #include "exit_loss.h"
 #include "random_model.h"
+#include "train_fixtures.h"
 #include "train_model.h"
 
 using namespace rootspec;
@@ -91,8 +92,8 @@ TEST(ExitLoss, LossIsExitWeightedLogLikelihoodUnderTreeParentContexts) {
 TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
   set_torch_threads(1);
   // A tiny random target folder and a tiny trainable drafter over the same vocabulary.
-  const auto dir = (std::filesystem::temp_directory_path() / "rootspec_train_exit_target").string();
-  std::filesystem::remove_all(dir);
+  const test::TempDir tmp("train_exit_target");
+  const std::string dir = tmp.path();
   ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
   RandomModelOptions ro;
   ro.seed = 9;

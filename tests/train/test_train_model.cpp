@@ -45,20 +45,23 @@ RandomModelOptions seeded(uint64_t seed) {
 }  // namespace
 
 TEST(TrainModel, ForwardEqualsRuntimeLlamaTied) {
-  const auto d = test::fresh_dir("m");
+  const test::TempDir tmp("m");
+  const std::string d = tmp.path();
   write_random_model(d, tiny(ModelArch::Llama, true), seeded(3));
   expect_prefill_equal(d);
 }
 
 TEST(TrainModel, ForwardEqualsRuntimeQwen3Untied) {
-  const auto d = test::fresh_dir("m");
+  const test::TempDir tmp("m");
+  const std::string d = tmp.path();
   write_random_model(d, tiny(ModelArch::Qwen3, false), seeded(4));
   expect_prefill_equal(d);
 }
 
 TEST(TrainModel, TreeMaskedForwardEqualsRuntimeTreePass) {
   set_torch_threads(1);
-  const auto d = test::fresh_dir("m");
+  const test::TempDir tmp("m");
+  const std::string d = tmp.path();
   write_random_model(d, tiny(ModelArch::Qwen2, true), seeded(5));
   TrainModel tm(d);
   RuntimeOptions ro;
@@ -92,7 +95,8 @@ TEST(TrainModel, TreeMaskedForwardEqualsRuntimeTreePass) {
 
 TEST(TrainModel, SavedFolderRoundTripsAndLoadsInRuntime) {
   set_torch_threads(1);
-  const auto d = test::fresh_dir("m");
+  const test::TempDir tmp("m");
+  const std::string d = tmp.path();
   ModelConfig c = tiny(ModelArch::Llama, true);
   c.bos_token_ids = {kBosToken};
   c.eos_token_ids = {kEosToken};

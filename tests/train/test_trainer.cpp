@@ -48,7 +48,8 @@ LoopOptions tiny_loop(const std::string& corpus, const std::string& out, int64_t
 }  // namespace
 
 TEST(Trainer, PretrainLossFallsOnRepeatedCorpus) {
-  const auto d = test::fresh_dir("run");
+  const test::TempDir tmp("run");
+  const std::string d = tmp.path();
   const auto corpus = test::write_tiny_corpus(d);
   auto r = run_pretrain(tiny_loop(corpus, d + "/out", 50), tiny_shape());
   ASSERT_EQ(r.losses.size(), 50u);
@@ -68,7 +69,8 @@ TEST(Trainer, PretrainLossFallsOnRepeatedCorpus) {
 }
 
 TEST(Trainer, ResumeEqualsUninterruptedRun) {
-  const auto d = test::fresh_dir("run");
+  const test::TempDir tmp("run");
+  const std::string d = tmp.path();
   const auto corpus = test::write_tiny_corpus(d);
   run_pretrain(tiny_loop(corpus, d + "/full", 8), tiny_shape());
   auto part = tiny_loop(corpus, d + "/part", 8);
@@ -90,7 +92,8 @@ TEST(Trainer, ResumeEqualsUninterruptedRun) {
 
 TEST(Trainer, CheckpointRoundTripsWeightsOptimizerAndStep) {
   set_torch_threads(1);
-  const auto d = test::fresh_dir("ck");
+  const test::TempDir tmp("ck");
+  const std::string d = tmp.path();
   ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
   c.tie_word_embeddings = true;
   TrainModel m(c, 1);
@@ -120,7 +123,8 @@ TEST(Trainer, CheckpointRoundTripsWeightsOptimizerAndStep) {
 }
 
 TEST(Trainer, HeldOutSplitIsDeterministicAndDisjointFromBatches) {
-  const auto d = test::fresh_dir("c");
+  const test::TempDir tmp("c");
+  const std::string d = tmp.path();
   const auto corpus = test::write_tiny_corpus(d);
   ByteCorpus a({corpus}, 33), b({corpus}, 33);
   EXPECT_TRUE(torch::equal(a.heldout_windows(33, 4), b.heldout_windows(33, 4)));
@@ -131,7 +135,8 @@ TEST(Trainer, HeldOutSplitIsDeterministicAndDisjointFromBatches) {
 }
 
 TEST(Trainer, DistillExitTrainAndTokenOnlyRunEndToEnd) {
-  const auto d = test::fresh_dir("run");
+  const test::TempDir tmp("run");
+  const std::string d = tmp.path();
   const auto corpus = test::write_tiny_corpus(d);
   run_pretrain(tiny_loop(corpus, d + "/target", 20), tiny_shape());
   ModelShape small = tiny_shape();

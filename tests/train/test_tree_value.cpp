@@ -16,9 +16,9 @@ using namespace rootspec::test;
 
 namespace {
 
-std::string tiny_target(const std::string& tag) {
-  const auto dir = (std::filesystem::temp_directory_path() / ("rootspec_tv_" + tag)).string();
-  std::filesystem::remove_all(dir);
+// A tiny random target folder in `tmp`.
+std::string tiny_target(const TempDir& tmp) {
+  const std::string dir = tmp.sub("target");
   ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
   tc.tie_word_embeddings = true;
   RandomModelOptions ro;
@@ -31,7 +31,8 @@ std::string tiny_target(const std::string& tag) {
 
 TEST(TreeValue, MatchesTheExitExampleAtEachBudgetAndTemperature) {
   set_torch_threads(1);
-  const auto dir = tiny_target("match");
+  const TempDir tmp("tv_match");
+  const auto dir = tiny_target(tmp);
   RuntimeOptions opts;
   opts.max_context = 32;
   opts.max_tree = 16;
@@ -58,9 +59,11 @@ TEST(TreeValue, MatchesTheExitExampleAtEachBudgetAndTemperature) {
 
 TEST(TreeValue, PairedDifferenceOfADrafterWithItselfIsZero) {
   set_torch_threads(1);
-  const auto corpus_dir = fresh_dir("tv_corpus");
+  const TempDir corpus_tmp("tv_corpus");
+  const std::string corpus_dir = corpus_tmp.path();
   TreeValueOptions o;
-  o.target_dir = tiny_target("paired");
+  const TempDir target_tmp("tv_paired");
+  o.target_dir = tiny_target(target_tmp);
   o.drafter_dirs = {o.target_dir, o.target_dir};
   o.corpus = {write_tiny_corpus(corpus_dir)};
   o.seq = 16;

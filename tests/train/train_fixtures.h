@@ -1,4 +1,4 @@
-// Shared helpers of the trainer tests: temporary folders and a tiny repeated corpus.
+// Shared helpers of the trainer tests: a tiny repeated corpus (temporary folders: temp_dir.h).
 #pragma once
 
 #include <filesystem>
@@ -7,17 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
+
 namespace rootspec::test {
 
-// A fresh empty folder under the system temp dir, named after the running test.
-inline std::string fresh_dir(const std::string& tag) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  auto d = std::filesystem::temp_directory_path() /
-           ("rootspec_train_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" + tag);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+using testing::TempDir;
 
 // A small text repeated: easy to learn, long enough for a held-out split.
 inline std::string write_tiny_corpus(const std::string& dir) {

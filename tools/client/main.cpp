@@ -38,7 +38,7 @@ nlohmann::json done_json(const DoneBody& d) {
   nlohmann::json j;
   j["stop_reason"] = d.stop_reason;
   j["tokens"] = d.tokens;
-  j["tokens_to_eos"] = d.tokens_to_eos;
+  j["tokens_to_first_eos"] = d.tokens_to_first_eos;
   j["rounds"] = d.rounds;
   j["ms"] = {{"prefill", d.ms_prefill},     {"drafter_wait", d.ms_drafter_wait}, {"root_pass", d.ms_root_pass},
              {"tree_pass", d.ms_tree_pass}, {"verify", d.ms_verify},             {"commit", d.ms_commit}};
@@ -46,13 +46,11 @@ nlohmann::json done_json(const DoneBody& d) {
   j["last_commit_ns"] = d.last_commit_ns;
   j["tokens_per_second"] = d.tokens_per_second;
   nlohmann::json rounds = nlohmann::json::array();
-  for (const RoundTrace& t : d.trace)
-    rounds.push_back({{"commit_sent_ns", t.commit_sent_ns}, {"root_start_ns", t.root_start_ns},
-                      {"root_end_ns", t.root_end_ns}, {"draft_start_ns", t.draft_start_ns},
-                      {"draft_end_ns", t.draft_end_ns}, {"pool_received_ns", t.pool_received_ns},
-                      {"tree_pass_ns", t.tree_pass_ns}, {"verify_ns", t.verify_ns}, {"commit_ns", t.commit_ns},
-                      {"accepted", t.accepted}, {"emitted", t.emitted}, {"tree_nodes", t.tree_nodes},
-                      {"tree_pass_skipped", t.tree_pass_skipped}});
+  for (const RoundRecord& t : d.trace) {
+    nlohmann::json round;
+    for_each_record_field([&](const char* name, auto member) { round[name] = t.*member; });
+    rounds.push_back(round);
+  }
   j["trace"] = rounds;
   return j;
 }

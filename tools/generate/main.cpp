@@ -40,25 +40,26 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 int main(int argc, char** argv) {
   using namespace rootspec;
   CLI::App app{"rootspec-generate: one-process speculative decoding (reference decoder)"};
-  std::string target_dir, drafter_dir, prompt_text, rule = "draft", verifier = "greedy";
+  RequestOptions o;  // the defaults of a request everywhere (request.h), as the daemon's
+  PoolShape shape;
+  std::string target_dir, drafter_dir, prompt_text, rule = decoder_name(o), verifier = verifier_name(o.verifier);
   std::string device = "cpu", dtype = "float32";
-  GenerateOptions o;
   int threads = 1;
   bool json = false, ignore_eos = false;
   app.add_option("--target", target_dir, "target model folder (Hugging Face)")->required();
   app.add_option("--drafter", drafter_dir, "drafter model folder (needed by every rule but ar)");
   app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated")->required();
-  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate");
-  app.add_option("--rule", rule, "ar | draft | root | root-draw | pearl | pearl-top1");
-  app.add_option("--verifier", verifier, "greedy | residual | predraw | tev | rheo");
-  app.add_option("--budget", o.budget, "B: most tree nodes per round");
-  app.add_option("--temperature", o.temperature, "0 = greedy");
+  app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--rule", rule, "ar | draft | root | root-draw | pearl | pearl-top1")->capture_default_str();
+  app.add_option("--verifier", verifier, "greedy | residual | predraw | tev | rheo")->capture_default_str();
+  app.add_option("--budget", o.budget, "B: most tree nodes per round")->capture_default_str();
+  app.add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the request's generator");
-  app.add_option("--top-k", o.pool_shape.top_k, "pool: children per forwarded node");
-  app.add_option("--depth", o.pool_shape.depth, "pool: deepest level");
-  app.add_option("--expand", o.pool_shape.expand, "pool: nodes forwarded per step");
-  app.add_option("--sparse", o.pool_shape.sparse, "pool: keep the top n draft probabilities (0 = all)");
-  app.add_option("--rheo-m", o.pool_shape.rheo_m, "pool: RheoSampling lead tokens (−1 = off)");
+  app.add_option("--top-k", shape.top_k, "pool: children per forwarded node");
+  app.add_option("--depth", shape.depth, "pool: deepest level");
+  app.add_option("--expand", shape.expand, "pool: nodes forwarded per step");
+  app.add_option("--sparse", shape.sparse, "pool: keep the top n draft probabilities (0 = all)");
+  app.add_option("--rheo-m", shape.rheo_m, "pool: RheoSampling lead tokens (−1 = off)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at the target's EOS ids");
   app.add_option("--device", device, "torch device (cpu)");
   app.add_option("--dtype", dtype, "float32 | float16 | bfloat16");
@@ -67,34 +68,31 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (rule == "ar") {
-      o.autoregressive = true;
-    } else if (!parse_rule(rule, &o.rule) || o.rule == Rule::Oracle) {
-      throw std::invalid_argument("--rule '" + rule + "' is not one of ar, draft, root, root-draw, pearl, pearl-top1");
-    }
+    if (!parse_decoder(rule, &o))
+      throw std::invalid_argument("--rule '" + rule + "' is not one of " + decoder_names());
     if (!parse_verifier(verifier, &o.verifier))
       throw std::invalid_argument("--verifier '" + verifier + "' is not one of greedy, residual, predraw, tev, rheo");
     if (!o.autoregressive && drafter_dir.empty())
       throw std::invalid_argument("--rule " + rule + " needs --drafter");
     if (o.max_new_tokens < 0) throw std::invalid_argument("--max-new-tokens must be ≥ 0");
-    if (o.pool_shape.top_k < 1 || o.pool_shape.depth < 1 || o.pool_shape.expand < 1)
+    if (shape.top_k < 1 || shape.depth < 1 || shape.expand < 1)
       throw std::invalid_argument("--top-k, --depth and --expand must be ≥ 1");
     o.stop_at_eos = !ignore_eos;
     const std::vector<int32_t> prompt = parse_ids(prompt_text);
     set_torch_threads(threads);
 
     const int plen = static_cast<int>(prompt.size());
-    ModelRuntime target(target_dir, runtime_options_for(o, plen, false, device, dtype));
+    ModelRuntime target(target_dir, runtime_options_for(o, shape, plen, false, device, dtype));
     for (int32_t t : prompt)
       if (t >= target.vocab_size())
         throw std::invalid_argument("--prompt-ids: " + std::to_string(t) + " outside the target vocabulary of " +
                                     std::to_string(target.vocab_size()));
     std::unique_ptr<ModelRuntime> drafter;
     if (!o.autoregressive)
-      drafter = std::make_unique<ModelRuntime>(drafter_dir, runtime_options_for(o, plen, true, device, dtype));
+      drafter = std::make_unique<ModelRuntime>(drafter_dir, runtime_options_for(o, shape, plen, true, device, dtype));
 
     const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = generate(target, drafter.get(), prompt, o);
+    const GenerateResult r = generate(target, drafter.get(), prompt, o, shape);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     if (!json) {
@@ -117,11 +115,11 @@ int main(int argc, char** argv) {
     j["target_passes"] = r.target_passes;
     double accepted = 0;
     nlohmann::json rounds = nlohmann::json::array();
-    for (const RoundStats& s : r.rounds) {
+    for (const RoundRecord& s : r.rounds) {
       accepted += s.accepted;
-      rounds.push_back({{"pool_size", s.pool_size}, {"tree_nodes", s.tree_nodes},
-                        {"tree_pass_skipped", s.tree_pass_skipped}, {"first_drawn", s.first_drawn},
-                        {"accepted", s.accepted}, {"emitted", s.emitted}});
+      nlohmann::json round;
+      for_each_record_field([&](const char* name, auto member) { round[name] = s.*member; });
+      rounds.push_back(round);
     }
     j["rounds"] = rounds;
     j["mean_accepted"] = r.rounds.empty() ? 0.0 : accepted / r.rounds.size();

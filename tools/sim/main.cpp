@@ -52,8 +52,9 @@ void add_pool_options(CLI::App* cmd, DecodeOptions& o) {
   cmd->add_option("--sparse", o.sparse, "keep the top K draft probabilities (0: all)")->capture_default_str();
 }
 
-SpecConfig make_config(const DecodeOptions& o, const TableModel& model) {
-  SpecConfig c;
+// The request options and pool shape of the command line (oracle allowed: this is analysis).
+RequestOptions make_options(const DecodeOptions& o, const TableModel& model, PoolShape* shape) {
+  RequestOptions c;
   if (!parse_rule(o.rule, &c.rule))
     fail("unknown rule '" + o.rule + "' (draft, root, root-draw, pearl, pearl-top1, oracle)");
   if (!parse_verifier(o.verifier, &c.verifier))
@@ -68,13 +69,13 @@ SpecConfig make_config(const DecodeOptions& o, const TableModel& model) {
   if (o.expand < 1) fail("--expand must be at least 1");
   c.budget = o.budget;
   c.temperature = o.temperature;
-  c.shape = PoolShape{top_k, o.depth, o.expand};
+  *shape = PoolShape{top_k, o.depth, o.expand};
   if (o.pool != "topk" && o.pool != "rheo") fail("unknown pool '" + o.pool + "' (topk, rheo)");
   if (o.sparse < 0) fail("--sparse must be at least 0");
-  c.shape.sparse = o.sparse;
+  shape->sparse = o.sparse;
   if (o.pool == "rheo") {
     if (o.rheo_m < 0 || o.rheo_m >= top_k) fail("--rheo-m must be in [0, top-k)");
-    c.shape.rheo_m = o.rheo_m;
+    shape->rheo_m = o.rheo_m;
   }
   return c;
 }
@@ -85,22 +86,29 @@ std::string join(const std::vector<int32_t>& ids, size_t n) {
   return s;
 }
 
-json run_decode(const TableModel& model, const SpecConfig& config, int emit, int runs,
+json run_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape, int emit, int runs,
                 uint64_t seed) {
   Rng rng(seed);
-  DecodeStats stats;
+  std::vector<RoundRecord> rounds;
   std::map<std::string, int64_t> counts;
   for (int r = 0; r < runs; ++r) {
-    const auto out = table_decode(model, config, emit, rng, &stats);
+    const auto out = table_decode(model, options, shape, emit, rng, &rounds);
     counts[join(out, emit)] += 1;
   }
+  double accepted = 0, emitted = 0, verified = 0;
+  for (const RoundRecord& r : rounds) {
+    accepted += r.accepted;
+    emitted += r.emitted;
+    verified += r.tree_nodes;
+  }
+  const double n = static_cast<double>(rounds.size());
   json j;
   j["counts"] = counts;
   j["runs"] = runs;
-  j["rounds"] = stats.rounds;
-  j["mean_accepted_per_round"] = static_cast<double>(stats.accepted) / stats.rounds;
-  j["mean_emitted_per_round"] = static_cast<double>(stats.emitted) / stats.rounds;
-  j["mean_verified_nodes_per_round"] = static_cast<double>(stats.verified_nodes) / stats.rounds;
+  j["rounds"] = rounds.size();
+  j["mean_accepted_per_round"] = accepted / n;
+  j["mean_emitted_per_round"] = emitted / n;
+  j["mean_verified_nodes_per_round"] = verified / n;
   return j;
 }
 
@@ -235,10 +243,11 @@ int main(int argc, char** argv) {
     }
     const TableModel model = TableModel::load(o.model);
     if (decode->parsed()) {
-      const SpecConfig config = make_config(o, model);
+      PoolShape shape;
+      const RequestOptions options = make_options(o, model, &shape);
       if (o.emit < 1 || o.emit > 64) fail("--emit must be in [1, 64]");
       if (o.runs < 1) fail("--runs must be at least 1");
-      std::cout << run_decode(model, config, o.emit, o.runs, o.seed).dump() << "\n";
+      std::cout << run_decode(model, options, shape, o.emit, o.runs, o.seed).dump() << "\n";
     } else if (analyze->parsed()) {
       if (!(o.temperature >= 0)) fail("--temperature must be at least 0");
       std::cout << run_analyze(model, parse_tree(read_json_arg(tree_arg, "--tree"), model.vocab()),
@@ -252,7 +261,9 @@ int main(int argc, char** argv) {
                   o.verifier.c_str(), o.runs, o.emit);
       for (Rule r : all_rules()) {
         o.rule = rule_name(r);
-        const json j = run_decode(model, make_config(o, model), o.emit, o.runs, o.seed);
+        PoolShape shape;
+        const RequestOptions options = make_options(o, model, &shape);
+        const json j = run_decode(model, options, shape, o.emit, o.runs, o.seed);
         std::printf("%-11s %9.3f %9.3f %9.2f\n", rule_name(r),
                     j["mean_emitted_per_round"].get<double>(),
                     j["mean_accepted_per_round"].get<double>(),

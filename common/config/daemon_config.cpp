@@ -1,0 +1,147 @@
+#include "daemon_config.h"
+
+#include <filesystem>
+#include <sstream>
+#include <toml++/toml.h>
+
+
+namespace rootspec {
+
+namespace {
+
+// Sets one key; `value` is TOML text (e.g. 8, "root-draw", 0.7, true).
+void apply(DaemonConfig& c, const std::string& section, const std::string& key,
+           const toml::node& v, const std::string& where) {
+  auto str = [&]() -> std::string {
+    if (!v.is_string()) throw ConfigError(where + ": must be a string");
+    return *v.value<std::string>();
+  };
+  auto integer = [&]() -> int {
+    if (!v.is_integer()) throw ConfigError(where + ": must be an integer");
+    return static_cast<int>(*v.value<int64_t>());
+  };
+  auto number = [&]() -> double {
+    if (!v.is_number()) throw ConfigError(where + ": must be a number");
+    return *v.value<double>();
+  };
+  auto boolean = [&]() -> bool {
+    if (!v.is_boolean()) throw ConfigError(where + ": must be true or false");
+    return *v.value<bool>();
+  };
+  if (section == "target" || section == "drafter") {
+    ProcessConfig& p = section == "target" ? c.target : c.drafter;
+    if (key == "model") return void(p.model = str());
+    if (key == "device") return void(p.device = str());
+    if (key == "dtype") return void(p.dtype = str());
+    if (key == "threads") return void(p.threads = integer());
+    if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
+    if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
+  } else if (section == "endpoints") {
+    if (key == "client") return void(c.client_endpoint = str());
+    if (key == "drafter") return void(c.drafter_endpoint = str());
+    if (key == "pool_transport") return void(c.pool_transport = str());
+  } else if (section == "decoding") {
+    RequestOptions& d = c.decoding;
+    if (key == "max_context") return void(c.max_context = integer());
+    if (key == "max_new_tokens") return void(d.max_new_tokens = integer());
+    if (key == "rule") {
+      const std::string name = str();
+      if (name == "oracle") throw ConfigError(where + ": oracle is for analysis only");
+      if (!parse_decoder(name, &d))
+        throw ConfigError(where + ": unknown rule '" + name + "' (" + decoder_names() + ")");
+      return;
+    }
+    if (key == "verifier") {
+      const std::string name = str();
+      if (!parse_verifier(name, &d.verifier)) throw ConfigError(where + ": unknown verifier '" + name + "'");
+      return;
+    }
+    if (key == "budget") return void(d.budget = integer());
+    if (key == "temperature") return void(d.temperature = number());
+    if (key == "stop_at_eos") return void(d.stop_at_eos = boolean());
+  } else if (section == "pool") {
+    if (key == "kind") {
+      const std::string kind = str();
+      if (kind != "topk" && kind != "rheo") throw ConfigError(where + ": must be \"topk\" or \"rheo\"");
+      if (kind == "topk") c.pool.rheo_m = -1;
+      else if (c.pool.rheo_m < 0) c.pool.rheo_m = 1;
+      return;
+    }
+    if (key == "top_k") return void(c.pool.top_k = integer());
+    if (key == "depth") return void(c.pool.depth = integer());
+    if (key == "expand") return void(c.pool.expand = integer());
+    if (key == "sparse") return void(c.pool.sparse = integer());
+    if (key == "rheo_m") return void(c.pool.rheo_m = integer());
+  } else if (section == "limits") {
+    if (key == "peer_timeout_s") return void(c.peer_timeout_s = number());
+  } else {
+    throw ConfigError(where + ": unknown section [" + section + "]");
+  }
+  throw ConfigError(where + ": unknown key");
+}
+
+}  // namespace
+
+DaemonConfig DaemonConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+  DaemonConfig c;
+  std::filesystem::path base = std::filesystem::current_path();
+  if (!path.empty()) {
+    toml::table t;
+    try {
+      t = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream msg;
+      msg << path << ":" << e.source().begin.line << ": " << e.description();
+      throw ConfigError(msg.str());
+    }
+    base = std::filesystem::absolute(path).parent_path();
+    // [pool] kind first, so that rheo_m given alongside it wins.
+    for (const auto& [sec, node] : t) {
+      const std::string section(sec.str());
+      if (!node.is_table()) throw ConfigError(path + ": " + section + " must be a [section]");
+      const toml::table& tab = *node.as_table();
+      if (const toml::node* kind = tab.get("kind"); kind && section == "pool")
+        apply(c, section, "kind", *kind, path + ": pool.kind");
+      for (const auto& [k, v] : tab) {
+        const std::string key(k.str());
+        if (section == "pool" && key == "kind") continue;
+        apply(c, section, key, v, path + ": " + section + "." + key);
+      }
+    }
+  }
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('='), dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      throw ConfigError("--set " + o + ": want section.key=value");
+    const std::string section = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1);
+    const std::string value = o.substr(eq + 1);
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + value);
+    } catch (const toml::parse_error&) {
+      parsed = toml::table{{"v", value}};  // an unquoted word: a string
+    }
+    apply(c, section, key, *parsed.get("v"), "--set " + section + "." + key);
+  }
+  for (ProcessConfig* p : {&c.target, &c.drafter})
+    if (!p->model.empty() && std::filesystem::path(p->model).is_relative())
+      p->model = (base / p->model).lexically_normal().string();
+  return c;
+}
+
+void DaemonConfig::validate() const {
+  if (const OptionProblem p = check_request_options(decoding)) throw ConfigError("decoding." + p.option + ": " + p.message);
+  if (max_context < 2) throw ConfigError("decoding.max_context: must be at least 2");
+  if (pool.top_k < 1 || pool.depth < 1 || pool.expand < 1)
+    throw ConfigError("pool: top_k, depth and expand must be at least 1");
+  if (pool.rheo_m >= pool.top_k) throw ConfigError("pool.rheo_m: must be below top_k");
+  if (pool.sparse < 0) throw ConfigError("pool.sparse: must be at least 0");
+  if (target.threads < 1 || drafter.threads < 1) throw ConfigError("threads: must be at least 1");
+  if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
+    throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
+  if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
+  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl" && pool_transport != "shm")
+    throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\", \"nccl\" or \"shm\"");
+}
+
+}  // namespace rootspec

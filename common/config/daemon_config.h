@@ -1,0 +1,60 @@
+// DaemonConfig: what `rootspec-target` and `rootspec-drafter` run with, from a TOML file
+// (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3, issue 5).
+//
+//   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
+//              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
+//              ar_uses_drafter_core (false: `ar` stays on the target's own threads)
+//   [drafter]  model, device, dtype, threads
+//   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
+//              pool_transport ("auto": NCCL when built with it and the two processes are on
+//              different CUDA devices; shared memory for the per-request messages when both are on the
+//              CPU and the drafter endpoint is on this host (shm_channel.h); else ZeroMQ;
+//              "zmq"; "nccl"; "shm")
+//   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
+//              rule, verifier, budget, temperature, stop_at_eos
+//   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse
+//   [limits]   peer_timeout_s (a silent peer past this is treated as dead)
+//
+// Relative model paths are resolved against the config file's folder.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pool.h"
+#include "request.h"
+
+namespace rootspec {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ProcessConfig {
+  std::string model;
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  int threads = 1;
+  int idle_drafter_threads = 1;  // target on the CPU: threads while the drafter's core idles
+  bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
+};
+
+struct DaemonConfig {
+  ProcessConfig target, drafter;
+  std::string client_endpoint = "tcp://127.0.0.1:5600";
+  std::string drafter_endpoint = "tcp://127.0.0.1:5601";
+  std::string pool_transport = "auto";
+  int max_context = 2048;
+  RequestOptions decoding;  // what a Generate leaves out ([decoding]; seed stays 0)
+  PoolShape pool;
+  double peer_timeout_s = 60.0;
+
+  // Reads `path` (may be empty: defaults only), then applies "section.key=value" overrides.
+  // Throws ConfigError naming the file, key and problem.
+  static DaemonConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  // Checks values (rule and verifier names, ranges); throws ConfigError naming the key.
+  void validate() const;
+};
+
+}  // namespace rootspec

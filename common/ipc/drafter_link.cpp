@@ -1,0 +1,159 @@
+#include "drafter_link.h"
+
+#include <chrono>
+#include <iostream>
+#include <unistd.h>
+
+namespace rootspec {
+
+namespace {
+double ms_since(int64_t start_ns) { return (monotonic_ns() - start_ns) / 1e6; }
+}  // namespace
+
+DrafterLink::DrafterLink(zmq::context_t& ctx, DrafterLinkOptions options)
+    : opt_(std::move(options)), socket_(ctx, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+  watch_ = std::make_unique<DisconnectWatch>(ctx, socket_, "target-drafter");
+}
+
+DrafterLink::~DrafterLink() = default;
+
+const char* DrafterLink::transport_name() const {
+  return shm_open_ ? "shared memory" : nccl_ ? "NCCL" : "ZeroMQ";
+}
+
+ReadyBody DrafterLink::connect() {
+  socket_.connect(opt_.endpoint);
+  HelloBody hello{static_cast<int32_t>(getpid()), opt_.vocab, "", ""};
+  // Pools over NCCL when both processes sit on different CUDA devices (or when asked).
+  const int target_device = cuda_device_index(opt_.target_device);
+  const int drafter_device = cuda_device_index(opt_.drafter_device);
+  const bool want_nccl = opt_.pool_transport == "nccl" || (opt_.pool_transport == "auto" && target_device >= 0 &&
+                                                           drafter_device >= 0 && target_device != drafter_device);
+#ifdef ROOTSPEC_WITH_NCCL
+  if (want_nccl) {
+    if (target_device < 0) throw DrafterGone("pool_transport nccl needs the target on a CUDA device");
+    hello.nccl_id = PoolChannel::new_unique_id();
+  }
+#else
+  if (opt_.pool_transport == "nccl")
+    throw DrafterGone("pool_transport nccl: this build has no NCCL (ROOTSPEC_WITH_NCCL)");
+  (void)want_nccl;
+#endif
+  // Messages through shared memory when both processes are on this host's CPU.
+  const bool want_shm = opt_.pool_transport == "shm" || (opt_.pool_transport == "auto" && target_device < 0 &&
+                                                         drafter_device < 0 && same_host_endpoint(opt_.endpoint));
+  if (want_shm) {
+    try {
+      shm_ = ShmChannel::create(ShmChannel::Side::kTarget);
+      hello.shm = shm_->name();
+    } catch (const std::exception& e) {
+      if (opt_.pool_transport == "shm") throw DrafterGone(e.what());
+      std::cerr << "rootspec-target: " << e.what() << "; using ZeroMQ" << std::endl;
+    }
+  }
+  Header h;
+  h.type = MessageType::Hello;
+  send(encode(h, hello));
+#ifdef ROOTSPEC_WITH_NCCL
+  if (!hello.nccl_id.empty())  // collective: the drafter joins when it reads the Hello
+    nccl_ = std::make_shared<PoolChannel>(hello.nccl_id, PoolChannel::kTargetRank, target_device, opt_.peer_timeout_s);
+#endif
+  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
+  while (monotonic_ns() < deadline) {
+    zmq::message_t reply;
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(200));
+    if (!socket_.recv(reply, zmq::recv_flags::dontwait)) continue;
+    try {
+      const Message m(reply.data(), reply.size());
+      if (m.header().type == MessageType::Error) throw DrafterGone("the drafter refused: " + m.error().message);
+      const ReadyBody ready = m.ready();
+      drafter_pid_ = ready.pid;
+      if (shm_) {
+        shm_->unlink();  // the drafter has it mapped: nothing to leave behind
+        shm_open_ = true;
+      }
+      return ready;
+    } catch (const ProtocolError& e) {
+      throw DrafterGone(std::string("bad reply from the drafter: ") + e.what());
+    }
+  }
+  throw DrafterGone("no answer from the drafter at " + opt_.endpoint + " within " +
+                    std::to_string(opt_.peer_timeout_s) + " s");
+}
+
+void DrafterLink::send(const std::string& bytes) {
+  if (shm_open_ && shm_->send(bytes)) return;
+  if (!socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
+    throw DrafterGone("the drafter does not take messages");
+  if (shm_) shm_->ring();  // it may sleep on the doorbell
+}
+
+bool DrafterLink::alive() {
+  // A closed connection wakes the poll at once; the pid check (zombies count as dead) decides.
+  watch_->poll_disconnected();
+  return drafter_pid_ == 0 || process_alive(drafter_pid_);
+}
+
+std::optional<PoolBody> DrafterLink::read_pool(const Message& m, uint64_t request, uint32_t round) const {
+  if (m.header().type == MessageType::Error && m.header().request == request)
+    throw DrafterGone("the drafter failed: " + m.error().message);
+  if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)
+    return std::nullopt;  // a stale pool of a cancelled request
+  return m.pool();
+}
+
+PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients,
+                                const std::function<void()>& idle) {
+  // With shared memory the target spins this long for the pool (its core has nothing else to
+  // do: drafting takes about a root pass), then sleeps on the doorbell in slices.
+  constexpr int64_t kSpinNs = 5000000, kSleepSliceNs = 20000000;
+  const int64_t start = monotonic_ns();
+  const int64_t deadline = start + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
+  bool rang = false;  // the last doorbell wait ended with a ring
+  for (;;) {
+    const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
+    try {
+      if (shm_) {
+        if (const auto bytes = shm_->receive())
+          if (auto pool = read_pool(Message(bytes->data(), bytes->size()), request, round)) return std::move(*pool);
+      }
+      zmq::message_t reply;
+      while (socket_.recv(reply, zmq::recv_flags::dontwait)) {
+        std::optional<Message> over_nccl;  // the Pool itself, when ZeroMQ only announced it
+        const Message announced(reply.data(), reply.size());
+        if (announced.is_nccl_announcement()) {
+          if (!nccl_) throw DrafterGone("the drafter announced an NCCL pool on a ZeroMQ pair");
+#ifdef ROOTSPEC_WITH_NCCL
+          const std::string bytes = nccl_->receive(announced.nccl_bytes());
+          over_nccl.emplace(bytes.data(), bytes.size());
+#endif
+        }
+        if (auto pool = read_pool(over_nccl ? *over_nccl : announced, request, round)) return std::move(*pool);
+      }
+    } catch (const ProtocolError& e) {
+      throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
+    }
+    if (!alive()) throw DrafterGone("the drafter process is gone");
+    if (monotonic_ns() > deadline)
+      throw DrafterGone("no pool from the drafter within " + std::to_string(opt_.peer_timeout_s) + " s (" +
+                        std::to_string(ms_since(start)) + " ms)");
+    if (shm_ && !rang) {
+      idle();  // a Cancel is seen within a sleep slice
+      shm_->wait(bell, kSleepSliceNs, kSpinNs);
+      rang = shm_->bell() != bell;
+      continue;
+    }
+    // Without shared memory, or after a ring that brought no pool: a ZeroMQ message (an Error)
+    // is on its way, the drafter rings right after sending it.
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                               {clients.handle(), 0, ZMQ_POLLIN, 0},
+                               {watch_->events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 3, std::chrono::milliseconds(shm_ ? 5 : 100));
+    rang = false;
+    if (items[1].revents & ZMQ_POLLIN) idle();
+  }
+}
+
+}  // namespace rootspec

@@ -1,0 +1,78 @@
+// DrafterLink: the target process's connection to its drafter process (DESIGN §3). It owns
+// the choice of transport and everything that follows from it:
+//   * ZeroMQ (DEALER → the drafter's ROUTER) always carries the Hello, the drafter's Ready and
+//     Errors, and whatever the faster transports cannot;
+//   * shared memory (shm_channel.h) carries every later target → drafter message and the Pools
+//     when both processes are on this host's CPU;
+//   * NCCL (pool_channel.h) carries the Pools device to device when they sit on different GPUs
+//     (ZeroMQ then announces each Pool's size).
+// The handshake (Hello → Ready), sending, waiting for a round's Pool, and noticing that the
+// drafter died. The target server keeps the client queue and the round loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <zmq.hpp>
+
+#include "pool_channel.h"
+#include "protocol.h"
+#include "shm_channel.h"
+#include "transport.h"
+
+namespace rootspec {
+
+// The drafter is gone or misbehaved: the request in flight fails and the target exits.
+struct DrafterGone : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct DrafterLinkOptions {
+  std::string endpoint;                  // the drafter's ZeroMQ endpoint (it binds)
+  std::string pool_transport = "auto";   // auto | zmq | shm | nccl (DaemonConfig)
+  std::string target_device = "cpu";     // torch-style device strings of both processes
+  std::string drafter_device = "cpu";
+  double peer_timeout_s = 60.0;          // a silent drafter past this is treated as dead
+  int32_t vocab = 0;                     // the target's vocabulary (the drafter must match)
+};
+
+class DrafterLink {
+ public:
+  DrafterLink(zmq::context_t& ctx, DrafterLinkOptions options);
+  ~DrafterLink();
+
+  // Connects and shakes hands; returns the drafter's Ready. Throws DrafterGone naming what went
+  // wrong (a refusal, a bad reply, no answer within peer_timeout_s, a transport that cannot be
+  // set up).
+  ReadyBody connect();
+  // Sends one message (Prefill, Commit, Cancel, Shutdown). Throws DrafterGone when the drafter
+  // takes no messages.
+  void send(const std::string& bytes);
+  // The Pool of (request, round); stale Pools of ended requests are skipped. While waiting,
+  // `idle()` runs whenever `clients` has input (and between doorbell sleeps), so the server can
+  // read Cancels. Throws DrafterGone for the request's Error, a bad message, the drafter's
+  // death or peer_timeout_s of silence.
+  PoolBody wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients, const std::function<void()>& idle);
+  // False once the drafter process is gone.
+  bool alive();
+  // For the server's idle poll: readable when the drafter's connection closes.
+  zmq::socket_t& disconnect_events() { return watch_->events(); }
+  const char* transport_name() const;  // "shared memory", "NCCL" or "ZeroMQ"
+
+ private:
+  // A message from the drafter for (request, round): the Pool, nullopt for a stale one.
+  std::optional<PoolBody> read_pool(const Message& m, uint64_t request, uint32_t round) const;
+
+  DrafterLinkOptions opt_;
+  zmq::socket_t socket_;  // DEALER, connected to the drafter
+  std::unique_ptr<DisconnectWatch> watch_;
+  int drafter_pid_ = 0;
+  std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL (different GPUs)
+  std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (CPU pairs on one host)
+  bool shm_open_ = false;              // the drafter has opened shm_ (its Ready came)
+};
+
+}  // namespace rootspec

@@ -1,0 +1,154 @@
+// Protocol: the messages between target, drafter and clients (DESIGN §3), as msgpack maps.
+//
+// Every message is {"v": version, "type": name, "request": id, "round": n, "body": {…}}.
+// Each body has one field table in protocol.cpp that drives its encoder, the decoder's
+// allow-list of field names and the decoder's checks, so a field is named once.
+// Decoders validate structure, types, sizes and ranges and throw ProtocolError naming the
+// field ("body.parents[3]"), so a receiver can answer any bad message with an Error reply
+// and keep serving. Semantic checks that need a model (token ids < vocab, prompt length <
+// max context) are the receiver's and name the same fields.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pool.h"
+#include "round.h"
+
+namespace rootspec {
+
+// 2: the Done's tokens_to_first_eos (the EOS excluded) and its trace of RoundRecords.
+constexpr uint32_t kProtocolVersion = 2;
+constexpr size_t kMaxMessageBytes = 64u << 20;  // larger messages are refused unread
+constexpr int kMaxPoolNodes = 1 << 16;
+constexpr int kMaxTokens = 1 << 20;             // prompt or committed tokens in one message
+
+enum class MessageType {
+  Hello, Ready, Prefill, Commit, Pool, Cancel, Shutdown, Error,  // target ↔ drafter
+  Generate, Delta, Done,                                           // client ↔ target
+};
+const char* message_type_name(MessageType type);
+
+// A message that cannot be accepted: `field` names where (e.g. "body.budget").
+struct ProtocolError : std::runtime_error {
+  ProtocolError(std::string field_, const std::string& message)
+      : std::runtime_error(field_ + ": " + message), field(std::move(field_)) {}
+  std::string field;
+};
+
+struct Header {
+  uint32_t version = kProtocolVersion;
+  MessageType type = MessageType::Error;
+  uint64_t request = 0;
+  uint32_t round = 0;
+};
+
+// target → drafter, once after connecting; the drafter answers Ready.
+struct HelloBody {
+  int32_t pid = 0;     // the target process, so the drafter notices when it dies
+  int32_t vocab = 0;   // the target's vocabulary; the drafter's must equal it
+  std::string nccl_id; // non-empty: pools travel over NCCL (pool_channel.h)
+  std::string shm;     // non-empty: later messages travel through this shared memory (shm_channel.h)
+};
+struct ReadyBody {
+  int32_t pid = 0;
+  int32_t vocab = 0;
+  std::string model;   // the drafter's model folder
+};
+// target → drafter: start a request; the drafter prefills and sends Pool round 0.
+struct PrefillBody {
+  std::vector<int32_t> prompt;  // the committed context C (root token last)
+  PoolShape shape;
+  uint64_t draft_seed = 0;      // the drafter's own stream (Rheo tail draws)
+};
+// target → drafter: tokens emitted by round `round − 1`; the drafter appends them and sends
+// Pool round `round`.
+struct CommitBody {
+  std::vector<int32_t> tokens;
+};
+// drafter → target: the pool below C for one round, and when the drafter grew it
+// (CLOCK_MONOTONIC nanoseconds, comparable across processes on one machine).
+struct PoolBody {
+  Pool pool;
+  int64_t draft_start_ns = 0, draft_end_ns = 0;
+};
+struct ErrorBody {
+  std::string field;    // what was wrong ("" for a failure that is nobody's input)
+  std::string message;
+};
+
+// client → target. Absent options take the server's defaults (config).
+struct GenerateBody {
+  std::string prompt;              // text; the chat template is applied unless raw
+  std::vector<int32_t> prompt_ids; // or token ids (used as they are)
+  bool has_prompt_ids = false;
+  bool raw = false;
+  int32_t max_new_tokens = -1;     // −1: server default
+  double temperature = -1;         // −1: server default
+  std::string rule, verifier;      // "": server default
+  int32_t budget = -1;             // −1: server default
+  uint64_t seed = 0;
+  bool stream = true;              // Delta messages while decoding
+  bool stop_at_eos = true;
+};
+struct DeltaBody {
+  std::vector<int32_t> tokens;
+  std::string text;                // complete UTF-8 characters only
+};
+
+struct DoneBody {
+  std::string stop_reason;         // "eos", "length" or "cancelled"
+  std::vector<int32_t> tokens;     // every emitted token
+  int32_t tokens_to_first_eos = 0; // tokens before the first EOS (RequestOutput: D.14's count)
+  int32_t rounds = 0;
+  double ms_prefill = 0, ms_drafter_wait = 0, ms_root_pass = 0, ms_tree_pass = 0,
+         ms_verify = 0, ms_commit = 0;
+  int64_t prefill_start_ns = 0, last_commit_ns = 0;
+  double tokens_per_second = 0;    // tokens_to_first_eos / (last commit − prefill start), D.14
+  std::vector<RoundRecord> trace;  // one per round
+};
+
+std::string encode(const Header& h, const HelloBody& b);
+std::string encode(const Header& h, const ReadyBody& b);
+std::string encode(const Header& h, const PrefillBody& b);
+std::string encode(const Header& h, const CommitBody& b);
+std::string encode(const Header& h, const PoolBody& b);
+std::string encode(const Header& h, const ErrorBody& b);
+std::string encode(const Header& h, const GenerateBody& b);
+std::string encode(const Header& h, const DeltaBody& b);
+std::string encode(const Header& h, const DoneBody& b);
+std::string encode_empty(const Header& h);  // Cancel, Shutdown
+std::string encode_nccl_announcement(const Header& h, size_t bytes);  // a Pool sent over NCCL
+
+// A received message: the header is validated on construction (throws ProtocolError);
+// body_as_*() validate the body.
+class Message {
+ public:
+  explicit Message(const void* data, size_t size);
+  ~Message();
+  Message(Message&&) noexcept;
+  const Header& header() const { return header_; }
+
+  HelloBody hello() const;
+  ReadyBody ready() const;
+  PrefillBody prefill() const;
+  CommitBody commit() const;
+  PoolBody pool() const;
+  ErrorBody error() const;
+  GenerateBody generate() const;
+  DeltaBody delta() const;
+  DoneBody done() const;
+  void empty_body() const;  // Cancel, Shutdown: the body must be an empty map
+  // A Pool whose body is {"nccl_bytes": n}: the Pool message itself follows over NCCL.
+  bool is_nccl_announcement() const;
+  size_t nccl_bytes() const;
+
+ private:
+  struct Impl;
+  Header header_;
+  Impl* impl_;
+};
+
+}  // namespace rootspec

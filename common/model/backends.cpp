@@ -1,0 +1,43 @@
+#include "backends.h"
+
+#include <stdexcept>
+
+namespace rootspec {
+
+namespace {
+
+torch::ScalarType parse_dtype_option(const std::string& s) {
+  if (s == "float32" || s == "fp32") return torch::kFloat32;
+  if (s == "float16" || s == "fp16") return torch::kFloat16;
+  if (s == "bfloat16" || s == "bf16") return torch::kBFloat16;
+  throw std::invalid_argument("runtime dtype '" + s + "' is not supported (float32, float16, bfloat16)");
+}
+
+torch::Device parse_device_option(const std::string& s) {
+  try {
+    torch::Device d(s);
+    if (d.is_cuda() && !torch::cuda::is_available())
+      throw std::invalid_argument("device '" + s + "' is not available (no CUDA in this build or machine)");
+    return d;
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument("runtime device '" + s + "' is not valid");
+  }
+}
+
+}  // namespace
+
+void set_torch_threads(int n) { torch::set_num_threads(n); }
+
+std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options, int capacity) {
+  if (options.cpu_helper_threads < 0) throw std::invalid_argument("runtime: cpu_helper_threads must be ≥ 0");
+  const torch::Device device = parse_device_option(options.device);
+  const torch::ScalarType dtype = parse_dtype_option(options.dtype);
+  if (dtype == torch::kFloat16 && device.is_cpu())  // libtorch has no CPU fp16 matmul
+    throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
+  ModelWeights weights = load_weights(dir, device, dtype);
+  if (options.cpu_kernels && device.is_cpu() && dtype == torch::kFloat32)
+    return make_fused_cpu_backend(std::move(weights), options, capacity);
+  return make_torch_ops_backend(std::move(weights), device, dtype, capacity);
+}
+
+}  // namespace rootspec

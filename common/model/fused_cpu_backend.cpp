@@ -1,0 +1,198 @@
+// FusedCpu: the pass backend of CPU float32 (pass_backend.h). The decoder layer runs on
+// kernels/cpu between packed-panel products, on buffers allocated at load: no torch call in a
+// pass (each costs a few µs of dispatch, ~0.1 ms of a pass of the shipped target). The K/V
+// caches are laid out in panels (cpu_attention.h) so attention runs on the product kernel.
+//
+// Helper threads (cpu_workers.h): on a CPU box the target and the drafter each own a core, and
+// the drafter's core idles while the target runs its tree pass (the drafter waits for the
+// Commit) and during plain decoding. Passes of those kinds share their products and attention
+// with helpers on that core; root passes (beside drafting) and prefill stay on one core. The
+// helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
+// pass ends (the drafter starts drafting then) or a pass of another kind starts.
+#include <cmath>
+#include <cstring>
+
+#include "backends.h"
+#include "cpu_attention.h"
+#include "cpu_workers.h"
+#include "projection.h"
+#include "rope.h"
+
+namespace rootspec {
+
+namespace {
+
+class FusedCpuBackend final : public PassBackend {
+ public:
+  FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity);
+  const char* name() const override { return "fused-cpu"; }
+  const ModelConfig& config() const override { return w_.config; }
+  int64_t weight_bytes() const override { return w_.bytes; }
+  int64_t kv_cache_bytes() const override {
+    int64_t n = 0;
+    for (size_t l = 0; l < k_cache_.size(); ++l) n += (k_cache_[l].size() + v_cache_[l].size()) * sizeof(float);
+    return n;
+  }
+  void prepare(PassKind next) override {
+    if (shares(next)) wake();
+  }
+  void forward(const PassBatch& batch, PassKind kind, float* logits) override;
+  void move_kv(const std::vector<KvMove>& moves) override;
+
+ private:
+  // The linear layers of one decoder layer, fused where they share an input.
+  struct LayerProjections {
+    Projection qkv;      // [hidden] → [(heads + 2·kv_heads)·hd]
+    Projection o;        // [heads·hd] → [hidden]
+    Projection gate_up;  // [hidden] → [2·inter]
+    Projection down;     // [inter] → [hidden]
+  };
+  bool shares(PassKind kind) const {
+    return workers_ && (kind == PassKind::Tree || (kind == PassKind::Plain && share_plain_));
+  }
+  void wake() {
+    if (!awake_) workers_->wake();
+    awake_ = true;
+  }
+  void park() {
+    if (awake_) workers_->park();
+    awake_ = false;
+  }
+
+  ModelWeights w_;  // norms and the embedding; the layers' products live in proj_
+  std::vector<LayerProjections> proj_;
+  Projection lm_head_;  // [hidden] → [vocab]
+  int capacity_ = 0;
+  std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer, cpu_attention.h's panel layouts
+  std::vector<float> rope_cos_, rope_sin_;             // [capacity, head_dim]
+  std::unique_ptr<CpuWorkers> workers_;                // helpers (cpu_helper_threads > 0)
+  bool share_plain_ = true;                            // plain decoding passes use the helpers too
+  bool awake_ = false;
+  // Pass buffers, [kMaxTreeBucket, width] each.
+  std::vector<float> x_, hn_, proj_out_, qkv_, attn_, gate_up_, act_;
+  std::vector<int64_t> pos_, slots_;  // [kMaxTreeBucket] the batch's, widened for the kernels
+  std::vector<float> mask_;           // [kMaxTreeBucket, capacity] 0 or −inf
+};
+
+FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity)
+    : w_(std::move(weights)), capacity_(capacity), share_plain_(options.cpu_helpers_in_plain_passes) {
+  const ModelConfig& c = w_.config;
+  // The kernels read weights as plain arrays.
+  w_.embed = w_.embed.contiguous();
+  w_.norm = w_.norm.contiguous();
+  for (LayerWeights& l : w_.layers) {
+    for (torch::Tensor* t : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm})
+      if (t->defined()) *t = t->contiguous();
+    proj_.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, /*packed=*/true),
+                     Projection({l.wo}, {l.bo}, true),
+                     Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, true),
+                     Projection({l.down}, {torch::Tensor()}, true)});
+    // The projections hold packed copies: drop the loaded ones.
+    l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
+  }
+  lm_head_ = Projection({w_.lm_head}, {torch::Tensor()}, true);
+  if (options.cpu_helper_threads > 0) workers_ = std::make_unique<CpuWorkers>(options.cpu_helper_threads);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    k_cache_.emplace_back(cpu_key_cache_floats(c.num_key_value_heads, capacity, c.head_dim), 0.0f);
+    v_cache_.emplace_back(cpu_value_cache_floats(c.num_key_value_heads, capacity, c.head_dim), 0.0f);
+  }
+  const RopeTable rope = rope_table(c, capacity);
+  rope_cos_.assign(rope.cos.begin(), rope.cos.end());
+  rope_sin_.assign(rope.sin.begin(), rope.sin.end());
+  const int64_t rows = kMaxTreeBucket, hd = c.head_dim;
+  x_.resize(rows * c.hidden_size);
+  hn_.resize(rows * c.hidden_size);
+  proj_out_.resize(rows * c.hidden_size);
+  qkv_.resize(rows * (c.num_attention_heads + 2 * c.num_key_value_heads) * hd);
+  attn_.resize(rows * c.num_attention_heads * hd);
+  gate_up_.resize(rows * 2 * c.intermediate_size);
+  act_.resize(rows * c.intermediate_size);
+  pos_.resize(rows);
+  slots_.resize(rows);
+  mask_.resize(rows * capacity);
+}
+
+void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
+  if (shares(kind)) wake();
+  else if (workers_) park();
+  CpuWorkers* const helpers = shares(kind) ? workers_.get() : nullptr;
+  const ModelConfig& c = w_.config;
+  const int b = batch.bucket;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, hidden = c.hidden_size,
+                inter = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  float* const x = x_.data();                // [b, hidden] residual stream
+  float* const hn = hn_.data();              // [b, hidden] normed
+  float* const proj_out = proj_out_.data();  // [b, hidden] o / down outputs
+  float* const qkv = qkv_.data();            // [b, (nh + 2·nkv)·hd]
+  float* const act = act_.data();            // [b, inter]
+  const float* embed = w_.embed.data_ptr<float>();  // [vocab, hidden]
+  for (int r = 0; r < b; ++r) {
+    std::memcpy(x + r * hidden, embed + static_cast<int64_t>(batch.tokens[r]) * hidden, sizeof(float) * hidden);
+    pos_[r] = batch.positions[r];
+    slots_[r] = batch.slots[r];
+  }
+  fill_float_mask(batch, mask_.data(), capacity_);
+  auto add_residual = [&] {
+    for (int64_t i = 0; i < b * hidden; ++i) x[i] += proj_out[i];
+  };
+  CpuAttention at;
+  at.rows = b;
+  at.n_heads = static_cast<int>(nh);
+  at.n_kv_heads = static_cast<int>(nkv);
+  at.head_dim = static_cast<int>(hd);
+  at.window = batch.window;
+  at.qkv_stride = (nh + 2 * nkv) * hd;
+  at.pos = pos_.data();
+  at.slots = slots_.data();
+  at.rope_cos = rope_cos_.data();
+  at.rope_sin = rope_sin_.data();
+  at.mask = mask_.data();
+  at.mask_stride = capacity_;
+  at.capacity = capacity_;
+  at.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  at.qkv = qkv;
+  at.out = attn_.data();
+  for (size_t li = 0; li < w_.layers.size(); ++li) {
+    const LayerWeights& l = w_.layers[li];
+    const LayerProjections& pj = proj_[li];
+    cpu_rms_norm(x, l.input_norm.data_ptr<float>(), eps, b, hidden, hn);
+    pj.qkv.cpu(hn, b, qkv, helpers);
+    if (c.qk_norm)  // per head, in place: nh query heads, then nkv key heads of each row
+      for (int r = 0; r < b; ++r) {
+        float* q = qkv + r * at.qkv_stride;
+        cpu_rms_norm(q, l.q_norm.data_ptr<float>(), eps, nh, hd, q);
+        cpu_rms_norm(q + nh * hd, l.k_norm.data_ptr<float>(), eps, nkv, hd, q + nh * hd);
+      }
+    at.k_cache = k_cache_[li].data();
+    at.v_cache = v_cache_[li].data();
+    cpu_attention(at, helpers);
+    pj.o.cpu(attn_.data(), b, proj_out, helpers);
+    add_residual();
+    cpu_rms_norm(x, l.post_norm.data_ptr<float>(), eps, b, hidden, hn);
+    pj.gate_up.cpu(hn, b, gate_up_.data(), helpers);
+    cpu_silu_mul(gate_up_.data(), b, inter, act);
+    pj.down.cpu(act, b, proj_out, helpers);
+    add_residual();
+  }
+  // The lm head for the real rows only, straight into the caller's rows.
+  cpu_rms_norm(x, w_.norm.data_ptr<float>(), eps, batch.rows, hidden, hn);
+  lm_head_.cpu(hn, batch.rows, logits, helpers);  // [rows, vocab]
+  if (kind == PassKind::Tree && workers_) park();  // the drafter's core is its own again
+}
+
+void FusedCpuBackend::move_kv(const std::vector<KvMove>& moves) {
+  const ModelConfig& c = w_.config;
+  for (size_t li = 0; li < k_cache_.size(); ++li)
+    for (const KvMove& m : moves)
+      cpu_copy_kv_slot(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim, m.from,
+                       m.to);
+}
+
+}  // namespace
+
+std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options, int capacity) {
+  return std::make_unique<FusedCpuBackend>(std::move(weights), options, capacity);
+}
+
+}  // namespace rootspec

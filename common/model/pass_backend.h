@@ -1,0 +1,104 @@
+// PassBackend: the arithmetic of the model runtime (DESIGN §4). The runtime's tree-KV
+// bookkeeping (tree_kv.h) decides which tokens a pass scores, at which positions and cache
+// slots, and which keys each row sees; a backend holds the weights and the KV cache and runs the
+// pass. Backends:
+//   TorchOps  libtorch ops on any torch device and dtype: the reference (torch_ops_backend.cpp)
+//   FusedCpu  kernels/cpu on CPU float32, helper threads on the drafter's idle core
+//             (fused_cpu_backend.cpp)
+//   Cuda      kernels/cuda + cuBLASLt, captured CUDA graphs (next: it plugs in here)
+//
+// Shapes a backend sees, and why they suit graph capture:
+//   * Rows: a pass runs `bucket` rows, the first `rows` real. A backend chooses its buckets
+//     (row_bucket): the CPU runs exactly n rows (padding is pure cost there); a backend that
+//     captures graphs pads to the powers of two 1, 2, 4, …, 64 and keeps one graph per bucket.
+//     Padded rows score token 0 at the context's next position and see only their own slot.
+//   * Keys: every real row sees the committed prefix [0, context) and the tree slots its
+//     ancestor bitmask names (slot context + j for bit j). `window` is the prefix of the cache a
+//     pass may read: context + the tree's slots so far, rounded up to kWindowQuantum. The CPU
+//     and torch backends size their score matrices by it. A graph-capturing backend must not:
+//     its kernels read `context` and the tree's length from a device buffer that the one
+//     host-to-device copy of the pass updates, so one graph per row bucket serves every
+//     context length (split-K attention over the keys below that length).
+//   * Every input (tokens, positions, slots, the mask bits, context) is in the batch: one copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model_config.h"
+
+namespace rootspec {
+
+constexpr int kMaxTreeBucket = 64;   // largest row bucket: a pass runs at most this many rows
+constexpr int kWindowQuantum = 64;   // key windows are multiples of this many slots
+constexpr int kMaskWordBits = 64;
+
+// What a pass is for: a backend may run passes differently depending on what runs beside them.
+enum class PassKind {
+  Prefill,  // the prompt, in chunks
+  Root,     // the target's one-token root pass, while the drafter drafts on its own core
+  Plain,    // a one-token pass of plain decoding (rule ar): no drafter runs meanwhile
+  Tree,     // a tree pass (the target's, while the drafter waits for the Commit; the drafter's
+            // expansion steps)
+};
+
+// One pass's inputs, [bucket] each, built by TreeKv. Real rows are [0, rows).
+struct PassBatch {
+  int rows = 0;     // real query rows
+  int bucket = 0;   // rows the backend runs (row_bucket(rows))
+  int context = 0;  // committed slots [0, context): every real row sees them
+  int window = 0;   // keys [0, window) cover every slot any row may see
+  const int32_t* tokens = nullptr;     // [bucket]
+  const int32_t* positions = nullptr;  // [bucket] RoPE positions
+  const int32_t* slots = nullptr;      // [bucket] cache slots the rows' K/V are written to
+  // [bucket, mask_words] ancestor bits: bit j of row r (word j / 64, bit j % 64) = row r sees
+  // tree slot context + j (its ancestors and itself). Padded rows have no bits.
+  const uint64_t* tree_mask = nullptr;
+  int mask_words = 0;
+
+  bool sees(int row, int slot) const {
+    if (row >= rows) return slot == slots[row];
+    if (slot < context) return true;
+    const int j = slot - context;
+    return j < mask_words * kMaskWordBits && (tree_mask[row * mask_words + j / kMaskWordBits] >> (j % kMaskWordBits)) & 1;
+  }
+};
+
+// The batch's mask as float rows for kernels that add it to the scores: out[r, s] = 0 where
+// row r sees slot s, −inf elsewhere, for s < batch.window; [batch.bucket, stride].
+void fill_float_mask(const PassBatch& batch, float* out, int64_t stride);
+
+// One K/V row move of a KV commit. Moves come in order, and no source is the destination of an
+// earlier move, so copying them one by one is correct.
+struct KvMove {
+  int32_t from = 0, to = 0;
+};
+
+class PassBackend {
+ public:
+  virtual ~PassBackend() = default;
+  virtual const char* name() const = 0;  // "torch-ops", "fused-cpu", …
+  virtual const ModelConfig& config() const = 0;
+  virtual int64_t weight_bytes() const = 0;    // weights at the runtime dtype
+  virtual int64_t kv_cache_bytes() const = 0;  // the preallocated K and V caches
+
+  // Rows the backend runs for n real rows (n ≤ kMaxTreeBucket): n, or a bucket ≥ n.
+  virtual int row_bucket(int n) const { return n; }
+  // The next pass will be of this kind: a backend may get ready (FusedCpu wakes its helpers).
+  virtual void prepare(PassKind next) { (void)next; }
+  // Runs the batch: writes every row's K/V at its slot and the real rows' logits to
+  // `logits` ([batch.rows, vocab] float32, host memory).
+  virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;
+  // The KV commit's row moves, every layer.
+  virtual void move_kv(const std::vector<KvMove>& moves) = 0;
+};
+
+struct RuntimeOptions;  // model_runtime.h
+
+// Loads the Hugging Face folder `dir` into the backend the options select (CPU float32 with
+// cpu_kernels: FusedCpu; otherwise TorchOps on the torch device), with `capacity` cache slots.
+std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options, int capacity);
+
+}  // namespace rootspec

@@ -1,0 +1,96 @@
+// Pool: the drafter's candidate trie below the committed context C, grown in EAGLE-3's shape
+// (paper 000 App. C; DESIGN §2 "Pool growth").
+//
+// Flat arrays indexed by pool index; a node's parent always has a smaller index, and the
+// committed context itself (the root) is kRoot = −1. Nodes are appended in creation order:
+// all depth-1 nodes, then each expansion step's children in frontier order. The same
+// layout is the wire format of the Pool message.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rng.h"
+
+namespace rootspec {
+
+constexpr int32_t kRoot = -1;  // parent index of a depth-1 node: the committed context
+
+struct Pool {
+  std::vector<int32_t> token;     // [n]
+  std::vector<int32_t> parent;    // [n] pool index or kRoot; parent[i] < i
+  std::vector<int32_t> depth;     // [n] 1..D
+  std::vector<double> logq;       // [n] log q of the edge into the node, untempered draft
+  std::vector<double> cum_logq;   // [n] Σ log q along the path (−inf where some q = 0)
+  std::vector<uint8_t> expanded;  // [n] 1 when the drafter forwarded this node
+
+  // RheoSampling pools (paper 002 §3.2); for top-k pools `sampled` is all 0 and no rows kept.
+  std::vector<uint8_t> sampled;   // [n] 1 = drawn from the draft tail; its logq is the proxy
+  std::vector<float> q_true;      // [n] q̃(x) of a sampled node: its true sampling probability
+  int rheo_m = -1;                // lead tokens per expansion; −1 for a top-k pool
+  // Draft rows of the root and the expanded nodes, kept for the rheo verifier: entries
+  // [row_start[u + 1], row_start[u + 1] + row_len[u + 1]) of row_token/row_prob hold the
+  // (possibly sparse, renormalised) row at node u (u = kRoot → index 0), leads first.
+  std::vector<int32_t> row_start, row_len;  // [1 + n] (−1 / 0: no row)
+  std::vector<int32_t> row_token;           // [entries]
+  std::vector<float> row_prob;              // [entries]
+
+  int size() const { return static_cast<int>(token.size()); }
+  int add(int32_t tok, int32_t par, double edge_logq);  // appends; returns the new index
+  // Recomputes depth and cum_logq from parent and logq (a pool that arrived as its arrays);
+  // returns the first node whose parent is not −1 or an earlier node, else −1.
+  int derive_paths();
+  void clear();
+  bool is_rheo() const { return rheo_m >= 0; }
+};
+
+// The candidate order every rule starts from: higher cumulative draft log-probability first,
+// then smaller depth, then smaller pool index (paper 000 App. C). Scores are non-increasing
+// along a path, so the top B of this order are ancestor-closed.
+bool ranks_before(const Pool& pool, int a, int b);
+std::vector<int> ranked(const Pool& pool);                  // all pool indices, best first
+std::vector<int> ranked_descendants(const Pool& pool, int node);  // strict descendants, best first
+std::vector<int> level_one(const Pool& pool);               // depth-1 nodes, pool order
+
+// Shape of the EAGLE-3 pool. Defaults: 10 + 7·100 = 710 candidates, 70 expanded.
+struct PoolShape {
+  int top_k = 10;   // children added per forwarded node (and depth-1 candidates)
+  int depth = 8;    // deepest level
+  int expand = 10;  // nodes forwarded per step
+  // Sparse draft rows (paper 002 §3.2): keep the `sparse` most probable tokens of every draft
+  // row and renormalise (= truncating logits before softmax); 0 keeps the full row.
+  int sparse = 0;
+  // RheoSampling (paper 002 §3.2): per expansion the top `rheo_m` tokens, one token drawn from
+  // the tail q̃ with proxy min{q(x_m), z} (m = 0: q(x₁) + ε), then fill tokens; −1 = top-k.
+  int rheo_m = -1;
+  // Analysis only (paper 002 Table 1): a fixed proxy for the sampled token instead of Rheo's.
+  // It breaks losslessness; tests use it to show the exactness tests would notice. 0 = off.
+  double adhoc_proxy = 0.0;
+  int expected_size() const;  // candidates at this shape (vocab ≥ top_k)
+};
+
+// The drafter as pool growth sees it: next-token rows at node addresses.
+class DraftModel {
+ public:
+  virtual ~DraftModel() = default;
+  virtual int vocab_size() const = 0;
+  // Untempered draft probability rows at each of `nodes` (pool indices, or kRoot for the
+  // committed context), given the pool grown so far. out is resized to [nodes.size(), vocab].
+  // Called once per expansion step with that step's frontier: a model-backed drafter scores
+  // the frontier in one tree pass.
+  virtual void draft_rows(const Pool& pool, const std::vector<int>& nodes,
+                          std::vector<float>& out) = 0;
+};
+
+// Grows the EAGLE-3 pool below the committed context: the top_k most probable tokens at the
+// root (ties → lower token id); then depth−1 steps, each forwarding the `expand` most recently
+// chosen nodes, adding the top_k children of each, and choosing the `expand` new candidates
+// ranked best to forward next. Step one forwards the best min(expand, top_k) depth-1 nodes.
+// Rheo pools draw their tail tokens from `rng` (required then; the drafter's own stream).
+void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng = nullptr);
+
+// The tail distribution q̃ of node u's kept draft row (u = kRoot: the root): the row without
+// its m lead tokens, renormalised, as a dense [vocab] row in `out`. False if no row is kept.
+bool rheo_tail_row(const Pool& pool, int u, int vocab, std::vector<float>& out);
+
+}  // namespace rootspec

@@ -1,0 +1,125 @@
+#include "round.h"
+
+#include <cassert>
+#include <stdexcept>
+
+#include "clock.h"
+
+namespace rootspec {
+
+TreePassInput tree_pass_input(const RoundPlan& plan) {
+  const DraftTree& tree = plan.verify_tree;
+  TreePassInput in;
+  in.tokens.reserve(1 + tree.size());
+  in.parents.reserve(1 + tree.size());
+  in.tokens.push_back(plan.anchor_token);
+  in.parents.push_back(-1);
+  for (int i = 0; i < tree.size(); ++i) {
+    in.tokens.push_back(tree.token[i]);
+    in.parents.push_back(tree.parent[i] == kRoot ? 0 : tree.parent[i] + 1);
+  }
+  return in;
+}
+
+RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& r) {
+  assert(!plan.skip_tree_pass);
+  RoundOutcome out;
+  if (plan.first_drawn) out.emitted.push_back(plan.first_token);
+  out.emitted.insert(out.emitted.end(), r.accepted_tokens.begin(), r.accepted_tokens.end());
+  out.emitted.push_back(r.continuation);
+  out.accepted = static_cast<int>(out.emitted.size()) - 1;
+  out.continuation = r.continuation;
+  out.kept_pass_rows.push_back(0);
+  for (int v : r.accepted_nodes) out.kept_pass_rows.push_back(v + 1);
+  return out;
+}
+
+namespace {
+
+// A round that emits `token` alone: plain decoding, or y outside the rule's tree (paper 000
+// App. D.14: y is then the round's continuation and the tree pass is skipped).
+RoundOutcome single_token(int32_t token) {
+  RoundOutcome out;
+  out.emitted = {token};
+  out.continuation = token;
+  return out;
+}
+
+void count(const RoundOutcome& out, RoundRecord& r) {
+  r.accepted = out.accepted;
+  r.emitted = static_cast<int32_t>(out.emitted.size());
+}
+
+}  // namespace
+
+RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer& target,
+                       RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks) {
+  RoundRecord unused;
+  RoundRecord& r = record ? *record : unused;
+  SelectionInputs in;
+  in.vocab = target.vocab_size();
+  in.budget = o.budget;
+
+  if (o.autoregressive) {  // plain decoding: one pass, one draw
+    r.root_start_ns = monotonic_ns();
+    const RowsView row = target.plain_row(root_token, o.temperature);
+    const RoundOutcome out = single_token(sample_index(row.row(0), in.vocab, rng));
+    r.root_end_ns = monotonic_ns();
+    count(out, r);
+    return out;
+  }
+  assert(drafter);
+  // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
+  if (rule_draws_first(o.rule)) {
+    r.root_start_ns = monotonic_ns();
+    in.root_probs = target.root_row(root_token, o.temperature).row(0);
+    r.root_end_ns = monotonic_ns();
+  }
+  // Drafter: the round's pool below C (it never depends on the target).
+  const Pool& pool = drafter->wait_pool(r);
+  r.pool_received_ns = monotonic_ns();
+  r.pool_nodes = pool.size();
+  target.prepare_tree_pass();
+  in.pool = &pool;
+  std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
+  if (rule_needs_target_pool_probs(o.rule)) {
+    if (!target.pool_path_probs(pool, root_token, o.temperature, pool_path_probs))
+      throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
+    in.pool_path_probs = &pool_path_probs;
+  }
+
+  // TreeSelector: root-based rules draw y from the root row first.
+  int64_t t0 = monotonic_ns();
+  const RoundPlan plan =
+      hooks && hooks->plan ? hooks->plan(o.rule, in, root_token, rng) : plan_round(o.rule, in, root_token, rng);
+  r.verify_ns = monotonic_ns() - t0;
+  r.first_drawn = plan.first_drawn;
+  r.tree_pass_skipped = plan.skip_tree_pass;
+
+  RoundOutcome out;
+  if (plan.skip_tree_pass) {
+    out = single_token(plan.first_token);
+  } else {
+    // Tree pass: the anchor and the verify tree below it, under the tree mask.
+    t0 = monotonic_ns();
+    const RowsView rows = target.tree_rows(tree_pass_input(plan), o.temperature);  // [1 + n, vocab]
+    r.tree_pass_ns = monotonic_ns() - t0;
+    r.tree_nodes = plan.verify_tree.size();
+    // Verifier.
+    t0 = monotonic_ns();
+    const VerifyResult v = hooks && hooks->verify ? hooks->verify(o.verifier, plan.verify_tree, rows, rng, &pool)
+                                                  : verify(o.verifier, plan.verify_tree, rows, rng, &pool);
+    out = assemble_round(plan, v);
+    r.verify_ns += monotonic_ns() - t0;
+  }
+  // Commit to the drafter first: it drafts the next pool while the target commits and streams.
+  drafter->round_done(out.emitted);
+  // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
+  t0 = monotonic_ns();
+  if (!plan.skip_tree_pass) target.commit(out.kept_pass_rows);
+  r.commit_ns = monotonic_ns() - t0;
+  count(out, r);
+  return out;
+}
+
+}  // namespace rootspec

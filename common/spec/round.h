@@ -1,0 +1,145 @@
+// One speculative round (DESIGN §1–2), written once. The daemon (target_proc), the one-process
+// reference decoder (generate()) and the table simulator behind the seeded law tests
+// (table_decode()) all call run_round(); they differ only in the TargetScorer and RoundDrafter
+// they pass. The stages, in order:
+//
+//   root pass       TargetScorer::root_row        p(· | C) while the drafter grows the pool
+//   Drafter         RoundDrafter::wait_pool       the round's pool below C
+//   TreeSelector    plan_round (selection.h)      the rule's tree; root-based rules draw y first
+//   tree pass       TargetScorer::tree_rows       rows at the anchor and every tree node
+//   Verifier        verify (verifier.h)           accepted path + continuation
+//   Commit          RoundDrafter::round_done      the drafter appends the emitted tokens
+//   KvCommit        TargetScorer::commit          the target keeps the anchor and accepted path
+//
+// Exactness (paper 000 §3–4): selection reads the pool, the root row and past rounds, never the
+// verifier's draws; each draw happens in the order above from the request's one generator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "request.h"
+#include "rows.h"
+#include "selection.h"
+#include "verifier.h"
+
+namespace rootspec {
+
+// The tree pass's input: the anchor token, then the verify tree's nodes, with parents as
+// pass indices (−1 for the anchor, 0 for a child of the anchor). [1 + n] each.
+struct TreePassInput {
+  std::vector<int32_t> tokens, parents;
+};
+TreePassInput tree_pass_input(const RoundPlan& plan);
+
+// The target as a round sees it. Rows come back as probabilities at the decoding temperature
+// (rows.h), so verifiers never see logits; a backend may temper on its device.
+class TargetScorer {
+ public:
+  virtual ~TargetScorer() = default;
+  virtual int vocab_size() const = 0;
+  // Root pass: appends `root_token` to the context the scorer holds (C minus the root token
+  // until now) and returns the root row p(· | C): [1, vocab]. The drafter drafts meanwhile.
+  virtual RowsView root_row(int32_t root_token, double temperature) = 0;
+  // The same pass for plain decoding (rule ar), where no drafter runs beside it.
+  virtual RowsView plain_row(int32_t token, double temperature) { return root_row(token, temperature); }
+  // The pool has arrived and the tree pass comes next; the drafter waits for the Commit until
+  // the tree pass ends. (The fused CPU backend wakes its helper threads on the drafter's core.)
+  virtual void prepare_tree_pass() {}
+  // Tree pass: the anchor (input.tokens[0]) appended to the context, the nodes below it under
+  // the tree mask. [1 + n, vocab], row 0 at the anchor. Valid until the next call.
+  virtual RowsView tree_rows(const TreePassInput& input, double temperature) = 0;
+  // KvCommit: keeps the tree-pass rows `kept` (the anchor, then the accepted path, ascending)
+  // in the context and discards the rest of the tree.
+  virtual void commit(const std::vector<int32_t>& kept_pass_rows) = 0;
+  // Analysis only (the oracle rule): P(u | C) at the temperature for every pool node, C being
+  // the context plus `root_token`. False when this scorer cannot compute it (a model would
+  // need a pass over the whole pool).
+  virtual bool pool_path_probs(const Pool& pool, int32_t root_token, double temperature,
+                               std::vector<double>& out) {
+    (void)pool, (void)root_token, (void)temperature, (void)out;
+    return false;
+  }
+};
+
+// The per-round record: what the round did and, where a clock ran, when. One definition for the
+// daemon's trace (the Done message), rootspec-generate's --json, rootspec-sim's means and the
+// harness's per-round samples.
+struct RoundRecord {
+  int32_t pool_nodes = 0;  // candidates in the round's pool (0 for ar)
+  int32_t tree_nodes = 0;  // nodes the tree pass scored below the anchor (0 when skipped)
+  int32_t accepted = 0;    // accepted draft tokens, y included when followed into a tree pass
+  int32_t emitted = 0;     // accepted + 1 (the continuation)
+  bool first_drawn = false;        // a root-based rule drew y from the root row
+  bool tree_pass_skipped = false;  // y left the rule's tree: y alone was emitted
+  // CLOCK_MONOTONIC ns (clock.h), comparable across the pair's processes; 0: absent.
+  int64_t commit_sent_ns = 0;  // the drafter was sent what started this round's pool
+  int64_t root_start_ns = 0, root_end_ns = 0;    // root pass (ar: its only pass)
+  int64_t draft_start_ns = 0, draft_end_ns = 0;  // pool growth, on the drafter's clock
+  int64_t pool_received_ns = 0;
+  int64_t tree_pass_ns = 0, verify_ns = 0, commit_ns = 0;  // durations: tree pass, selection
+                                                           // + verification, KV commit
+};
+
+// Calls f(name, member pointer) for every RoundRecord field, in one fixed order: the one list
+// behind the Done's trace on the wire (protocol.cpp) and the JSON of rootspec-client and
+// rootspec-generate. Member types are int32_t, bool and int64_t.
+template <class F>
+void for_each_record_field(F&& f) {
+  f("pool_nodes", &RoundRecord::pool_nodes);
+  f("tree_nodes", &RoundRecord::tree_nodes);
+  f("accepted", &RoundRecord::accepted);
+  f("emitted", &RoundRecord::emitted);
+  f("first_drawn", &RoundRecord::first_drawn);
+  f("tree_pass_skipped", &RoundRecord::tree_pass_skipped);
+  f("commit_sent_ns", &RoundRecord::commit_sent_ns);
+  f("root_start_ns", &RoundRecord::root_start_ns);
+  f("root_end_ns", &RoundRecord::root_end_ns);
+  f("draft_start_ns", &RoundRecord::draft_start_ns);
+  f("draft_end_ns", &RoundRecord::draft_end_ns);
+  f("pool_received_ns", &RoundRecord::pool_received_ns);
+  f("tree_pass_ns", &RoundRecord::tree_pass_ns);
+  f("verify_ns", &RoundRecord::verify_ns);
+  f("commit_ns", &RoundRecord::commit_ns);
+}
+
+// The drafter as a round sees it.
+class RoundDrafter {
+ public:
+  virtual ~RoundDrafter() = default;
+  // The round's pool below C (waiting for it if the drafter runs elsewhere); valid until the
+  // next call. Fills record.commit_sent_ns and the drafting times where known.
+  virtual const Pool& wait_pool(RoundRecord& record) = 0;
+  // The round emitted `tokens`: C grows by them and the drafter may start the next pool.
+  virtual void round_done(const std::vector<int32_t>& tokens) = 0;
+};
+
+// What a round produced.
+struct RoundOutcome {
+  std::vector<int32_t> emitted;  // accepted tokens then the continuation (≥ 1 token)
+  int accepted = 0;              // emitted.size() − 1
+  int32_t continuation = -1;     // next round's root token
+  // Tree-pass rows whose K/V the cache keeps, in order: row 0 (the anchor) and the accepted
+  // nodes' rows (tree index + 1). Empty when the tree pass was skipped.
+  std::vector<int32_t> kept_pass_rows;
+};
+
+// Replaceable stages, for the tests that plant bugs in the real round and show that the law
+// tests catch them. Null members run the real stage.
+struct RoundHooks {
+  std::function<RoundPlan(Rule, const SelectionInputs&, int32_t root_token, Rng&)> plan;
+  std::function<VerifyResult(Verifier, const DraftTree&, const RowsView&, Rng&, const Pool*)> verify;
+};
+
+// One round from the root token: plain decoding when options.autoregressive (a root pass and a
+// draw; `drafter` may be null), else the speculative round above. `record`, when given, gets
+// the round's counts and stage times.
+RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,
+                       RoundDrafter* drafter, Rng& rng, RoundRecord* record = nullptr,
+                       const RoundHooks* hooks = nullptr);
+
+// The verifier's result as the round's output (the drawn y first, when followed).
+RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& verified);
+
+}  // namespace rootspec

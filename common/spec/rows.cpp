@@ -1,0 +1,77 @@
+#include "rows.h"
+
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+namespace rootspec {
+
+int argmax(const float* row, int vocab) {
+  assert(vocab > 0);
+  int best = 0;
+  for (int i = 1; i < vocab; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+namespace {
+void one_hot(int index, int vocab, float* out) {
+  for (int i = 0; i < vocab; ++i) out[i] = 0.0f;
+  out[index] = 1.0f;
+}
+}  // namespace
+
+void probs_from_logits(const float* logits, int vocab, double temperature, float* out) {
+  assert(temperature >= 0);
+  const int best = argmax(logits, vocab);
+  if (temperature == 0.0) return one_hot(best, vocab, out);
+  const double max_logit = logits[best];
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    const double e = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);
+    out[i] = static_cast<float>(e);
+    total += e;
+  }
+  for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / total);
+}
+
+RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out) {
+  const int64_t V = logits.vocab;
+  out.resize(static_cast<size_t>(logits.n_rows) * V);
+  for (int i = 0; i < logits.n_rows; ++i) probs_from_logits(logits.row(i), logits.vocab, temperature, &out[i * V]);
+  return RowsView{out.data(), logits.n_rows, logits.vocab};
+}
+
+void temper_probs(const float* probs, int vocab, double temperature, float* out) {
+  assert(temperature >= 0);
+  if (temperature == 0.0) return one_hot(argmax(probs, vocab), vocab, out);
+  if (temperature == 1.0) {
+    if (out != probs)
+      for (int i = 0; i < vocab; ++i) out[i] = probs[i];
+    return;
+  }
+  // p^(1/T) computed in log space relative to the largest p, so small p at low T do not
+  // underflow before normalisation.
+  const double log_max = std::log(static_cast<double>(probs[argmax(probs, vocab)]));
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    const double e =
+        probs[i] > 0 ? std::exp((std::log(static_cast<double>(probs[i])) - log_max) / temperature)
+                     : 0.0;
+    out[i] = static_cast<float>(e);
+    total += e;
+  }
+  for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / total);
+}
+
+double total_variation(const float* p, const float* q, int vocab) {
+  double s = 0.0;
+  for (int i = 0; i < vocab; ++i) s += std::fabs(static_cast<double>(p[i]) - q[i]);
+  return 0.5 * s;
+}
+
+double safe_log(double p) {
+  return p > 0 ? std::log(p) : -std::numeric_limits<double>::infinity();
+}
+
+}  // namespace rootspec

@@ -1,0 +1,39 @@
+// Rows: next-token distributions over the vocabulary, and the temperature that shapes them.
+//
+// A row is `vocab` floats. Logit rows come from model passes; probability rows from table
+// models. Verifiers consume probability rows already at the decoding temperature T:
+//   T = 0  → one-hot at the argmax (ties → lower token id), i.e. greedy;
+//   T > 0  → softmax(logits / T), or for probability rows p^(1/T) renormalised.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rootspec {
+
+// A dense [n_rows, vocab] row-major view; does not own its data.
+struct RowsView {
+  const float* data = nullptr;  // [n_rows, vocab]
+  int n_rows = 0;
+  int vocab = 0;
+  const float* row(int i) const { return data + static_cast<int64_t>(i) * vocab; }
+};
+
+// Lowest index of the largest value.
+int argmax(const float* row, int vocab);
+
+// out[0..vocab) = tempered probabilities of a logit row (see header comment).
+void probs_from_logits(const float* logits, int vocab, double temperature, float* out);
+// The tempered probability rows of logit rows: out is resized to [n_rows, vocab]. The one
+// logits → rows loop of the target's passes (root row, tree rows).
+RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out);
+// out[0..vocab) = tempered probabilities of a probability row (p^(1/T), renormalised).
+void temper_probs(const float* probs, int vocab, double temperature, float* out);
+
+// 0.5 * Σ |p − q|.
+double total_variation(const float* p, const float* q, int vocab);
+
+// Cumulative log of a probability, −inf for 0 (the draft score convention).
+double safe_log(double p);
+
+}  // namespace rootspec

@@ -1,0 +1,157 @@
+#include "table_decode.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "rows.h"
+
+namespace rootspec {
+
+TableDrafter::TableDrafter(const TableModel& model, const std::vector<int32_t>& committed)
+    : model_(model), root_key_(model.key_of(committed)) {}
+
+void TableDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
+  // Pool nodes are append-only during growth: extend the key cache to the new ones.
+  for (int u = static_cast<int>(keys_.size()); u < pool.size(); ++u) {
+    const int p = pool.parent[u];
+    keys_.push_back(model_.next_key(p == kRoot ? root_key_ : keys_[p], pool.token[u]));
+  }
+  if (pool.size() == 0) keys_.clear();
+  const int V = model_.vocab();
+  out.resize(nodes.size() * V);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const float* row = model_.draft_row(nodes[i] == kRoot ? root_key_ : keys_[nodes[i]]);
+    std::copy(row, row + V, out.begin() + i * V);
+  }
+}
+
+TableScorer::TableScorer(const TableModel& model, std::vector<int32_t> cached)
+    : model_(model), cached_(std::move(cached)), root_(model.vocab()) {
+  assert(static_cast<int>(cached_.size()) >= model.order() - 1);
+}
+
+int64_t TableScorer::key_after(int32_t token) const {
+  int64_t prefix = 0;  // the last order − 1 cached tokens in base V
+  for (size_t i = cached_.size() + 1 - static_cast<size_t>(std::max(model_.order(), 1)); i < cached_.size(); ++i)
+    prefix = prefix * model_.vocab() + cached_[i];
+  return model_.next_key(prefix, token);
+}
+
+RowsView TableScorer::root_row(int32_t root_token, double temperature) {
+  const int V = model_.vocab();
+  temper_probs(model_.target_row(key_after(root_token)), V, temperature, root_.data());
+  cached_.push_back(root_token);
+  return RowsView{root_.data(), 1, V};
+}
+
+RowsView TableScorer::tree_rows(const TreePassInput& input, double temperature) {
+  const int V = model_.vocab();
+  const int n = static_cast<int>(input.tokens.size());
+  std::vector<int64_t> keys(n);  // [1 + nodes] the table key after each pass row
+  rows_.resize(static_cast<size_t>(n) * V);
+  for (int i = 0; i < n; ++i) {
+    const int p = input.parents[i];
+    keys[i] = p < 0 ? key_after(input.tokens[i]) : model_.next_key(keys[p], input.tokens[i]);
+    temper_probs(model_.target_row(keys[i]), V, temperature, &rows_[static_cast<size_t>(i) * V]);
+  }
+  pass_tokens_ = input.tokens;
+  return RowsView{rows_.data(), n, V};
+}
+
+void TableScorer::commit(const std::vector<int32_t>& kept_pass_rows) {
+  for (int row : kept_pass_rows) cached_.push_back(pass_tokens_[row]);
+}
+
+bool TableScorer::pool_path_probs(const Pool& pool, int32_t root_token, double temperature,
+                                  std::vector<double>& out) {
+  const int V = model_.vocab();
+  const int64_t root_key = key_after(root_token);
+  std::vector<int64_t> keys(pool.size());
+  std::vector<float> row(V);
+  out.assign(pool.size(), 0.0);
+  for (int u = 0; u < pool.size(); ++u) {
+    const int p = pool.parent[u];
+    temper_probs(model_.target_row(p == kRoot ? root_key : keys[p]), V, temperature, row.data());
+    out[u] = (p == kRoot ? 1.0 : out[p]) * row[pool.token[u]];
+    keys[u] = model_.next_key(p == kRoot ? root_key : keys[p], pool.token[u]);
+  }
+  return true;
+}
+
+namespace {
+
+// The table's drafter side: grows each round's pool below the committed context.
+class TableRoundDrafter : public RoundDrafter {
+ public:
+  TableRoundDrafter(const TableModel& model, const PoolShape& shape, std::vector<int32_t> committed,
+                    uint64_t draft_seed)
+      : model_(model), shape_(shape), committed_(std::move(committed)), rng_(draft_seed) {}
+  const Pool& wait_pool(RoundRecord&) override {
+    TableDrafter drafter(model_, committed_);
+    grow_pool(drafter, shape_, pool_, &rng_);
+    return pool_;
+  }
+  void round_done(const std::vector<int32_t>& tokens) override {
+    committed_.insert(committed_.end(), tokens.begin(), tokens.end());
+  }
+
+ private:
+  const TableModel& model_;
+  PoolShape shape_;
+  std::vector<int32_t> committed_;  // C
+  Rng rng_;                         // the drafter's own stream (Rheo tail draws)
+  Pool pool_;
+};
+
+}  // namespace
+
+std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape,
+                                  int min_tokens, Rng& rng, std::vector<RoundRecord>* records,
+                                  const RoundHooks* hooks) {
+  const std::vector<int32_t>& context = model.context();
+  TableRoundDrafter drafter(model, shape, context, draw_drafter_seed(options, shape, rng));
+  TableScorer target(model, std::vector<int32_t>(context.begin(), context.end() - 1));
+  int32_t root = context.back();
+  std::vector<int32_t> emitted;
+  while (emitted.size() < static_cast<size_t>(min_tokens)) {
+    RoundRecord record;
+    const RoundOutcome out = run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks);
+    emitted.insert(emitted.end(), out.emitted.begin(), out.emitted.end());
+    root = out.continuation;
+    if (records) records->push_back(record);
+  }
+  return emitted;
+}
+std::vector<double> exact_joint(const TableModel& model, double temperature, int n) {
+  const int V = model.vocab();
+  int64_t cells = 1;
+  for (int i = 0; i < n; ++i) cells *= V;
+  std::vector<double> joint(cells, 0.0);
+  std::vector<float> row(V);
+  // Depth-first over prefixes: (key, probability, index so far, depth).
+  struct Frame {
+    int64_t key;
+    double prob;
+    int64_t index;
+    int depth;
+  };
+  std::vector<Frame> stack{{model.key_of(model.context()), 1.0, 0, 0}};
+  while (!stack.empty()) {
+    const Frame f = stack.back();
+    stack.pop_back();
+    if (f.depth == n) {
+      joint[f.index] += f.prob;
+      continue;
+    }
+    temper_probs(model.target_row(f.key), V, temperature, row.data());
+    double total = 0.0;
+    for (int t = 0; t < V; ++t) total += row[t];
+    for (int t = 0; t < V; ++t)
+      if (row[t] > 0)
+        stack.push_back({model.next_key(f.key, t), f.prob * row[t] / total, f.index * V + t,
+                         f.depth + 1});
+  }
+  return joint;
+}
+
+}  // namespace rootspec

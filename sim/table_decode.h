@@ -1,0 +1,62 @@
+// Speculative decoding on a TableModel: the table target and drafter that run the one round
+// (round.h) for rootspec-sim and the seeded law tests, so those tests check the same
+// run_round() the daemon and rootspec-generate call.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pool.h"
+#include "request.h"
+#include "round.h"
+#include "table_model.h"
+
+namespace rootspec {
+
+// DraftModel over the model's draft table, below a committed sequence.
+class TableDrafter : public DraftModel {
+ public:
+  TableDrafter(const TableModel& model, const std::vector<int32_t>& committed);
+  int vocab_size() const override { return model_.vocab(); }
+  void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override;
+
+ private:
+  const TableModel& model_;
+  int64_t root_key_;
+  std::vector<int64_t> keys_;  // [pool] table key at each pool node
+};
+
+// TargetScorer over the model's target table. Its "cache" is a token sequence: the committed
+// context minus the root token, as in the model runtime.
+class TableScorer : public TargetScorer {
+ public:
+  TableScorer(const TableModel& model, std::vector<int32_t> cached);
+  int vocab_size() const override { return model_.vocab(); }
+  RowsView root_row(int32_t root_token, double temperature) override;
+  RowsView tree_rows(const TreePassInput& input, double temperature) override;
+  void commit(const std::vector<int32_t>& kept_pass_rows) override;
+  bool pool_path_probs(const Pool& pool, int32_t root_token, double temperature,
+                       std::vector<double>& out) override;
+
+ private:
+  int64_t key_after(int32_t token) const;  // key of the cached sequence + token
+
+  const TableModel& model_;
+  std::vector<int32_t> cached_;      // committed context in the "cache"
+  std::vector<int32_t> pass_tokens_;  // [1 + n] the last tree pass's tokens
+  std::vector<float> root_;           // [vocab] the last root row, tempered
+  std::vector<float> rows_;           // [1 + n, vocab] the last tree pass's rows, tempered
+};
+
+// Decodes from the model's context until at least `min_tokens` are emitted (whole rounds, so
+// possibly more); returns the emitted tokens. One RoundRecord per round goes to `records` when
+// given. The drafter's Rheo stream is drawn from `rng` first (draw_drafter_seed).
+std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape,
+                                  int min_tokens, Rng& rng, std::vector<RoundRecord>* records = nullptr,
+                                  const RoundHooks* hooks = nullptr);
+
+// Exact target joint law of the first n tokens after the context at the temperature:
+// [V^n] probabilities indexed by the tokens in base V.
+std::vector<double> exact_joint(const TableModel& model, double temperature, int n);
+
+}  // namespace rootspec

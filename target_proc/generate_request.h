@@ -1,0 +1,28 @@
+// A client's Generate, resolved against the server's defaults (the config's [decoding], which
+// start from RequestOptions' own) and checked against the model: every problem is a
+// ProtocolError naming the option ("budget", "prompt_ids[3]", …).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "chat_template.h"
+#include "daemon_config.h"
+#include "protocol.h"
+#include "request.h"
+#include "tokenizer.h"
+
+namespace rootspec {
+
+struct ResolvedRequest {
+  std::vector<int32_t> prompt;  // the committed context to start from (root token last)
+  RequestOptions options;
+  bool stream = true;           // Delta messages while decoding
+};
+
+// `tokenizer` and `chat` may be null (a model folder without them): text prompts are then
+// refused. `vocab` is the target's; `max_budget` the largest tree its cache holds.
+ResolvedRequest resolve_request(const GenerateBody& body, const DaemonConfig& config, int vocab, int max_budget,
+                                const Tokenizer* tokenizer, const ChatTemplate* chat);
+
+}  // namespace rootspec
