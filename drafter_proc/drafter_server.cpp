@@ -1,7 +1,7 @@
 #include "drafter_server.h"
 
-#include <iostream>
 #include <unistd.h>
+#include <iostream>
 
 #include "transport.h"
 
@@ -63,16 +63,18 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         const HelloBody b = msg->hello();
         if (b.vocab != rt_.vocab_size())
           return refuse(identity, h, "body.vocab",
-                             "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
-                                 std::to_string(rt_.vocab_size()));
+                        "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
+                            std::to_string(rt_.vocab_size()));
         target_pid_ = b.pid;
         if (!b.nccl_id.empty()) {
 #ifdef ROOTSPEC_WITH_NCCL
           const int device = cuda_device_index(config_.drafter.device);
           if (device < 0) return refuse(identity, h, "body.nccl_id", "the drafter is not on a CUDA device");
-          nccl_ = std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device, config_.peer_timeout_s);
+          nccl_ = std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device,
+                                                config_.peer_timeout_s);
 #else
-          return refuse(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
+          return refuse(identity, h, "body.nccl_id",
+                        "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
 #endif
         }
         if (!b.shm.empty()) {
@@ -88,7 +90,7 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         Header r = h;
         r.type = MessageType::Ready;
         send_to_target(identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),
-                                                    config_.drafter.model}));
+                                                     config_.drafter.model}));
         return true;
       }
       case MessageType::Prefill: {
@@ -96,11 +98,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         const int limit = config_.max_context;
         if (static_cast<int>(b.prompt.size()) > limit)
           return refuse(identity, h, "body.prompt",
-                             std::to_string(b.prompt.size()) + " tokens, more than the drafter's context allows (" +
-                                 std::to_string(limit) + ")");
+                        std::to_string(b.prompt.size()) +
+                            " tokens, more than the drafter's context allows (" + std::to_string(limit) +
+                            ")");
         for (size_t i = 0; i < b.prompt.size(); ++i)
           if (b.prompt[i] >= rt_.vocab_size())
-            return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary");
+            return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]",
+                          "token id beyond the vocabulary");
         if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
           return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
         session_.start(b.shape, b.draft_seed);
@@ -115,11 +119,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
           return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
         if (h.round != next_round_)
           return refuse(identity, h, "round",
-                             "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round));
+                        "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round));
         for (size_t i = 0; i < b.tokens.size(); ++i)
           if (b.tokens[i] >= rt_.vocab_size())
-            return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary");
-        if (rt_.length() + static_cast<int>(b.tokens.size()) > config_.max_context + session_.shape().depth + 2)
+            return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]",
+                          "token id beyond the vocabulary");
+        if (rt_.length() + static_cast<int>(b.tokens.size()) >
+            config_.max_context + session_.shape().depth + 2)
           return refuse(identity, h, "body.tokens", "the drafter's context is full");
         draft_and_send(identity, b.tokens);
         return true;
@@ -144,8 +150,8 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
 
 int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
-  std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model " << config_.drafter.model
-            << ", vocab " << rt_.vocab_size() << ")" << std::endl;
+  std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model "
+            << config_.drafter.model << ", vocab " << rt_.vocab_size() << ")" << std::endl;
   for (;;) {
     // With shared memory every message of the target comes through the mailbox once the
     // segment is open (ZeroMQ carries the Hello, before it, and any message too large for the

@@ -10,8 +10,8 @@
 #include "model_runtime.h"
 #include "pool_channel.h"
 #include "protocol.h"
-#include "shm_channel.h"
 #include "runtime_drafter.h"
+#include "shm_channel.h"
 
 namespace rootspec {
 
@@ -38,9 +38,9 @@ class DrafterServer {
   zmq::context_t ctx_;
   zmq::socket_t router_;
 
-  int target_pid_ = 0;          // from Hello: the drafter exits when it is gone
-  uint64_t request_ = 0;        // request being drafted (0: none)
-  uint32_t next_round_ = 0;     // round the next Commit must carry
+  int target_pid_ = 0;                 // from Hello: the drafter exits when it is gone
+  uint64_t request_ = 0;               // request being drafted (0: none)
+  uint32_t next_round_ = 0;            // round the next Commit must carry
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
   std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (Hello.shm), see shm_channel.h
   std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)

@@ -14,7 +14,8 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.drafter.model.empty()) throw ConfigError("drafter.model: missing");
   set_torch_threads(config.drafter.threads);
-  if (const std::string w = blas_core_warning(); !w.empty()) std::cerr << "rootspec-drafter: " << w << std::endl;
+  if (const std::string w = blas_core_warning(); !w.empty())
+    std::cerr << "rootspec-drafter: " << w << std::endl;
   RuntimeOptions opts;
   opts.device = config.drafter.device;
   opts.dtype = config.drafter.dtype;

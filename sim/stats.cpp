@@ -42,8 +42,8 @@ double gamma_q(double a, double x) {
 
 double chi_square_survival(double x, double dof) { return gamma_q(dof / 2.0, x / 2.0); }
 
-ChiSquareResult chi_square_test(const std::vector<int64_t>& counts,
-                                const std::vector<double>& probs, double min_expected) {
+ChiSquareResult chi_square_test(const std::vector<int64_t>& counts, const std::vector<double>& probs,
+                                double min_expected) {
   assert(counts.size() == probs.size());
   ChiSquareResult r;
   const double n = static_cast<double>(std::accumulate(counts.begin(), counts.end(), int64_t{0}));

@@ -32,7 +32,8 @@ TableScorer::TableScorer(const TableModel& model, std::vector<int32_t> cached)
 
 int64_t TableScorer::key_after(int32_t token) const {
   int64_t prefix = 0;  // the last order − 1 cached tokens in base V
-  for (size_t i = cached_.size() + 1 - static_cast<size_t>(std::max(model_.order(), 1)); i < cached_.size(); ++i)
+  for (size_t i = cached_.size() + 1 - static_cast<size_t>(std::max(model_.order(), 1)); i < cached_.size();
+       ++i)
     prefix = prefix * model_.vocab() + cached_[i];
   return model_.next_key(prefix, token);
 }
@@ -105,9 +106,9 @@ class TableRoundDrafter : public RoundDrafter {
 
 }  // namespace
 
-std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape,
-                                  int min_tokens, Rng& rng, std::vector<RoundRecord>* records,
-                                  const RoundHooks* hooks) {
+std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
+                                  const PoolShape& shape, int min_tokens, Rng& rng,
+                                  std::vector<RoundRecord>* records, const RoundHooks* hooks) {
   const std::vector<int32_t>& context = model.context();
   TableRoundDrafter drafter(model, shape, context, draw_drafter_seed(options, shape, rng));
   TableScorer target(model, std::vector<int32_t>(context.begin(), context.end() - 1));
@@ -115,7 +116,8 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
   std::vector<int32_t> emitted;
   while (emitted.size() < static_cast<size_t>(min_tokens)) {
     RoundRecord record;
-    const RoundOutcome out = run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks);
+    const RoundOutcome out =
+        run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks);
     emitted.insert(emitted.end(), out.emitted.begin(), out.emitted.end());
     root = out.continuation;
     if (records) records->push_back(record);
@@ -148,8 +150,7 @@ std::vector<double> exact_joint(const TableModel& model, double temperature, int
     for (int t = 0; t < V; ++t) total += row[t];
     for (int t = 0; t < V; ++t)
       if (row[t] > 0)
-        stack.push_back({model.next_key(f.key, t), f.prob * row[t] / total, f.index * V + t,
-                         f.depth + 1});
+        stack.push_back({model.next_key(f.key, t), f.prob * row[t] / total, f.index * V + t, f.depth + 1});
   }
   return joint;
 }

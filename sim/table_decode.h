@@ -42,7 +42,7 @@ class TableScorer : public TargetScorer {
   int64_t key_after(int32_t token) const;  // key of the cached sequence + token
 
   const TableModel& model_;
-  std::vector<int32_t> cached_;      // committed context in the "cache"
+  std::vector<int32_t> cached_;       // committed context in the "cache"
   std::vector<int32_t> pass_tokens_;  // [1 + n] the last tree pass's tokens
   std::vector<float> root_;           // [vocab] the last root row, tempered
   std::vector<float> rows_;           // [1 + n, vocab] the last tree pass's rows, tempered
@@ -51,8 +51,9 @@ class TableScorer : public TargetScorer {
 // Decodes from the model's context until at least `min_tokens` are emitted (whole rounds, so
 // possibly more); returns the emitted tokens. One RoundRecord per round goes to `records` when
 // given. The drafter's Rheo stream is drawn from `rng` first (draw_drafter_seed).
-std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape,
-                                  int min_tokens, Rng& rng, std::vector<RoundRecord>* records = nullptr,
+std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
+                                  const PoolShape& shape, int min_tokens, Rng& rng,
+                                  std::vector<RoundRecord>* records = nullptr,
                                   const RoundHooks* hooks = nullptr);
 
 // Exact target joint law of the first n tokens after the context at the temperature:

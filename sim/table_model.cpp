@@ -31,8 +31,7 @@ int64_t parse_key(const std::string& s, int vocab, int order) {
   std::stringstream in(s);
   std::string part;
   while (std::getline(in, part, ',')) {
-    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
-        part.size() > 9)
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 9)
       return -1;
     const long id = std::stol(part);
     if (id >= vocab) return -1;
@@ -77,8 +76,8 @@ void read_table(const nlohmann::json& j, const char* name, int vocab, int order,
   }
   for (int64_t key = 0; key < n_keys; ++key)
     if (!seen[key])
-      throw TableModelError(std::string("missing row ") + name + "[\"" +
-                            key_string(key, vocab, order) + "\"]");
+      throw TableModelError(std::string("missing row ") + name + "[\"" + key_string(key, vocab, order) +
+                            "\"]");
 }
 }  // namespace
 
@@ -99,8 +98,7 @@ TableModel TableModel::from_json(const nlohmann::json& j) {
   if (!j["vocab_size"].is_number_integer() || j["vocab_size"].get<int64_t>() < 2 ||
       j["vocab_size"].get<int64_t>() > 1'000'000)
     throw TableModelError("\"vocab_size\" must be an integer in [2, 1000000]");
-  if (!j["order"].is_number_integer() || j["order"].get<int64_t>() < 1 ||
-      j["order"].get<int64_t>() > 16)
+  if (!j["order"].is_number_integer() || j["order"].get<int64_t>() < 1 || j["order"].get<int64_t>() > 16)
     throw TableModelError("\"order\" must be an integer in [1, 16]");
   m.vocab_ = j["vocab_size"].get<int>();
   m.order_ = j["order"].get<int>();
@@ -156,8 +154,7 @@ nlohmann::json TableModel::to_json() const {
   return j;
 }
 
-TableModel TableModel::random(int vocab, int order, uint64_t seed, double sharpness,
-                              double draft_mix) {
+TableModel TableModel::random(int vocab, int order, uint64_t seed, double sharpness, double draft_mix) {
   Rng rng(seed);
   TableModel m;
   m.vocab_ = vocab;

@@ -10,7 +10,8 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
   if (!b.rule.empty() && !parse_decoder(b.rule, &o))
     throw ProtocolError("rule", "unknown rule '" + b.rule + "' (" + decoder_names() + ")");
   if (!b.verifier.empty() && !parse_verifier(b.verifier, &o.verifier))
-    throw ProtocolError("verifier", "unknown verifier '" + b.verifier + "' (greedy, residual, predraw, tev, rheo)");
+    throw ProtocolError("verifier",
+                        "unknown verifier '" + b.verifier + "' (greedy, residual, predraw, tev, rheo)");
   if (b.budget >= 0) o.budget = b.budget;
   if (b.temperature >= 0) o.temperature = b.temperature;
   if (b.max_new_tokens >= 0) o.max_new_tokens = b.max_new_tokens;
@@ -19,14 +20,15 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
   r.stream = b.stream;
   if (const OptionProblem p = check_request_options(o)) throw ProtocolError(p.option, p.message);
   if (o.budget > max_budget)
-    throw ProtocolError("budget", "must be in [1, " + std::to_string(max_budget) + "], got " + std::to_string(o.budget));
+    throw ProtocolError(
+        "budget", "must be in [1, " + std::to_string(max_budget) + "], got " + std::to_string(o.budget));
 
   if (b.has_prompt_ids) {
     for (size_t i = 0; i < b.prompt_ids.size(); ++i)
       if (b.prompt_ids[i] < 0 || b.prompt_ids[i] >= vocab)
-        throw ProtocolError("prompt_ids[" + std::to_string(i) + "]", "token id " + std::to_string(b.prompt_ids[i]) +
-                                                                         " is not below the vocabulary size " +
-                                                                         std::to_string(vocab));
+        throw ProtocolError("prompt_ids[" + std::to_string(i) + "]",
+                            "token id " + std::to_string(b.prompt_ids[i]) +
+                                " is not below the vocabulary size " + std::to_string(vocab));
     r.prompt = b.prompt_ids;
   } else {
     if (!tokenizer) throw ProtocolError("prompt", "this model has no tokenizer: send prompt_ids");
@@ -36,7 +38,8 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
     r.prompt = tokenizer->encode(text, /*add_special=*/b.raw || !chat);
     if (r.prompt.empty()) throw ProtocolError("prompt", "encodes to no tokens");
     for (int32_t t : r.prompt)
-      if (t >= vocab) throw ProtocolError("prompt", "the tokenizer produced an id beyond the model's vocabulary");
+      if (t >= vocab)
+        throw ProtocolError("prompt", "the tokenizer produced an id beyond the model's vocabulary");
   }
   if (static_cast<int>(r.prompt.size()) >= config.max_context)
     throw ProtocolError(b.has_prompt_ids ? "prompt_ids" : "prompt",

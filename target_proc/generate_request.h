@@ -17,12 +17,12 @@ namespace rootspec {
 struct ResolvedRequest {
   std::vector<int32_t> prompt;  // the committed context to start from (root token last)
   RequestOptions options;
-  bool stream = true;           // Delta messages while decoding
+  bool stream = true;  // Delta messages while decoding
 };
 
 // `tokenizer` and `chat` may be null (a model folder without them): text prompts are then
 // refused. `vocab` is the target's; `max_budget` the largest tree its cache holds.
-ResolvedRequest resolve_request(const GenerateBody& body, const DaemonConfig& config, int vocab, int max_budget,
-                                const Tokenizer* tokenizer, const ChatTemplate* chat);
+ResolvedRequest resolve_request(const GenerateBody& body, const DaemonConfig& config, int vocab,
+                                int max_budget, const Tokenizer* tokenizer, const ChatTemplate* chat);
 
 }  // namespace rootspec

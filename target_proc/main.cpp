@@ -16,11 +16,12 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.target.model.empty()) throw ConfigError("target.model: missing");
   set_torch_threads(config.target.threads);
-  if (const std::string w = blas_core_warning(); !w.empty()) std::cerr << "rootspec-target: " << w << std::endl;
+  if (const std::string w = blas_core_warning(); !w.empty())
+    std::cerr << "rootspec-target: " << w << std::endl;
   RuntimeOptions opts;
   opts.device = config.target.device;
   opts.dtype = config.target.dtype;
-  opts.max_context = config.max_context + config.pool.depth + 2;  // one round's overrun
+  opts.max_context = config.max_context + config.pool.depth + 2;         // one round's overrun
   opts.max_tree = std::max(kMaxTreeBucket, config.decoding.budget + 1);  // anchor + the largest tree
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;
   opts.cpu_helpers_in_plain_passes = config.target.ar_uses_drafter_core;

@@ -40,7 +40,8 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
   const Pool& wait_pool(RoundRecord& record) override {
     const int64_t start = monotonic_ns();
-    pool_ = server_.drafter_.wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(&request_); });
+    pool_ = server_.drafter_.wait_pool(id_, round_, server_.clients_,
+                                       [this] { server_.drain_clients(&request_); });
     done_.ms_drafter_wait += ms_since(start);
     record.commit_sent_ns = commit_sent_ns_;
     record.draft_start_ns = pool_.draft_start_ns;
@@ -121,7 +122,8 @@ void TargetServer::drain_clients(const Pending* current) {
           break;
         case MessageType::Cancel: {
           msg->empty_body();
-          if (current && current->client == frame->identity && current->id == h.request) cancel_current_ = true;
+          if (current && current->client == frame->identity && current->id == h.request)
+            cancel_current_ = true;
           for (auto it = queue_.begin(); it != queue_.end(); ++it)
             if (it->client == frame->identity && it->id == h.request) {
               queue_.erase(it);
@@ -147,14 +149,16 @@ void TargetServer::drain_clients(const Pending* current) {
 void TargetServer::serve(const Pending& req) {
   ResolvedRequest r;
   try {
-    r = resolve_request(req.body, config_, target_.vocab_size(), target_.options().max_tree - 1, tokenizer_, chat_);
+    r = resolve_request(req.body, config_, target_.vocab_size(), target_.options().max_tree - 1, tokenizer_,
+                        chat_);
   } catch (const ProtocolError& e) {
     return reply_error(req.client, req.id, e.field, e.what());
   }
   const RequestOptions& o = r.options;
   cancel_current_ = false;
   Rng rng(o.seed);  // the request's one generator (rng.h contract)
-  RequestOutput output(o, target_.config().eos_token_ids, config_.max_context - static_cast<int>(r.prompt.size()));
+  RequestOutput output(o, target_.config().eos_token_ids,
+                       config_.max_context - static_cast<int>(r.prompt.size()));
   DoneBody done;
   std::optional<TokenStreamDecoder> text;
   if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
@@ -188,7 +192,8 @@ void TargetServer::serve(const Pending& req) {
     while (!output.finished() && !cancel_current_) {
       RoundRecord record;
       record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
-      const RoundOutcome out = run_round(o, root, scorer_, o.autoregressive ? nullptr : &drafter, rng, &record);
+      const RoundOutcome out =
+          run_round(o, root, scorer_, o.autoregressive ? nullptr : &drafter, rng, &record);
       done.last_commit_ns = monotonic_ns();
       root = out.continuation;
       add_round(done, record);
@@ -203,9 +208,11 @@ void TargetServer::serve(const Pending& req) {
     throw;
   }
   if (cancel_current_ && !output.finished())
-    std::cerr << "rootspec-target: request " << req.id << " cancelled after " << output.tokens().size() << " tokens"
-              << std::endl;
-  done.stop_reason = cancel_current_ && !output.finished() ? "cancelled" : output.stopped_at_eos() ? "eos" : "length";
+    std::cerr << "rootspec-target: request " << req.id << " cancelled after " << output.tokens().size()
+              << " tokens" << std::endl;
+  done.stop_reason = cancel_current_ && !output.finished() ? "cancelled"
+                     : output.stopped_at_eos()             ? "eos"
+                                                           : "length";
   done.tokens = output.tokens();
   done.tokens_to_first_eos = output.tokens_to_first_eos();
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
@@ -220,7 +227,8 @@ void TargetServer::serve(const Pending& req) {
 int TargetServer::run() {
   try {
     const ReadyBody ready = drafter_.connect();
-    std::cerr << "rootspec-target: drafter ready (pid " << ready.pid << ", model " << ready.model << "); messages "
+    std::cerr << "rootspec-target: drafter ready (pid " << ready.pid << ", model " << ready.model
+              << "); messages "
               << "travel over " << drafter_.transport_name() << std::endl;
   } catch (const DrafterGone& e) {
     std::cerr << "rootspec-target: " << e.what() << std::endl;

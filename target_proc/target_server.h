@@ -20,7 +20,8 @@ namespace rootspec {
 
 class TargetServer {
  public:
-  TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer, const ChatTemplate* chat);
+  TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
+               const ChatTemplate* chat);
   // Connects to the drafter, then serves until Shutdown (0) or the drafter dies (3).
   int run();
 
@@ -39,7 +40,8 @@ class TargetServer {
   void serve(const Pending& request);
   // Sends to a client; false (and the request is marked cancelled) if it has gone.
   bool send_client(const Pending& to, const std::string& bytes);
-  void reply_error(const std::string& client, uint64_t id, const std::string& field, const std::string& message);
+  void reply_error(const std::string& client, uint64_t id, const std::string& field,
+                   const std::string& message);
 
   const DaemonConfig& config_;
   ModelRuntime& target_;

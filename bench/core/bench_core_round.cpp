@@ -19,7 +19,8 @@ constexpr int kBudget = 59;
 void random_probs(Rng& rng, float* out) {
   std::vector<float> logits(kVocab);
   for (int i = 0; i < kVocab; ++i) logits[i] = static_cast<float>(rng.uniform() * 2.0);
-  for (int i = 0; i < 40; ++i) logits[rng.next_u64() % kVocab] += static_cast<float>(6.0 + 4.0 * rng.uniform());
+  for (int i = 0; i < 40; ++i)
+    logits[rng.next_u64() % kVocab] += static_cast<float>(6.0 + 4.0 * rng.uniform());
   probs_from_logits(logits.data(), kVocab, 1.0, out);
 }
 
@@ -38,9 +39,9 @@ class RandomDrafter : public DraftModel {
 
 struct Fixture {
   Pool pool;
-  std::vector<float> root;        // [vocab]
-  std::vector<double> pool_P;     // [pool]
-  std::vector<float> tree_rows;   // [1 + B, vocab]
+  std::vector<float> root;       // [vocab]
+  std::vector<double> pool_P;    // [pool]
+  std::vector<float> tree_rows;  // [1 + B, vocab]
   Fixture() : root(kVocab), tree_rows(static_cast<size_t>(kBudget + 1) * kVocab) {
     RandomDrafter drafter(1);
     grow_pool(drafter, PoolShape{}, pool);

@@ -44,7 +44,8 @@ DoneBody run(zmq::socket_t& sock, const GenerateBody& g, uint64_t id) {
     if (!sock.recv(reply)) throw std::runtime_error("no reply");
     const Message m(reply.data(), reply.size());
     if (m.header().type == MessageType::Done) return m.done();
-    if (m.header().type == MessageType::Error) throw std::runtime_error(m.error().field + ": " + m.error().message);
+    if (m.header().type == MessageType::Error)
+      throw std::runtime_error(m.error().field + ": " + m.error().message);
   }
 }
 
@@ -86,7 +87,19 @@ int main(int argc, char** argv) {
     g.rule = rule;
     std::vector<double> round_ms, overhead_ms, root_ms, tree_ms, draft_ms;
     // --detail: [component][round], ms
-    enum { kBeforeRoot, kRoot, kPoolWait, kVerify, kTree, kCommit, kRest, kToDrafter, kDrafting, kToTarget, kParts };
+    enum {
+      kBeforeRoot,
+      kRoot,
+      kPoolWait,
+      kVerify,
+      kTree,
+      kCommit,
+      kRest,
+      kToDrafter,
+      kDrafting,
+      kToTarget,
+      kParts
+    };
     std::vector<std::vector<double>> parts(kParts);
     double tokens = 0, rounds = 0, seconds = 0;
     for (int i = 0; i < requests; ++i) {
@@ -114,7 +127,8 @@ int main(int argc, char** argv) {
         // IPC: Commit to the drafter starting, and the pool's arrival after both the drafter
         // and the root pass were done; plus selection, verification and KV commit.
         const int64_t ready = std::max(t.draft_end_ns, t.root_end_ns);
-        const double ipc = (t.draft_start_ns - t.commit_sent_ns + std::max<int64_t>(0, t.pool_received_ns - ready)) / 1e6;
+        const double ipc =
+            (t.draft_start_ns - t.commit_sent_ns + std::max<int64_t>(0, t.pool_received_ns - ready)) / 1e6;
         overhead_ms.push_back(ipc + (t.verify_ns + t.commit_ns) / 1e6);
         const double ms = 1e-6;
         const int64_t next = d.trace[k + 1].commit_sent_ns;
@@ -136,11 +150,12 @@ int main(int argc, char** argv) {
                 median(overhead_ms), median(root_ms), median(tree_ms), median(draft_ms), tokens / rounds,
                 tokens / seconds);
     if (detail && rule != "ar") {
-      std::printf("  target: before root %.3f, root %.3f, pool wait %.3f, select+verify %.3f, tree %.3f, "
-                  "kv commit %.3f, rest %.3f\n  drafter: commit→start %.3f, drafting %.3f, end→pool received %.3f\n",
-                  median(parts[kBeforeRoot]), median(parts[kRoot]), median(parts[kPoolWait]), median(parts[kVerify]),
-                  median(parts[kTree]), median(parts[kCommit]), median(parts[kRest]), median(parts[kToDrafter]),
-                  median(parts[kDrafting]), median(parts[kToTarget]));
+      std::printf(
+          "  target: before root %.3f, root %.3f, pool wait %.3f, select+verify %.3f, tree %.3f, "
+          "kv commit %.3f, rest %.3f\n  drafter: commit→start %.3f, drafting %.3f, end→pool received %.3f\n",
+          median(parts[kBeforeRoot]), median(parts[kRoot]), median(parts[kPoolWait]), median(parts[kVerify]),
+          median(parts[kTree]), median(parts[kCommit]), median(parts[kRest]), median(parts[kToDrafter]),
+          median(parts[kDrafting]), median(parts[kToTarget]));
     }
   }
   return 0;

@@ -79,13 +79,14 @@ inline int64_t counted_tokens(const DoneBody& d) {
 // target reports (prefill, pool_wait, root_pass, tree_pass, verify, commit, in ms).
 // Throws BadDone when the Done cannot be timed.
 inline DecodeRecord build_decode(const DoneBody& d, const GridPoint& g, const std::string& prompt_id,
-                                const std::string& category, uint64_t seed, bool warmup) {
+                                 const std::string& category, uint64_t seed, bool warmup) {
   if (d.rounds <= 0 || d.last_commit_ns == 0) throw BadDone("no round was committed");
   if (d.last_commit_ns <= d.prefill_start_ns)
     throw BadDone("last_commit_ns " + std::to_string(d.last_commit_ns) + " is not after prefill_start_ns " +
                   std::to_string(d.prefill_start_ns));
   if (!d.trace.empty() && static_cast<int64_t>(d.trace.size()) != d.rounds)
-    throw BadDone("trace has " + std::to_string(d.trace.size()) + " rounds, Done says " + std::to_string(d.rounds));
+    throw BadDone("trace has " + std::to_string(d.trace.size()) + " rounds, Done says " +
+                  std::to_string(d.rounds));
   DecodeRecord r;
   r.prompt_id = prompt_id;
   r.category = category;
@@ -98,8 +99,9 @@ inline DecodeRecord build_decode(const DoneBody& d, const GridPoint& g, const st
   r.seconds = static_cast<double>(d.last_commit_ns - d.prefill_start_ns) / 1e9;
   for (const RoundRecord& t : d.trace) add_round(&r, t);
   r.rounds = d.rounds;  // also when the target sent no trace
-  r.stage_ms = {{"prefill", d.ms_prefill},     {"pool_wait", d.ms_drafter_wait}, {"root_pass", d.ms_root_pass},
-                {"tree_pass", d.ms_tree_pass}, {"verify", d.ms_verify},          {"commit", d.ms_commit}};
+  r.stage_ms = {{"prefill", d.ms_prefill},     {"pool_wait", d.ms_drafter_wait},
+                {"root_pass", d.ms_root_pass}, {"tree_pass", d.ms_tree_pass},
+                {"verify", d.ms_verify},       {"commit", d.ms_commit}};
   return r;
 }
 

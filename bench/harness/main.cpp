@@ -88,7 +88,8 @@ void mkdirs(const std::string& dir) {
     if (i < dir.size()) cur += dir[i];
   }
   struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw std::runtime_error("cannot create folder " + dir);
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("cannot create folder " + dir);
 }
 
 std::string fmt(const char* f, double a) {
@@ -124,7 +125,8 @@ class Client {
     const double deadline = now_s() + timeout_s;
     Outcome o;
     for (;;) {
-      zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0}, {watch_.events().handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {watch_.events().handle(), 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(100));
       } catch (const zmq::error_t& e) {
@@ -239,36 +241,48 @@ void print_table(std::ostream& out, const BenchSummary& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
-  std::string endpoint, launch_config, prompts_path, out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root",
-                                                   temps_s = "0,1", budgets_s = "8,59", baseline = "draft", verifier,
-                                                   build_dir, run_dir, root_dir = ROOTSPEC_SOURCE_DIR;
+  CLI::App app{
+      "rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
+  std::string endpoint, launch_config, prompts_path,
+      out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1",
+      budgets_s = "8,59", baseline = "draft", verifier, build_dir, run_dir, root_dir = ROOTSPEC_SOURCE_DIR;
   std::vector<std::string> sets;
   int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000;
   uint64_t seed = 0;
   double request_timeout_s = 600, level = 0.95;
   bool trace = false, stream = false;
-  auto* ep = app.add_option("--endpoint", endpoint, "the running target's client endpoint (e.g. tcp://127.0.0.1:5600)");
-  auto* la = app.add_option("--launch", launch_config, "start a pair with `launch/rootspec up --config CONFIG` and stop it at the end");
+  auto* ep = app.add_option("--endpoint", endpoint,
+                            "the running target's client endpoint (e.g. tcp://127.0.0.1:5600)");
+  auto* la = app.add_option("--launch", launch_config,
+                            "start a pair with `launch/rootspec up --config CONFIG` and stop it at the end");
   ep->excludes(la);
-  app.add_option("--set", sets, "with --launch: section.key=value passed to the pair (repeatable), e.g. endpoints.client=tcp://127.0.0.1:5710");
-  app.add_option("--prompts", prompts_path, "prompt file (JSONL); default: bench/prompts/prompts.jsonl of the source tree");
-  app.add_option("--limit-prompts", limit_prompts, "use only the first N prompts of the file (0: all)")->capture_default_str();
-  app.add_option("--decoders", decoders_s, "decoders (rules) to compare; 'ar' is plain decoding")->capture_default_str();
+  app.add_option("--set", sets,
+                 "with --launch: section.key=value passed to the pair (repeatable), e.g. "
+                 "endpoints.client=tcp://127.0.0.1:5710");
+  app.add_option("--prompts", prompts_path,
+                 "prompt file (JSONL); default: bench/prompts/prompts.jsonl of the source tree");
+  app.add_option("--limit-prompts", limit_prompts, "use only the first N prompts of the file (0: all)")
+      ->capture_default_str();
+  app.add_option("--decoders", decoders_s, "decoders (rules) to compare; 'ar' is plain decoding")
+      ->capture_default_str();
   app.add_option("--temperatures", temps_s, "temperatures (0 = greedy)")->capture_default_str();
   app.add_option("--budgets", budgets_s, "tree budgets B")->capture_default_str();
   app.add_option("--max-new-tokens", max_new_tokens, "limit per decode (default: the server's)");
   app.add_option("--verifier", verifier, "verifier for every tree decoder (default: the server's)");
-  app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")->capture_default_str();
-  app.add_option("--warmup", warmup, "warm-up prompts (each runs every combination once, not summarised)")->capture_default_str();
+  app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "warm-up prompts (each runs every combination once, not summarised)")
+      ->capture_default_str();
   app.add_option("--baseline", baseline, "decoder the gains are measured against")->capture_default_str();
   app.add_option("--resamples", resamples, "paired bootstrap resamples")->capture_default_str();
   app.add_option("--level", level, "interval level")->capture_default_str();
   app.add_option("--out", out_dir, "output folder")->capture_default_str();
   app.add_flag("--trace", trace, "also write trace.jsonl, one line per round");
   app.add_flag("--stream", stream, "ask for Delta messages while decoding (default: only Done)");
-  app.add_option("--request-timeout", request_timeout_s, "a decode fails after this many seconds")->capture_default_str();
-  app.add_option("--build-dir", build_dir, "with --launch: the build folder of the daemons (default: this binary's)");
+  app.add_option("--request-timeout", request_timeout_s, "a decode fails after this many seconds")
+      ->capture_default_str();
+  app.add_option("--build-dir", build_dir,
+                 "with --launch: the build folder of the daemons (default: this binary's)");
   app.add_option("--run-dir", run_dir, "with --launch: the pair's logs (default: OUT/run)");
   app.add_option("--root", root_dir, "source tree (launcher, default prompts)")->capture_default_str();
 
@@ -276,21 +290,25 @@ int main(int argc, char** argv) {
   std::vector<GridPoint> grid;
   try {
     app.parse(argc, argv);
-    if (endpoint.empty() && launch_config.empty()) throw CLI::ValidationError("--endpoint", "give --endpoint or --launch");
+    if (endpoint.empty() && launch_config.empty())
+      throw CLI::ValidationError("--endpoint", "give --endpoint or --launch");
     if (!sets.empty() && launch_config.empty()) throw CLI::ValidationError("--set", "only with --launch");
-    if (max_new_tokens == 0 || max_new_tokens < -1) throw CLI::ValidationError("--max-new-tokens", "must be >= 1");
+    if (max_new_tokens == 0 || max_new_tokens < -1)
+      throw CLI::ValidationError("--max-new-tokens", "must be >= 1");
     if (warmup < 0) throw CLI::ValidationError("--warmup", "must be >= 0");
     if (limit_prompts < 0) throw CLI::ValidationError("--limit-prompts", "must be >= 0");
     if (resamples < 1) throw CLI::ValidationError("--resamples", "must be >= 1");
     if (!(level > 0 && level < 1)) throw CLI::ValidationError("--level", "must be in (0, 1)");
     if (prompts_path.empty()) prompts_path = root_dir + "/bench/prompts/prompts.jsonl";
     try {
-      grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s), parse_budgets(budgets_s));
+      grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s),
+                         parse_budgets(budgets_s));
       prompts = load_prompt_set(prompts_path);
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
     }
-    if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < prompts.size()) prompts.resize(limit_prompts);
+    if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < prompts.size())
+      prompts.resize(limit_prompts);
     if (prompts.empty()) throw CLI::ValidationError("--prompts", "no prompts in " + prompts_path);
     if (warmup > static_cast<int>(prompts.size())) warmup = static_cast<int>(prompts.size());
   } catch (const CLI::ParseError& e) {
@@ -339,8 +357,8 @@ int main(int argc, char** argv) {
     std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
   }
 
-  const std::vector<RunItem> order =
-      rotated_run_order(static_cast<int>(prompts.size()), static_cast<int>(grid.size()), RunOrderOptions{seed, warmup});
+  const std::vector<RunItem> order = rotated_run_order(
+      static_cast<int>(prompts.size()), static_cast<int>(grid.size()), RunOrderOptions{seed, warmup});
   std::ofstream trace_out;
   if (trace) {
     trace_out.open(out_dir + "/trace.jsonl");
@@ -410,8 +428,8 @@ int main(int argc, char** argv) {
       const double elapsed = now_s() - t_start;
       if (tty || elapsed - last_print >= 10 || done_items == static_cast<int64_t>(order.size())) {
         last_print = elapsed;
-        std::string line = progress_line(done_items, static_cast<int64_t>(order.size()), elapsed) + "  " + p.id +
-                           " " + grid_name(g) + (item.warmup ? " (warm-up)" : "");
+        std::string line = progress_line(done_items, static_cast<int64_t>(order.size()), elapsed) + "  " +
+                           p.id + " " + grid_name(g) + (item.warmup ? " (warm-up)" : "");
         if (!failures.empty()) line += "  failed " + std::to_string(failures.size());
         std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
       }
@@ -459,8 +477,12 @@ int main(int argc, char** argv) {
   run["finished_utc"] = date;
   nlohmann::json fails = nlohmann::json::array();
   for (const Failure& f : failures)
-    fails.push_back({{"prompt_id", f.prompt_id}, {"decoder", f.decoder}, {"temperature", f.temperature},
-                     {"budget", f.budget}, {"warmup", f.warmup}, {"error", f.error}});
+    fails.push_back({{"prompt_id", f.prompt_id},
+                     {"decoder", f.decoder},
+                     {"temperature", f.temperature},
+                     {"budget", f.budget},
+                     {"warmup", f.warmup},
+                     {"error", f.error}});
   run["failures"] = fails;
   j["run"] = run;
   int rc = 0;
@@ -477,9 +499,11 @@ int main(int argc, char** argv) {
   print_table(std::cout, summary);
   std::cout << "records: " << out_dir << "/records.csv  summary: " << out_dir << "/summary.json"
             << (trace ? "  trace: " + out_dir + "/trace.jsonl" : "") << "\n";
-  std::cout << "plots: " << root_dir << "/bench/plot.sh " << out_dir << "/summary.json " << out_dir << "/records.csv\n";
+  std::cout << "plots: " << root_dir << "/bench/plot.sh " << out_dir << "/summary.json " << out_dir
+            << "/records.csv\n";
   if (!failures.empty()) {
-    std::cerr << "rootspec-bench: " << failures.size() << " decode(s) failed (listed in summary.json run.failures)\n";
+    std::cerr << "rootspec-bench: " << failures.size()
+              << " decode(s) failed (listed in summary.json run.failures)\n";
     rc = 1;
   }
   if (gone) std::cerr << "rootspec-bench: the target went away; the run stopped early\n";

@@ -122,8 +122,9 @@ std::string PairLauncher::start(const LaunchOptions& opt, const std::atomic<bool
     }
     if (!running) {
       const int code = WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-      throw LaunchError("the launcher exited (status " + std::to_string(code) + ") before the pair was up; its output:\n" +
-                        last_lines(output_, 20) + "(daemon logs in " + opt.run_dir + ")");
+      throw LaunchError("the launcher exited (status " + std::to_string(code) +
+                        ") before the pair was up; its output:\n" + last_lines(output_, 20) +
+                        "(daemon logs in " + opt.run_dir + ")");
     }
     if (interrupted && interrupted->load()) {
       stop();

@@ -14,12 +14,12 @@ namespace rootspec {
 namespace harness {
 
 struct LaunchOptions {
-  std::string script;                 // launch/rootspec
-  std::string config;                 // absolute path of the pair's TOML config
-  std::vector<std::string> sets;      // section.key=value, passed as --set
-  std::string build_dir;              // ROOTSPEC_BUILD_DIR (the launcher skips set-up)
-  std::string run_dir;                // ROOTSPEC_RUN_DIR: the pair's logs and pid file
-  double start_timeout_s = 900;       // the launcher itself gives up after 300 s of start-up
+  std::string script;             // launch/rootspec
+  std::string config;             // absolute path of the pair's TOML config
+  std::vector<std::string> sets;  // section.key=value, passed as --set
+  std::string build_dir;          // ROOTSPEC_BUILD_DIR (the launcher skips set-up)
+  std::string run_dir;            // ROOTSPEC_RUN_DIR: the pair's logs and pid file
+  double start_timeout_s = 900;   // the launcher itself gives up after 300 s of start-up
 };
 
 struct LaunchError : std::runtime_error {

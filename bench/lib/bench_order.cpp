@@ -27,8 +27,8 @@ std::string duration(double s) {
 }  // namespace
 
 std::vector<GridPoint> expand_grid(const std::vector<std::string>& decoders,
-                                   const std::vector<double>& temperatures,
-                                   const std::vector<int>& budgets, const std::string& ar) {
+                                   const std::vector<double>& temperatures, const std::vector<int>& budgets,
+                                   const std::string& ar) {
   if (decoders.empty() || temperatures.empty())
     throw std::invalid_argument("grid: no decoders or no temperatures");
   for (size_t i = 0; i < decoders.size(); ++i)
@@ -73,16 +73,14 @@ std::vector<int> seeded_prompt_order(int n_prompts, uint64_t seed) {
   return order;
 }
 
-std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations,
-                                       const RunOrderOptions& opt) {
+std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations, const RunOrderOptions& opt) {
   if (n_prompts < 1 || n_combinations < 1)
     throw std::invalid_argument("rotated_run_order: need at least one prompt and one combination");
   if (opt.warmup_prompts < 0 || opt.warmup_prompts > n_prompts)
     throw std::invalid_argument("rotated_run_order: warmup_prompts outside [0, n_prompts]");
   const auto order = seeded_prompt_order(n_prompts, opt.seed);
   std::vector<RunItem> items;
-  items.reserve(static_cast<size_t>(opt.warmup_prompts + n_prompts) *
-                static_cast<size_t>(n_combinations));
+  items.reserve(static_cast<size_t>(opt.warmup_prompts + n_prompts) * static_cast<size_t>(n_combinations));
   for (int w = 0; w < opt.warmup_prompts; ++w)
     for (int k = 0; k < n_combinations; ++k) items.push_back({order[static_cast<size_t>(w)], w, true, k});
   for (int p = 0; p < n_prompts; ++p)
@@ -95,9 +93,8 @@ std::string progress_line(int64_t done, int64_t total, double elapsed_s) {
   const int width = static_cast<int>(std::to_string(total).size());
   const double pct = total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "[%*lld/%lld] %5.1f%%  elapsed %s", width,
-                static_cast<long long>(done), static_cast<long long>(total), pct,
-                duration(elapsed_s).c_str());
+  std::snprintf(buf, sizeof buf, "[%*lld/%lld] %5.1f%%  elapsed %s", width, static_cast<long long>(done),
+                static_cast<long long>(total), pct, duration(elapsed_s).c_str());
   std::string line = buf;
   if (done > 0 && total >= done)
     line += "  eta " + duration(elapsed_s * static_cast<double>(total - done) / static_cast<double>(done));

@@ -29,8 +29,8 @@ struct GridPoint {
 // combinations differ in decoder only, so same-setting comparisons run close in time.
 // Throws std::invalid_argument on an empty list, a repeated entry or a budget < 1.
 std::vector<GridPoint> expand_grid(const std::vector<std::string>& decoders,
-                                   const std::vector<double>& temperatures,
-                                   const std::vector<int>& budgets, const std::string& ar = "ar");
+                                   const std::vector<double>& temperatures, const std::vector<int>& budgets,
+                                   const std::string& ar = "ar");
 
 // The default grid of issue 6: draft, pearl, root-draw, root plus ar; T ∈ {0, 1}; B ∈ {8, 59}.
 std::vector<GridPoint> default_grid();
@@ -58,8 +58,7 @@ struct RunOrderOptions {
 // The whole run: warm-up items, then for position p = 0, 1, … of the seeded order the prompt
 // order[p] with every combination once, combination (k + p) mod G in slot k. Over any G
 // consecutive positions each combination sits in each slot exactly once (a Latin square).
-std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations,
-                                       const RunOrderOptions& opt);
+std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations, const RunOrderOptions& opt);
 
 // A progress line for stderr, e.g. "[ 37/1296]  2.9%  elapsed 1m02s  eta 34m10s"; the ETA
 // scales the elapsed time by the items left (blank until one item is done).

@@ -167,14 +167,12 @@ std::string round_trace_line(const DecodeRecord& d, int64_t round_index, const R
   return j.dump();
 }
 
-std::vector<PromptTotals> prompt_totals(const std::vector<DecodeRecord>& records,
-                                        const std::string& decoder, double temperature,
-                                        int budget) {
+std::vector<PromptTotals> prompt_totals(const std::vector<DecodeRecord>& records, const std::string& decoder,
+                                        double temperature, int budget) {
   std::vector<PromptTotals> out;
   std::map<std::string, size_t> index;
   for (const auto& r : records) {
-    if (r.warmup || r.decoder != decoder || r.temperature != temperature || r.budget != budget)
-      continue;
+    if (r.warmup || r.decoder != decoder || r.temperature != temperature || r.budget != budget) continue;
     auto [it, fresh] = index.emplace(r.prompt_id, out.size());
     if (fresh) out.push_back(PromptTotals{r.prompt_id, 0.0, 0.0});
     out[it->second].tokens += static_cast<double>(r.tokens);
@@ -201,9 +199,8 @@ void pair_prompts(const std::vector<PromptTotals>& a, const std::vector<PromptTo
 
 namespace {
 
-std::optional<Gain> compare(const std::vector<PromptTotals>& mine,
-                            const std::vector<PromptTotals>& other, const std::string& over,
-                            const BootstrapOptions& opt) {
+std::optional<Gain> compare(const std::vector<PromptTotals>& mine, const std::vector<PromptTotals>& other,
+                            const std::string& over, const BootstrapOptions& opt) {
   std::vector<PromptTotals> a, b;
   pair_prompts(mine, other, &a, &b);
   if (a.empty()) return std::nullopt;
@@ -225,8 +222,7 @@ BenchSummary summarise(const std::vector<DecodeRecord>& records, const SummaryOp
   std::map<std::tuple<double, int, int>, double> accepted_sum, tree_sum;
   for (const auto& r : records) {
     if (r.warmup) continue;
-    const int rank = decoder_rank.emplace(r.decoder, static_cast<int>(decoder_rank.size()))
-                         .first->second;
+    const int rank = decoder_rank.emplace(r.decoder, static_cast<int>(decoder_rank.size())).first->second;
     const auto key = std::make_tuple(r.temperature, r.budget, rank);
     auto& e = points[key];
     e.decoder = r.decoder;
@@ -253,8 +249,7 @@ BenchSummary summarise(const std::vector<DecodeRecord>& records, const SummaryOp
       e.over_baseline = compare(mine, prompt_totals(records, opt.baseline, e.temperature, e.budget),
                                 opt.baseline, opt.bootstrap);
     if (e.decoder != opt.ar)
-      e.over_ar = compare(mine, prompt_totals(records, opt.ar, e.temperature, 0), opt.ar,
-                          opt.bootstrap);
+      e.over_ar = compare(mine, prompt_totals(records, opt.ar, e.temperature, 0), opt.ar, opt.bootstrap);
     s.entries.push_back(std::move(e));
   }
   return s;
@@ -405,8 +400,7 @@ std::vector<std::vector<std::string>> csv_parse(const std::string& text) {
         if (text[i] == '\n') ++line;
         field += text[i++];
       }
-      if (!closed)
-        throw CsvError("CSV line " + std::to_string(record_line) + ": unterminated quoted field");
+      if (!closed) throw CsvError("CSV line " + std::to_string(record_line) + ": unterminated quoted field");
       if (i < n && text[i] != ',' && text[i] != '\n' && text[i] != '\r')
         throw CsvError("CSV line " + std::to_string(line) + ": text after a closing quote");
       continue;
@@ -434,10 +428,10 @@ std::vector<std::vector<std::string>> csv_parse(const std::string& text) {
 
 namespace {
 
-const std::vector<std::string> kCoreColumns = {
-    "prompt_id", "category", "decoder",       "temperature",    "budget",
-    "seed",      "warmup",   "tokens",        "seconds",        "tokens_per_s",
-    "rounds",    "mean_accepted", "mean_tree_size", "accepted_hist"};
+const std::vector<std::string> kCoreColumns = {"prompt_id",      "category",     "decoder", "temperature",
+                                               "budget",         "seed",         "warmup",  "tokens",
+                                               "seconds",        "tokens_per_s", "rounds",  "mean_accepted",
+                                               "mean_tree_size", "accepted_hist"};
 
 std::string stage_column(const std::string& stage) { return "stage_" + stage + "_ms"; }
 
@@ -489,8 +483,7 @@ T parse_number(const std::string& s, const std::string& column, int line) {
   const char* e = b + s.size();
   const auto r = std::from_chars(b, e, v);
   if (s.empty() || r.ec != std::errc() || r.ptr != e)
-    throw CsvError("CSV line " + std::to_string(line) + ": column " + column + ": not a number: '" +
-                   s + "'");
+    throw CsvError("CSV line " + std::to_string(line) + ": column " + column + ": not a number: '" + s + "'");
   return v;
 }
 

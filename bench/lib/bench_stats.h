@@ -23,13 +23,13 @@ namespace rootspec {
 struct DecodeRecord {
   std::string prompt_id;
   std::string category;
-  std::string decoder;        // "ar", "draft", "pearl", "root-draw", "root", …
+  std::string decoder;  // "ar", "draft", "pearl", "root-draw", "root", …
   double temperature = 0.0;
-  int budget = 0;             // tree budget B; 0 where it does not apply (ar)
-  uint64_t seed = 0;          // sampling seed of the request (matters at T > 0)
-  bool warmup = false;        // warm-up decode: written to the CSV, never summarised
-  int64_t tokens = 0;         // tokens emitted up to the first EOS (App. D.14)
-  double seconds = 0.0;       // start of the target prefill → last commit (prefill included)
+  int budget = 0;        // tree budget B; 0 where it does not apply (ar)
+  uint64_t seed = 0;     // sampling seed of the request (matters at T > 0)
+  bool warmup = false;   // warm-up decode: written to the CSV, never summarised
+  int64_t tokens = 0;    // tokens emitted up to the first EOS (App. D.14)
+  double seconds = 0.0;  // start of the target prefill → last commit (prefill included)
   int64_t rounds = 0;
   double mean_accepted = 0.0;   // accepted draft tokens per round, continuation excluded
                                 // (RoundRecord::accepted), as rootspec-generate reports it
@@ -72,17 +72,17 @@ double run_speed(const std::vector<DecodeRecord>& records);
 double run_speed(const std::vector<PromptTotals>& prompts);
 
 struct BootstrapOptions {
-  int resamples = 2000;   // App. D.14
-  double level = 0.95;    // central percentile interval
-  uint64_t seed = 0;      // every call restarts Rng(seed): reproducible, and comparisons on the
-                          // same prompt set share their resamples (common random numbers)
+  int resamples = 2000;  // App. D.14
+  double level = 0.95;   // central percentile interval
+  uint64_t seed = 0;     // every call restarts Rng(seed): reproducible, and comparisons on the
+                         // same prompt set share their resamples (common random numbers)
 };
 
 struct Estimate {
   double value = 0.0;  // on the full sample
   double lo = 0.0;     // percentile bounds of the bootstrap distribution
   double hi = 0.0;
-  int prompts = 0;     // resampling units
+  int prompts = 0;  // resampling units
 };
 
 // Run speed of one decoder with a percentile interval from resamples of prompts.
@@ -96,9 +96,8 @@ Estimate bootstrap_gain(const std::vector<PromptTotals>& a, const std::vector<Pr
                         const BootstrapOptions& opt);
 
 // Per-prompt totals of the non-warm-up records of one grid point, in first-seen prompt order.
-std::vector<PromptTotals> prompt_totals(const std::vector<DecodeRecord>& records,
-                                        const std::string& decoder, double temperature,
-                                        int budget);
+std::vector<PromptTotals> prompt_totals(const std::vector<DecodeRecord>& records, const std::string& decoder,
+                                        double temperature, int budget);
 
 // Restricts two per-prompt lists to the prompts both hold, aligned, in a's order.
 void pair_prompts(const std::vector<PromptTotals>& a, const std::vector<PromptTotals>& b,
@@ -126,9 +125,9 @@ struct SummaryEntry {
   int64_t tokens = 0;
   double seconds = 0.0;
   int64_t rounds = 0;
-  Estimate speed;                  // tokens/s with interval
-  double mean_accepted = 0.0;      // round-weighted over decodes
-  double mean_tree_size = 0.0;     // round-weighted over decodes
+  Estimate speed;               // tokens/s with interval
+  double mean_accepted = 0.0;   // round-weighted over decodes
+  double mean_tree_size = 0.0;  // round-weighted over decodes
   std::vector<int64_t> accepted_hist;
   std::map<std::string, double> stage_ms;  // summed over decodes
   std::optional<Gain> over_baseline;       // absent for the baseline itself and for ar

@@ -13,9 +13,7 @@ namespace {
   throw PromptSetError(name + ":" + std::to_string(line) + ": " + what);
 }
 
-bool blank(const std::string& s) {
-  return s.find_first_not_of(" \t\r") == std::string::npos;
-}
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
 
 }  // namespace
 

@@ -11,15 +11,14 @@
 namespace rootspec::bench {
 
 // vocab 8192, hidden 512, 6 layers, 8 heads (4 KV), intermediate 1408: 26.1M parameters.
-inline ModelConfig config_25m() {
-  return small_config(ModelArch::Llama, 8192, 512, 6, 8, 4, 1408);
-}
+inline ModelConfig config_25m() { return small_config(ModelArch::Llama, 8192, 512, 6, 8, 4, 1408); }
 
 // A temporary folder holding the 25M target and its one-layer drafter, removed at exit.
 struct BenchModels {
   std::string dir, target, drafter;
   BenchModels() {
-    dir = (std::filesystem::temp_directory_path() / ("rootspec_bench_" + std::to_string(::getpid()))).string();
+    dir =
+        (std::filesystem::temp_directory_path() / ("rootspec_bench_" + std::to_string(::getpid()))).string();
     target = dir + "/target";
     drafter = dir + "/drafter";
     RandomModelOptions o;

@@ -33,7 +33,8 @@ void BM_Generate(benchmark::State& state) {
     for (auto& t : p) t = static_cast<int32_t>(gen() % 8192);
   ModelRuntime target(g_models->target, runtime_options_for(o, shape, 32, false));
   std::unique_ptr<ModelRuntime> drafter;
-  if (!o.autoregressive) drafter = std::make_unique<ModelRuntime>(g_models->drafter, runtime_options_for(o, shape, 32, true));
+  if (!o.autoregressive)
+    drafter = std::make_unique<ModelRuntime>(g_models->drafter, runtime_options_for(o, shape, 32, true));
   int64_t tokens = 0, rounds = 0;
   size_t which = 0;
   for (auto _ : state) {
@@ -42,7 +43,8 @@ void BM_Generate(benchmark::State& state) {
     rounds += static_cast<int64_t>(r.rounds.size());
   }
   state.SetLabel(mode == 0 ? "ar" : mode == 1 ? "draft" : "root-draw");
-  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
   state.counters["tokens_per_round"] = double(tokens) / double(rounds);
 }
 

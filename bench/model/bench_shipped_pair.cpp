@@ -25,7 +25,8 @@ using namespace rootspec;
 
 // configs/small-cpu.toml: the pair's folders and the pool shape the launcher runs.
 const DaemonConfig& shipped_config() {
-  static const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  static const DaemonConfig c =
+      DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
   return c;
 }
 
@@ -36,9 +37,11 @@ std::unique_ptr<ModelRuntime> prefilled(const std::string& dir, int helper_threa
   o.cpu_helper_threads = helper_threads;
   auto rt = std::make_unique<ModelRuntime>(dir, o);
   std::vector<int32_t> ctx = {256};
-  const std::string text = "The json module provides an API similar to pickle for converting in-memory Python objects "
-                           "to a serialized representation known as JavaScript Object Notation.";
-  for (int i = 0; static_cast<int>(ctx.size()) < 128; ++i) ctx.push_back(static_cast<unsigned char>(text[i % text.size()]));
+  const std::string text =
+      "The json module provides an API similar to pickle for converting in-memory Python objects "
+      "to a serialized representation known as JavaScript Object Notation.";
+  for (int i = 0; static_cast<int>(ctx.size()) < 128; ++i)
+    ctx.push_back(static_cast<unsigned char>(text[i % text.size()]));
   rt->prefill(ctx);
   return rt;
 }
@@ -67,7 +70,14 @@ void BM_TargetTreePass(benchmark::State& state) {
   tree_of(static_cast<int>(state.range(0)), tokens, parents);
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
 }
-BENCHMARK(BM_TargetTreePass)->Arg(2)->Arg(5)->Arg(9)->Arg(17)->Arg(33)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+BENCHMARK(BM_TargetTreePass)
+    ->Arg(2)
+    ->Arg(5)
+    ->Arg(9)
+    ->Arg(17)
+    ->Arg(33)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5);
 
 // Busy-waits `us` microseconds (this thread stays busy, as the target's is in its root pass).
 void busy_for(int us) {

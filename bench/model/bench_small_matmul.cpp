@@ -68,8 +68,14 @@ void BM_ShippedTargetProducts(benchmark::State& state) {
   state.SetLabel(small_matmul_kernel());
 }
 BENCHMARK(BM_ShippedTargetProducts)
-    ->Args({1, 0})->Args({9, 0})->Args({17, 0})->Args({1, 1})->Args({9, 1})->Args({17, 1})
-    ->Unit(benchmark::kMicrosecond)->MinTime(0.5);
+    ->Args({1, 0})
+    ->Args({9, 0})
+    ->Args({17, 0})
+    ->Args({1, 1})
+    ->Args({9, 1})
+    ->Args({17, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.5);
 
 }  // namespace
 

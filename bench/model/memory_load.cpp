@@ -31,8 +31,10 @@ int main(int argc, char** argv) {
   set_torch_threads(1);
   std::string folder, dtype = "float32";
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--dtype" && i + 1 < argc) dtype = argv[++i];
-    else folder = argv[i];
+    if (std::string(argv[i]) == "--dtype" && i + 1 < argc)
+      dtype = argv[++i];
+    else
+      folder = argv[i];
   }
   std::unique_ptr<bench::BenchModels> made;
   if (folder.empty()) {
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
   const double mib = 1024.0 * 1024.0;
   const double w = rt.weight_bytes() / mib, kv = rt.kv_cache_bytes() / mib;
   std::printf("folder %s (runtime dtype %s)\n", folder.c_str(), dtype.c_str());
-  std::printf("weights %.1f MiB, KV cache %.1f MiB (max_context %d + max_tree %d)\n", w, kv, o.max_context, o.max_tree);
+  std::printf("weights %.1f MiB, KV cache %.1f MiB (max_context %d + max_tree %d)\n", w, kv, o.max_context,
+              o.max_tree);
   std::printf("RSS before load %.1f MiB, after load %.1f MiB, after a pass %.1f MiB, peak %.1f MiB\n",
               before / 1024.0, after_load / 1024.0, after_pass / 1024.0, peak / 1024.0);
   std::printf("peak growth %.1f MiB = %.2fx weights; bound 1.3x weights + KV = %.1f MiB\n",

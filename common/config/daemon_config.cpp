@@ -1,17 +1,16 @@
 #include "daemon_config.h"
 
+#include <toml++/toml.h>
 #include <filesystem>
 #include <sstream>
-#include <toml++/toml.h>
-
 
 namespace rootspec {
 
 namespace {
 
 // Sets one key; `value` is TOML text (e.g. 8, "root-draw", 0.7, true).
-void apply(DaemonConfig& c, const std::string& section, const std::string& key,
-           const toml::node& v, const std::string& where) {
+void apply(DaemonConfig& c, const std::string& section, const std::string& key, const toml::node& v,
+           const std::string& where) {
   auto str = [&]() -> std::string {
     if (!v.is_string()) throw ConfigError(where + ": must be a string");
     return *v.value<std::string>();
@@ -63,8 +62,10 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key,
     if (key == "kind") {
       const std::string kind = str();
       if (kind != "topk" && kind != "rheo") throw ConfigError(where + ": must be \"topk\" or \"rheo\"");
-      if (kind == "topk") c.pool.rheo_m = -1;
-      else if (c.pool.rheo_m < 0) c.pool.rheo_m = 1;
+      if (kind == "topk")
+        c.pool.rheo_m = -1;
+      else if (c.pool.rheo_m < 0)
+        c.pool.rheo_m = 1;
       return;
     }
     if (key == "top_k") return void(c.pool.top_k = integer());
@@ -130,7 +131,8 @@ DaemonConfig DaemonConfig::load(const std::string& path, const std::vector<std::
 }
 
 void DaemonConfig::validate() const {
-  if (const OptionProblem p = check_request_options(decoding)) throw ConfigError("decoding." + p.option + ": " + p.message);
+  if (const OptionProblem p = check_request_options(decoding))
+    throw ConfigError("decoding." + p.option + ": " + p.message);
   if (max_context < 2) throw ConfigError("decoding.max_context: must be at least 2");
   if (pool.top_k < 1 || pool.depth < 1 || pool.expand < 1)
     throw ConfigError("pool: top_k, depth and expand must be at least 1");
@@ -140,7 +142,8 @@ void DaemonConfig::validate() const {
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
-  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl" && pool_transport != "shm")
+  if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl" &&
+      pool_transport != "shm")
     throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\", \"nccl\" or \"shm\"");
 }
 

@@ -36,7 +36,7 @@ struct ProcessConfig {
   std::string device = "cpu";
   std::string dtype = "float32";
   int threads = 1;
-  int idle_drafter_threads = 1;  // target on the CPU: threads while the drafter's core idles
+  int idle_drafter_threads = 1;      // target on the CPU: threads while the drafter's core idles
   bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
 };
 

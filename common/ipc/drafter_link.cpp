@@ -1,8 +1,8 @@
 #include "drafter_link.h"
 
+#include <unistd.h>
 #include <chrono>
 #include <iostream>
-#include <unistd.h>
 
 namespace rootspec {
 
@@ -28,8 +28,9 @@ ReadyBody DrafterLink::connect() {
   // Pools over NCCL when both processes sit on different CUDA devices (or when asked).
   const int target_device = cuda_device_index(opt_.target_device);
   const int drafter_device = cuda_device_index(opt_.drafter_device);
-  const bool want_nccl = opt_.pool_transport == "nccl" || (opt_.pool_transport == "auto" && target_device >= 0 &&
-                                                           drafter_device >= 0 && target_device != drafter_device);
+  const bool want_nccl =
+      opt_.pool_transport == "nccl" || (opt_.pool_transport == "auto" && target_device >= 0 &&
+                                        drafter_device >= 0 && target_device != drafter_device);
 #ifdef ROOTSPEC_WITH_NCCL
   if (want_nccl) {
     if (target_device < 0) throw DrafterGone("pool_transport nccl needs the target on a CUDA device");
@@ -41,8 +42,9 @@ ReadyBody DrafterLink::connect() {
   (void)want_nccl;
 #endif
   // Messages through shared memory when both processes are on this host's CPU.
-  const bool want_shm = opt_.pool_transport == "shm" || (opt_.pool_transport == "auto" && target_device < 0 &&
-                                                         drafter_device < 0 && same_host_endpoint(opt_.endpoint));
+  const bool want_shm =
+      opt_.pool_transport == "shm" || (opt_.pool_transport == "auto" && target_device < 0 &&
+                                       drafter_device < 0 && same_host_endpoint(opt_.endpoint));
   if (want_shm) {
     try {
       shm_ = ShmChannel::create(ShmChannel::Side::kTarget);
@@ -57,7 +59,8 @@ ReadyBody DrafterLink::connect() {
   send(encode(h, hello));
 #ifdef ROOTSPEC_WITH_NCCL
   if (!hello.nccl_id.empty())  // collective: the drafter joins when it reads the Hello
-    nccl_ = std::make_shared<PoolChannel>(hello.nccl_id, PoolChannel::kTargetRank, target_device, opt_.peer_timeout_s);
+    nccl_ = std::make_shared<PoolChannel>(hello.nccl_id, PoolChannel::kTargetRank, target_device,
+                                          opt_.peer_timeout_s);
 #endif
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
   while (monotonic_ns() < deadline) {
@@ -67,7 +70,8 @@ ReadyBody DrafterLink::connect() {
     if (!socket_.recv(reply, zmq::recv_flags::dontwait)) continue;
     try {
       const Message m(reply.data(), reply.size());
-      if (m.header().type == MessageType::Error) throw DrafterGone("the drafter refused: " + m.error().message);
+      if (m.header().type == MessageType::Error)
+        throw DrafterGone("the drafter refused: " + m.error().message);
       const ReadyBody ready = m.ready();
       drafter_pid_ = ready.pid;
       if (shm_) {
@@ -117,7 +121,8 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
     try {
       if (shm_) {
         if (const auto bytes = shm_->receive())
-          if (auto pool = read_pool(Message(bytes->data(), bytes->size()), request, round)) return std::move(*pool);
+          if (auto pool = read_pool(Message(bytes->data(), bytes->size()), request, round))
+            return std::move(*pool);
       }
       zmq::message_t reply;
       while (socket_.recv(reply, zmq::recv_flags::dontwait)) {
@@ -130,7 +135,8 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
           over_nccl.emplace(bytes.data(), bytes.size());
 #endif
         }
-        if (auto pool = read_pool(over_nccl ? *over_nccl : announced, request, round)) return std::move(*pool);
+        if (auto pool = read_pool(over_nccl ? *over_nccl : announced, request, round))
+          return std::move(*pool);
       }
     } catch (const ProtocolError& e) {
       throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());

@@ -31,12 +31,12 @@ struct DrafterGone : std::runtime_error {
 };
 
 struct DrafterLinkOptions {
-  std::string endpoint;                  // the drafter's ZeroMQ endpoint (it binds)
-  std::string pool_transport = "auto";   // auto | zmq | shm | nccl (DaemonConfig)
-  std::string target_device = "cpu";     // torch-style device strings of both processes
+  std::string endpoint;                 // the drafter's ZeroMQ endpoint (it binds)
+  std::string pool_transport = "auto";  // auto | zmq | shm | nccl (DaemonConfig)
+  std::string target_device = "cpu";    // torch-style device strings of both processes
   std::string drafter_device = "cpu";
-  double peer_timeout_s = 60.0;          // a silent drafter past this is treated as dead
-  int32_t vocab = 0;                     // the target's vocabulary (the drafter must match)
+  double peer_timeout_s = 60.0;  // a silent drafter past this is treated as dead
+  int32_t vocab = 0;             // the target's vocabulary (the drafter must match)
 };
 
 class DrafterLink {
@@ -55,7 +55,8 @@ class DrafterLink {
   // `idle()` runs whenever `clients` has input (and between doorbell sleeps), so the server can
   // read Cancels. Throws DrafterGone for the request's Error, a bad message, the drafter's
   // death or peer_timeout_s of silence.
-  PoolBody wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients, const std::function<void()>& idle);
+  PoolBody wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients,
+                     const std::function<void()>& idle);
   // False once the drafter process is gone.
   bool alive();
   // For the server's idle poll: readable when the drafter's connection closes.

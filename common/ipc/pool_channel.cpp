@@ -12,10 +12,12 @@ namespace rootspec {
 
 namespace {
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("NCCL pool channel: ") + what + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("NCCL pool channel: ") + what + ": " + cudaGetErrorString(e));
 }
 void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(std::string("NCCL pool channel: ") + what + ": " + ncclGetErrorString(r));
+  if (r != ncclSuccess)
+    throw std::runtime_error(std::string("NCCL pool channel: ") + what + ": " + ncclGetErrorString(r));
 }
 }  // namespace
 
@@ -25,12 +27,13 @@ struct PoolChannel::Impl {
   int rank = 0;
   int device = 0;
   double timeout_s = 60;
-  char* staging = nullptr;   // [capacity] device bytes
+  char* staging = nullptr;  // [capacity] device bytes
   size_t capacity = 0;
 
   using Clock = std::chrono::steady_clock;
   Clock::time_point deadline() const {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   }
   [[noreturn]] void give_up(const char* what) {
     ncclCommAbort(comm);
@@ -80,7 +83,8 @@ std::string PoolChannel::new_unique_id() {
   return std::string(reinterpret_cast<const char*>(&id), sizeof id);
 }
 
-PoolChannel::PoolChannel(const std::string& unique_id, int rank, int device, double timeout_s) : impl_(new Impl) {
+PoolChannel::PoolChannel(const std::string& unique_id, int rank, int device, double timeout_s)
+    : impl_(new Impl) {
   if (unique_id.size() != sizeof(ncclUniqueId))
     throw std::invalid_argument("NCCL pool channel: the unique id has " + std::to_string(unique_id.size()) +
                                 " bytes, not " + std::to_string(sizeof(ncclUniqueId)));
@@ -114,7 +118,8 @@ void PoolChannel::send(const std::string& bytes) {
   impl_->reserve(bytes.size());
   check(cudaMemcpyAsync(impl_->staging, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, impl_->stream),
         "cudaMemcpyAsync host to device");
-  const ncclResult_t r = ncclSend(impl_->staging, bytes.size(), ncclUint8, kTargetRank, impl_->comm, impl_->stream);
+  const ncclResult_t r =
+      ncclSend(impl_->staging, bytes.size(), ncclUint8, kTargetRank, impl_->comm, impl_->stream);
   if (r != ncclInProgress) check(r, "ncclSend");
   impl_->wait_comm("ncclSend");
   impl_->wait_stream("sending a pool");

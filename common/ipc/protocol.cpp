@@ -16,9 +16,9 @@ struct TypeName {
   const char* name;
 };
 constexpr TypeName kTypes[] = {
-    {MessageType::Hello, "hello"},       {MessageType::Ready, "ready"},       {MessageType::Prefill, "prefill"},
-    {MessageType::Commit, "commit"},     {MessageType::Pool, "pool"},         {MessageType::Cancel, "cancel"},
-    {MessageType::Shutdown, "shutdown"}, {MessageType::Error, "error"},       {MessageType::Generate, "generate"},
+    {MessageType::Hello, "hello"},       {MessageType::Ready, "ready"}, {MessageType::Prefill, "prefill"},
+    {MessageType::Commit, "commit"},     {MessageType::Pool, "pool"},   {MessageType::Cancel, "cancel"},
+    {MessageType::Shutdown, "shutdown"}, {MessageType::Error, "error"}, {MessageType::Generate, "generate"},
     {MessageType::Delta, "delta"},       {MessageType::Done, "done"},
 };
 
@@ -46,16 +46,24 @@ std::string finish(const msgpack::sbuffer& buf) { return std::string(buf.data(),
 
 const char* kind(const msgpack::object& o) {
   switch (o.type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "a boolean";
+    case msgpack::type::NIL:
+      return "nil";
+    case msgpack::type::BOOLEAN:
+      return "a boolean";
     case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "an integer";
+    case msgpack::type::NEGATIVE_INTEGER:
+      return "an integer";
     case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "a number";
-    case msgpack::type::STR: return "a string";
-    case msgpack::type::ARRAY: return "an array";
-    case msgpack::type::MAP: return "a map";
-    default: return "binary or extension data";
+    case msgpack::type::FLOAT64:
+      return "a number";
+    case msgpack::type::STR:
+      return "a string";
+    case msgpack::type::ARRAY:
+      return "an array";
+    case msgpack::type::MAP:
+      return "a map";
+    default:
+      return "binary or extension data";
   }
 }
 
@@ -67,7 +75,8 @@ bool is_int(const msgpack::object& o) {
 class MapReader {
  public:
   MapReader(const msgpack::object& o, std::string path) : path_(std::move(path)) {
-    if (o.type != msgpack::type::MAP) throw ProtocolError(path_, std::string("must be a map, not ") + kind(o));
+    if (o.type != msgpack::type::MAP)
+      throw ProtocolError(path_, std::string("must be a map, not ") + kind(o));
     map_ = &o.via.map;
   }
 
@@ -98,25 +107,31 @@ class MapReader {
   }
   bool has(const char* key) const { return find(key) != nullptr; }
 
-  int64_t integer(const char* key, int64_t lo, int64_t hi) const { return as_int(need(key), at(key), lo, hi); }
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
+    return as_int(need(key), at(key), lo, hi);
+  }
   int64_t integer_or(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
     return has(key) ? integer(key, lo, hi) : fallback;
   }
   uint64_t u64(const char* key) const {
     const auto& o = need(key);
-    if (o.type != msgpack::type::POSITIVE_INTEGER) throw ProtocolError(at(key), "must be a non-negative integer");
+    if (o.type != msgpack::type::POSITIVE_INTEGER)
+      throw ProtocolError(at(key), "must be a non-negative integer");
     return o.via.u64;
   }
   double number(const char* key, double lo, double hi) const { return as_number(need(key), at(key), lo, hi); }
   bool boolean(const char* key) const {
     const auto& o = need(key);
-    if (o.type != msgpack::type::BOOLEAN) throw ProtocolError(at(key), std::string("must be a boolean, not ") + kind(o));
+    if (o.type != msgpack::type::BOOLEAN)
+      throw ProtocolError(at(key), std::string("must be a boolean, not ") + kind(o));
     return o.via.boolean;
   }
   std::string string(const char* key, size_t max_len) const {
     const auto& o = need(key);
-    if (o.type != msgpack::type::STR) throw ProtocolError(at(key), std::string("must be a string, not ") + kind(o));
-    if (o.via.str.size > max_len) throw ProtocolError(at(key), "longer than " + std::to_string(max_len) + " bytes");
+    if (o.type != msgpack::type::STR)
+      throw ProtocolError(at(key), std::string("must be a string, not ") + kind(o));
+    if (o.via.str.size > max_len)
+      throw ProtocolError(at(key), "longer than " + std::to_string(max_len) + " bytes");
     return std::string(o.via.str.ptr, o.via.str.size);
   }
   // Arrays are checked element by element; the field path is only built for an error (pools
@@ -127,11 +142,13 @@ class MapReader {
     std::vector<T> out(a.size);
     for (uint32_t i = 0; i < a.size; ++i) {
       const msgpack::object& o = a.ptr[i];
-      const bool in_range = o.type == msgpack::type::POSITIVE_INTEGER
-                                ? o.via.u64 <= static_cast<uint64_t>(hi) && static_cast<int64_t>(o.via.u64) >= lo
-                                : o.type == msgpack::type::NEGATIVE_INTEGER && o.via.i64 >= lo && o.via.i64 <= hi;
+      const bool in_range =
+          o.type == msgpack::type::POSITIVE_INTEGER
+              ? o.via.u64 <= static_cast<uint64_t>(hi) && static_cast<int64_t>(o.via.u64) >= lo
+              : o.type == msgpack::type::NEGATIVE_INTEGER && o.via.i64 >= lo && o.via.i64 <= hi;
       if (!in_range) as_int(o, element(key, i), lo, hi);  // throws with the element's path
-      out[i] = static_cast<T>(o.type == msgpack::type::POSITIVE_INTEGER ? static_cast<int64_t>(o.via.u64) : o.via.i64);
+      out[i] = static_cast<T>(o.type == msgpack::type::POSITIVE_INTEGER ? static_cast<int64_t>(o.via.u64)
+                                                                        : o.via.i64);
     }
     return out;
   }
@@ -157,7 +174,8 @@ class MapReader {
  private:
   const msgpack::object_array& array(const char* key, size_t max_len) const {
     const auto& o = need(key);
-    if (o.type != msgpack::type::ARRAY) throw ProtocolError(at(key), std::string("must be an array, not ") + kind(o));
+    if (o.type != msgpack::type::ARRAY)
+      throw ProtocolError(at(key), std::string("must be an array, not ") + kind(o));
     if (o.via.array.size > max_len)
       throw ProtocolError(at(key), "holds " + std::to_string(o.via.array.size) + " entries, more than " +
                                        std::to_string(max_len));
@@ -174,12 +192,17 @@ class MapReader {
   }
   static double as_number(const msgpack::object& o, const std::string& where, double lo, double hi) {
     double v;
-    if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64) v = o.via.f64;
-    else if (o.type == msgpack::type::POSITIVE_INTEGER) v = static_cast<double>(o.via.u64);
-    else if (o.type == msgpack::type::NEGATIVE_INTEGER) v = static_cast<double>(o.via.i64);
-    else throw ProtocolError(where, std::string("must be a number, not ") + kind(o));
+    if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64)
+      v = o.via.f64;
+    else if (o.type == msgpack::type::POSITIVE_INTEGER)
+      v = static_cast<double>(o.via.u64);
+    else if (o.type == msgpack::type::NEGATIVE_INTEGER)
+      v = static_cast<double>(o.via.i64);
+    else
+      throw ProtocolError(where, std::string("must be a number, not ") + kind(o));
     if (std::isnan(v) || v < lo || v > hi)
-      throw ProtocolError(where, "must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      throw ProtocolError(where,
+                          "must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return v;
   }
 
@@ -202,8 +225,8 @@ constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 template <class B>
 struct Field {
   const char* name = "";
-  bool optional = false;                    // absent on the wire: the struct's default stays
-  std::function<bool(const B&)> written;    // encode writes it when true (empty: always)
+  bool optional = false;                  // absent on the wire: the struct's default stays
+  std::function<bool(const B&)> written;  // encode writes it when true (empty: always)
   std::function<void(Packer&, const B&)> write;
   std::function<void(const MapReader&, const char*, B&)> read;
 };
@@ -214,65 +237,77 @@ class Fields {
  public:
   template <class Get>
   Fields& integer(const char* name, Get get, int64_t lo, int64_t hi) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get, lo, hi](const MapReader& r, const char* k, B& b) {
-                 auto& v = std::invoke(get, b);
-                 v = static_cast<std::remove_reference_t<decltype(v)>>(r.integer(k, lo, hi));
-               });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, lo, hi](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = static_cast<std::remove_reference_t<decltype(v)>>(r.integer(k, lo, hi));
+        });
   }
   template <class Get>
   Fields& u64(const char* name, Get get) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.u64(k); });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.u64(k); });
   }
   template <class Get>
   Fields& number(const char* name, Get get, double lo, double hi) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get, lo, hi](const MapReader& r, const char* k, B& b) {
-                 auto& v = std::invoke(get, b);
-                 v = static_cast<std::remove_reference_t<decltype(v)>>(r.number(k, lo, hi));
-               });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, lo, hi](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = static_cast<std::remove_reference_t<decltype(v)>>(r.number(k, lo, hi));
+        });
   }
   template <class Get>
   Fields& boolean(const char* name, Get get) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.boolean(k); });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.boolean(k); });
   }
   template <class Get>
   Fields& string(const char* name, Get get, size_t max_len) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get, max_len](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.string(k, max_len); });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, max_len](const MapReader& r, const char* k, B& b) {
+          std::invoke(get, b) = r.string(k, max_len);
+        });
   }
   // Integer arrays travel as msgpack arrays of integers, whatever the element type (uint8_t
   // vectors would pack as binary). `min_len` entries at least.
   template <class Get>
   Fields& int_array(const char* name, Get get, size_t max_len, int64_t lo, int64_t hi, size_t min_len = 0) {
-    return add(name,
-               [get](Packer& pk, const B& b) {
-                 const auto& v = std::invoke(get, b);
-                 pk.pack_array(static_cast<uint32_t>(v.size()));
-                 for (const auto x : v) pk.pack(static_cast<int64_t>(x));
-               },
-               [get, max_len, lo, hi, min_len](const MapReader& r, const char* k, B& b) {
-                 auto& v = std::invoke(get, b);
-                 v = r.int_array<typename std::remove_reference_t<decltype(v)>::value_type>(k, max_len, lo, hi);
-                 if (v.size() < min_len)
-                   throw ProtocolError(r.at(k), "must hold at least " + std::to_string(min_len) + " entries");
-               });
+    return add(
+        name,
+        [get](Packer& pk, const B& b) {
+          const auto& v = std::invoke(get, b);
+          pk.pack_array(static_cast<uint32_t>(v.size()));
+          for (const auto x : v) pk.pack(static_cast<int64_t>(x));
+        },
+        [get, max_len, lo, hi, min_len](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = r.int_array<typename std::remove_reference_t<decltype(v)>::value_type>(k, max_len, lo, hi);
+          if (v.size() < min_len)
+            throw ProtocolError(r.at(k), "must hold at least " + std::to_string(min_len) + " entries");
+        });
   }
   template <class Get>
   Fields& number_array(const char* name, Get get, size_t max_len, double lo, double hi) {
-    return add(name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-               [get, max_len, lo, hi](const MapReader& r, const char* k, B& b) {
-                 auto& v = std::invoke(get, b);
-                 v = r.number_array<typename std::remove_reference_t<decltype(v)>::value_type>(k, max_len, lo, hi);
-               });
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, max_len, lo, hi](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = r.number_array<typename std::remove_reference_t<decltype(v)>::value_type>(k, max_len, lo, hi);
+        });
   }
   // A nested map with its own table.
   template <class Get, class Inner>
   Fields& map(const char* name, Get get, const Fields<Inner>& inner) {
-    return add(name, [get, &inner](Packer& pk, const B& b) { inner.write(pk, std::invoke(get, b)); },
-               [get, &inner](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = inner.read(r.map(k)); });
+    return add(
+        name, [get, &inner](Packer& pk, const B& b) { inner.write(pk, std::invoke(get, b)); },
+        [get, &inner](const MapReader& r, const char* k, B& b) {
+          std::invoke(get, b) = inner.read(r.map(k));
+        });
   }
   // A field with its own writer and reader.
   template <class W, class R>
@@ -317,8 +352,10 @@ class Fields {
     r.only(names_);
     B b;
     for (const Field<B>& f : list_) {
-      if (r.has(f.name)) f.read(r, f.name, b);
-      else if (!f.optional) throw ProtocolError(r.at(f.name), "missing");
+      if (r.has(f.name))
+        f.read(r, f.name, b);
+      else if (!f.optional)
+        throw ProtocolError(r.at(f.name), "missing");
     }
     if (check_) check_(r, b);
     return b;
@@ -351,7 +388,8 @@ const Fields<PoolShape>& shape_fields() {
                                          .integer("rheo_m", &PoolShape::rheo_m, -1, 1023)
                                          .number("adhoc_proxy", &PoolShape::adhoc_proxy, 0.0, 1.0)
                                          .check([](const MapReader& r, PoolShape& s) {
-                                           if (s.rheo_m >= s.top_k) throw ProtocolError(r.at("rheo_m"), "must be below top_k");
+                                           if (s.rheo_m >= s.top_k)
+                                             throw ProtocolError(r.at("rheo_m"), "must be below top_k");
                                            if (s.expected_size() > kMaxPoolNodes)
                                              throw ProtocolError(r.at("top_k"), "pool shape too large");
                                          });
@@ -383,10 +421,11 @@ const Fields<ReadyBody>& ready_fields() {
 }
 
 const Fields<PrefillBody>& prefill_fields() {
-  static const Fields<PrefillBody> f = Fields<PrefillBody>()
-                                           .int_array("prompt", &PrefillBody::prompt, kMaxTokens, 0, kMaxVocab - 1, 1)
-                                           .map("shape", &PrefillBody::shape, shape_fields())
-                                           .u64("draft_seed", &PrefillBody::draft_seed);
+  static const Fields<PrefillBody> f =
+      Fields<PrefillBody>()
+          .int_array("prompt", &PrefillBody::prompt, kMaxTokens, 0, kMaxVocab - 1, 1)
+          .map("shape", &PrefillBody::shape, shape_fields())
+          .u64("draft_seed", &PrefillBody::draft_seed);
   return f;
 }
 
@@ -401,17 +440,28 @@ const Fields<PoolBody>& pool_fields() {
   using P = PoolBody;
   static const Fields<P> f =
       Fields<P>()
-          .int_array("token", [](auto& b) -> auto& { return b.pool.token; }, kMaxPoolNodes, 0, kMaxVocab - 1)
-          .int_array("parent", [](auto& b) -> auto& { return b.pool.parent; }, kMaxPoolNodes, -1, kMaxPoolNodes)
-          .number_array("logq", [](auto& b) -> auto& { return b.pool.logq; }, kMaxPoolNodes, -kInf, 0.0)
-          .int_array("expanded", [](auto& b) -> auto& { return b.pool.expanded; }, kMaxPoolNodes, 0, 1)
-          .int_array("sampled", [](auto& b) -> auto& { return b.pool.sampled; }, kMaxPoolNodes, 0, 1)
-          .number_array("q_true", [](auto& b) -> auto& { return b.pool.q_true; }, kMaxPoolNodes, 0.0, 1.0)
-          .integer("rheo_m", [](auto& b) -> auto& { return b.pool.rheo_m; }, -1, 1023)
-          .int_array("row_start", [](auto& b) -> auto& { return b.pool.row_start; }, kMaxPoolNodes + 1, -1, kMaxI32)
-          .int_array("row_len", [](auto& b) -> auto& { return b.pool.row_len; }, kMaxPoolNodes + 1, 0, kMaxVocab)
-          .int_array("row_token", [](auto& b) -> auto& { return b.pool.row_token; }, kMaxTokens, 0, kMaxVocab - 1)
-          .number_array("row_prob", [](auto& b) -> auto& { return b.pool.row_prob; }, kMaxTokens, 0.0, 1.0)
+          .int_array(
+              "token", [](auto& b) -> auto& { return b.pool.token; }, kMaxPoolNodes, 0, kMaxVocab - 1)
+          .int_array(
+              "parent", [](auto& b) -> auto& { return b.pool.parent; }, kMaxPoolNodes, -1, kMaxPoolNodes)
+          .number_array(
+              "logq", [](auto& b) -> auto& { return b.pool.logq; }, kMaxPoolNodes, -kInf, 0.0)
+          .int_array(
+              "expanded", [](auto& b) -> auto& { return b.pool.expanded; }, kMaxPoolNodes, 0, 1)
+          .int_array(
+              "sampled", [](auto& b) -> auto& { return b.pool.sampled; }, kMaxPoolNodes, 0, 1)
+          .number_array(
+              "q_true", [](auto& b) -> auto& { return b.pool.q_true; }, kMaxPoolNodes, 0.0, 1.0)
+          .integer(
+              "rheo_m", [](auto& b) -> auto& { return b.pool.rheo_m; }, -1, 1023)
+          .int_array(
+              "row_start", [](auto& b) -> auto& { return b.pool.row_start; }, kMaxPoolNodes + 1, -1, kMaxI32)
+          .int_array(
+              "row_len", [](auto& b) -> auto& { return b.pool.row_len; }, kMaxPoolNodes + 1, 0, kMaxVocab)
+          .int_array(
+              "row_token", [](auto& b) -> auto& { return b.pool.row_token; }, kMaxTokens, 0, kMaxVocab - 1)
+          .number_array(
+              "row_prob", [](auto& b) -> auto& { return b.pool.row_prob; }, kMaxTokens, 0.0, 1.0)
           .integer("draft_start_ns", &P::draft_start_ns, 0, kMaxI64)
           .integer("draft_end_ns", &P::draft_end_ns, 0, kMaxI64)
           .check([](const MapReader& r, P& b) {
@@ -424,23 +474,30 @@ const Fields<PoolBody>& pool_fields() {
                                                               {"q_true", p.q_true.size()}};
             for (const auto& [k, len] : lengths)
               if (len != n)
-                throw ProtocolError(r.at(k), "has " + std::to_string(len) + " entries, token has " + std::to_string(n));
+                throw ProtocolError(
+                    r.at(k), "has " + std::to_string(len) + " entries, token has " + std::to_string(n));
             const int bad = p.derive_paths();
             if (bad >= 0) throw ProtocolError(r.element("parent", bad), "must be -1 or an earlier node");
             if (!p.row_start.empty() && p.row_start.size() != n + 1)
-              throw ProtocolError(r.at("row_start"), "must be empty or hold one entry per node plus the root");
-            if (p.row_len.size() != p.row_start.size()) throw ProtocolError(r.at("row_len"), "must match row_start");
-            if (p.row_prob.size() != p.row_token.size()) throw ProtocolError(r.at("row_prob"), "must match row_token");
+              throw ProtocolError(r.at("row_start"),
+                                  "must be empty or hold one entry per node plus the root");
+            if (p.row_len.size() != p.row_start.size())
+              throw ProtocolError(r.at("row_len"), "must match row_start");
+            if (p.row_prob.size() != p.row_token.size())
+              throw ProtocolError(r.at("row_prob"), "must match row_token");
             for (size_t i = 0; i < p.row_start.size(); ++i)
-              if (p.row_start[i] >= 0 && static_cast<size_t>(p.row_start[i]) + p.row_len[i] > p.row_token.size())
-                throw ProtocolError(r.element("row_start", static_cast<uint32_t>(i)), "points past row_token");
+              if (p.row_start[i] >= 0 &&
+                  static_cast<size_t>(p.row_start[i]) + p.row_len[i] > p.row_token.size())
+                throw ProtocolError(r.element("row_start", static_cast<uint32_t>(i)),
+                                    "points past row_token");
           });
   return f;
 }
 
 const Fields<ErrorBody>& error_fields() {
-  static const Fields<ErrorBody> f =
-      Fields<ErrorBody>().string("field", &ErrorBody::field, 4096).string("message", &ErrorBody::message, 1 << 16);
+  static const Fields<ErrorBody> f = Fields<ErrorBody>()
+                                         .string("field", &ErrorBody::field, 4096)
+                                         .string("message", &ErrorBody::message, 1 << 16);
   return f;
 }
 
@@ -480,9 +537,10 @@ const Fields<GenerateBody>& generate_fields() {
 }
 
 const Fields<DeltaBody>& delta_fields() {
-  static const Fields<DeltaBody> f = Fields<DeltaBody>()
-                                         .int_array("tokens", &DeltaBody::tokens, kMaxTokens, 0, kMaxVocab - 1)
-                                         .string("text", &DeltaBody::text, 16u << 20);
+  static const Fields<DeltaBody> f =
+      Fields<DeltaBody>()
+          .int_array("tokens", &DeltaBody::tokens, kMaxTokens, 0, kMaxVocab - 1)
+          .string("text", &DeltaBody::text, 16u << 20);
   return f;
 }
 
@@ -505,7 +563,8 @@ void write_trace(Packer& pk, const std::vector<RoundRecord>& trace) {
 std::vector<RoundRecord> read_trace(const MapReader& r, const char* key) {
   const msgpack::object& trace = r.need(key);
   if (trace.type != msgpack::type::ARRAY) throw ProtocolError(r.at(key), "must be an array");
-  if (trace.via.array.size > kMaxTokens) throw ProtocolError(r.at(key), "holds more rounds than tokens allow");
+  if (trace.via.array.size > kMaxTokens)
+    throw ProtocolError(r.at(key), "holds more rounds than tokens allow");
   const uint32_t columns = record_field_count();
   std::vector<RoundRecord> out(trace.via.array.size);
   for (uint32_t i = 0; i < trace.via.array.size; ++i) {
@@ -521,7 +580,8 @@ std::vector<RoundRecord> read_trace(const MapReader& r, const char* key) {
         if (v.type != msgpack::type::BOOLEAN) throw ProtocolError(where + "." + name, "must be a boolean");
         out[i].*member = v.via.boolean;
       } else {  // counts and times are never negative
-        if (v.type != msgpack::type::POSITIVE_INTEGER || v.via.u64 > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        if (v.type != msgpack::type::POSITIVE_INTEGER ||
+            v.via.u64 > static_cast<uint64_t>(std::numeric_limits<T>::max()))
           throw ProtocolError(where + "." + name, "must be an integer in [0, " +
                                                       std::to_string(std::numeric_limits<T>::max()) + "]");
         out[i].*member = static_cast<T>(v.via.u64);
@@ -548,8 +608,9 @@ const Fields<DoneBody>& done_fields() {
           .integer("prefill_start_ns", &D::prefill_start_ns, 0, kMaxI64)
           .integer("last_commit_ns", &D::last_commit_ns, 0, kMaxI64)
           .number("tokens_per_second", &D::tokens_per_second, 0, kInf)
-          .custom("trace", [](Packer& pk, const D& b) { write_trace(pk, b.trace); },
-                  [](const MapReader& r, const char* k, D& b) { b.trace = read_trace(r, k); })
+          .custom(
+              "trace", [](Packer& pk, const D& b) { write_trace(pk, b.trace); },
+              [](const MapReader& r, const char* k, D& b) { b.trace = read_trace(r, k); })
           .check([](const MapReader& r, D& b) {
             if (b.tokens_to_first_eos > static_cast<int32_t>(b.tokens.size()))
               throw ProtocolError(r.at("tokens_to_first_eos"), "exceeds the tokens sent");
@@ -607,8 +668,8 @@ struct Message::Impl {
 
 Message::Message(const void* data, size_t size) : impl_(new Impl) {
   if (size > kMaxMessageBytes)
-    throw ProtocolError("message",
-                        std::to_string(size) + " bytes, more than the limit of " + std::to_string(kMaxMessageBytes));
+    throw ProtocolError("message", std::to_string(size) + " bytes, more than the limit of " +
+                                       std::to_string(kMaxMessageBytes));
   try {
     const msgpack::unpack_limit limit(kMaxTokens + 16, 64, kMaxMessageBytes, kMaxMessageBytes, 0, 8);
     std::size_t offset = 0;
@@ -655,23 +716,34 @@ namespace {
 template <class B>
 B read_body(const Header& h, const msgpack::object& body, MessageType type, const Fields<B>& table) {
   if (h.type != type)
-    throw ProtocolError("type", std::string("expected ") + message_type_name(type) + ", got " + message_type_name(h.type));
+    throw ProtocolError(
+        "type", std::string("expected ") + message_type_name(type) + ", got " + message_type_name(h.type));
   return table.read(MapReader(body, "body"));
 }
 }  // namespace
 
-HelloBody Message::hello() const { return read_body(header_, *impl_->body, MessageType::Hello, hello_fields()); }
-ReadyBody Message::ready() const { return read_body(header_, *impl_->body, MessageType::Ready, ready_fields()); }
+HelloBody Message::hello() const {
+  return read_body(header_, *impl_->body, MessageType::Hello, hello_fields());
+}
+ReadyBody Message::ready() const {
+  return read_body(header_, *impl_->body, MessageType::Ready, ready_fields());
+}
 PrefillBody Message::prefill() const {
   return read_body(header_, *impl_->body, MessageType::Prefill, prefill_fields());
 }
-CommitBody Message::commit() const { return read_body(header_, *impl_->body, MessageType::Commit, commit_fields()); }
+CommitBody Message::commit() const {
+  return read_body(header_, *impl_->body, MessageType::Commit, commit_fields());
+}
 PoolBody Message::pool() const { return read_body(header_, *impl_->body, MessageType::Pool, pool_fields()); }
-ErrorBody Message::error() const { return read_body(header_, *impl_->body, MessageType::Error, error_fields()); }
+ErrorBody Message::error() const {
+  return read_body(header_, *impl_->body, MessageType::Error, error_fields());
+}
 GenerateBody Message::generate() const {
   return read_body(header_, *impl_->body, MessageType::Generate, generate_fields());
 }
-DeltaBody Message::delta() const { return read_body(header_, *impl_->body, MessageType::Delta, delta_fields()); }
+DeltaBody Message::delta() const {
+  return read_body(header_, *impl_->body, MessageType::Delta, delta_fields());
+}
 DoneBody Message::done() const { return read_body(header_, *impl_->body, MessageType::Done, done_fields()); }
 
 bool Message::is_nccl_announcement() const {

@@ -23,11 +23,20 @@ namespace rootspec {
 constexpr uint32_t kProtocolVersion = 2;
 constexpr size_t kMaxMessageBytes = 64u << 20;  // larger messages are refused unread
 constexpr int kMaxPoolNodes = 1 << 16;
-constexpr int kMaxTokens = 1 << 20;             // prompt or committed tokens in one message
+constexpr int kMaxTokens = 1 << 20;  // prompt or committed tokens in one message
 
 enum class MessageType {
-  Hello, Ready, Prefill, Commit, Pool, Cancel, Shutdown, Error,  // target ↔ drafter
-  Generate, Delta, Done,                                           // client ↔ target
+  Hello,
+  Ready,
+  Prefill,
+  Commit,
+  Pool,
+  Cancel,
+  Shutdown,
+  Error,  // target ↔ drafter
+  Generate,
+  Delta,
+  Done,  // client ↔ target
 };
 const char* message_type_name(MessageType type);
 
@@ -47,21 +56,21 @@ struct Header {
 
 // target → drafter, once after connecting; the drafter answers Ready.
 struct HelloBody {
-  int32_t pid = 0;     // the target process, so the drafter notices when it dies
-  int32_t vocab = 0;   // the target's vocabulary; the drafter's must equal it
-  std::string nccl_id; // non-empty: pools travel over NCCL (pool_channel.h)
-  std::string shm;     // non-empty: later messages travel through this shared memory (shm_channel.h)
+  int32_t pid = 0;      // the target process, so the drafter notices when it dies
+  int32_t vocab = 0;    // the target's vocabulary; the drafter's must equal it
+  std::string nccl_id;  // non-empty: pools travel over NCCL (pool_channel.h)
+  std::string shm;      // non-empty: later messages travel through this shared memory (shm_channel.h)
 };
 struct ReadyBody {
   int32_t pid = 0;
   int32_t vocab = 0;
-  std::string model;   // the drafter's model folder
+  std::string model;  // the drafter's model folder
 };
 // target → drafter: start a request; the drafter prefills and sends Pool round 0.
 struct PrefillBody {
   std::vector<int32_t> prompt;  // the committed context C (root token last)
   PoolShape shape;
-  uint64_t draft_seed = 0;      // the drafter's own stream (Rheo tail draws)
+  uint64_t draft_seed = 0;  // the drafter's own stream (Rheo tail draws)
 };
 // target → drafter: tokens emitted by round `round − 1`; the drafter appends them and sends
 // Pool round `round`.
@@ -75,36 +84,36 @@ struct PoolBody {
   int64_t draft_start_ns = 0, draft_end_ns = 0;
 };
 struct ErrorBody {
-  std::string field;    // what was wrong ("" for a failure that is nobody's input)
+  std::string field;  // what was wrong ("" for a failure that is nobody's input)
   std::string message;
 };
 
 // client → target. Absent options take the server's defaults (config).
 struct GenerateBody {
-  std::string prompt;              // text; the chat template is applied unless raw
-  std::vector<int32_t> prompt_ids; // or token ids (used as they are)
+  std::string prompt;               // text; the chat template is applied unless raw
+  std::vector<int32_t> prompt_ids;  // or token ids (used as they are)
   bool has_prompt_ids = false;
   bool raw = false;
-  int32_t max_new_tokens = -1;     // −1: server default
-  double temperature = -1;         // −1: server default
-  std::string rule, verifier;      // "": server default
-  int32_t budget = -1;             // −1: server default
+  int32_t max_new_tokens = -1;  // −1: server default
+  double temperature = -1;      // −1: server default
+  std::string rule, verifier;   // "": server default
+  int32_t budget = -1;          // −1: server default
   uint64_t seed = 0;
-  bool stream = true;              // Delta messages while decoding
+  bool stream = true;  // Delta messages while decoding
   bool stop_at_eos = true;
 };
 struct DeltaBody {
   std::vector<int32_t> tokens;
-  std::string text;                // complete UTF-8 characters only
+  std::string text;  // complete UTF-8 characters only
 };
 
 struct DoneBody {
-  std::string stop_reason;         // "eos", "length" or "cancelled"
-  std::vector<int32_t> tokens;     // every emitted token
-  int32_t tokens_to_first_eos = 0; // tokens before the first EOS (RequestOutput: D.14's count)
+  std::string stop_reason;          // "eos", "length" or "cancelled"
+  std::vector<int32_t> tokens;      // every emitted token
+  int32_t tokens_to_first_eos = 0;  // tokens before the first EOS (RequestOutput: D.14's count)
   int32_t rounds = 0;
-  double ms_prefill = 0, ms_drafter_wait = 0, ms_root_pass = 0, ms_tree_pass = 0,
-         ms_verify = 0, ms_commit = 0;
+  double ms_prefill = 0, ms_drafter_wait = 0, ms_root_pass = 0, ms_tree_pass = 0, ms_verify = 0,
+         ms_commit = 0;
   int64_t prefill_start_ns = 0, last_commit_ns = 0;
   double tokens_per_second = 0;    // tokens_to_first_eos / (last commit − prefill start), D.14
   std::vector<RoundRecord> trace;  // one per round
@@ -119,7 +128,7 @@ std::string encode(const Header& h, const ErrorBody& b);
 std::string encode(const Header& h, const GenerateBody& b);
 std::string encode(const Header& h, const DeltaBody& b);
 std::string encode(const Header& h, const DoneBody& b);
-std::string encode_empty(const Header& h);  // Cancel, Shutdown
+std::string encode_empty(const Header& h);                            // Cancel, Shutdown
 std::string encode_nccl_announcement(const Header& h, size_t bytes);  // a Pool sent over NCCL
 
 // A received message: the header is validated on construction (throws ProtocolError);

@@ -53,8 +53,9 @@ ShmChannel::ShmChannel(std::string name, Segment* segment, Side side, bool owner
 
 std::unique_ptr<ShmChannel> ShmChannel::create(Side side) {
   static std::atomic<int> counter{0};
-  const std::string name = "/rootspec-" + std::to_string(getpid()) + "-" + std::to_string(monotonic_ns() % 1000000007) +
-                           "-" + std::to_string(counter.fetch_add(1));
+  const std::string name = "/rootspec-" + std::to_string(getpid()) + "-" +
+                           std::to_string(monotonic_ns() % 1000000007) + "-" +
+                           std::to_string(counter.fetch_add(1));
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw std::runtime_error("shared memory " + name + ": " + std::strerror(errno));
   if (ftruncate(fd, sizeof(Segment)) != 0) {
@@ -77,7 +78,8 @@ std::unique_ptr<ShmChannel> ShmChannel::create(Side side) {
 
 std::unique_ptr<ShmChannel> ShmChannel::open(const std::string& name, Side side) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) throw std::runtime_error("shared memory " + name + " cannot be opened: " + std::strerror(errno));
+  if (fd < 0)
+    throw std::runtime_error("shared memory " + name + " cannot be opened: " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != sizeof(Segment)) {
     close(fd);
@@ -127,7 +129,8 @@ std::optional<std::string> ShmChannel::receive() {
   Segment::Mailbox& box = seg_->boxes[me_];
   for (;;) {
     const uint32_t s1 = box.seq.load(std::memory_order_acquire);
-    if (s1 == last_read_ || (s1 & 1u)) return std::nullopt;  // nothing new, or being written (it rings when done)
+    if (s1 == last_read_ || (s1 & 1u))
+      return std::nullopt;  // nothing new, or being written (it rings when done)
     const uint64_t n = box.size.load(std::memory_order_relaxed);
     if (n > kMailboxBytes) continue;  // torn read of a message being replaced
     std::string out(box.data, box.data + n);
@@ -142,7 +145,8 @@ uint32_t ShmChannel::bell() const { return seg_->bells[me_].count.load(std::memo
 
 void ShmChannel::wait(uint32_t seen, int64_t timeout_ns, int64_t spin_ns) {
   Segment::Doorbell& b = seg_->bells[me_];
-  const int64_t start = monotonic_ns(), deadline = start + timeout_ns, spin_end = start + std::min(spin_ns, timeout_ns);
+  const int64_t start = monotonic_ns(), deadline = start + timeout_ns,
+                spin_end = start + std::min(spin_ns, timeout_ns);
   for (int i = 0; b.count.load(std::memory_order_acquire) == seen; ++i) {
     if ((i & 63) == 0 && monotonic_ns() >= spin_end) break;
     cpu_relax();

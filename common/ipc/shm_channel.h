@@ -62,9 +62,9 @@ class ShmChannel {
 
   std::string name_;
   Segment* seg_ = nullptr;
-  int me_ = 0, peer_ = 1;  // mailbox / doorbell index of this side and of the peer
-  bool named_ = false;     // this side created the name and has not unlinked it
-  uint32_t last_read_ = 0; // seq of the last message read from this side's mailbox
+  int me_ = 0, peer_ = 1;   // mailbox / doorbell index of this side and of the peer
+  bool named_ = false;      // this side created the name and has not unlinked it
+  uint32_t last_read_ = 0;  // seq of the last message read from this side's mailbox
 };
 
 }  // namespace rootspec

@@ -37,8 +37,7 @@ std::string unique_inproc(const std::string& name) {
 DisconnectWatch::DisconnectWatch(zmq::context_t& ctx, zmq::socket_t& socket, const std::string& name)
     : events_(ctx, zmq::socket_type::pair) {
   const std::string addr = unique_inproc(name);
-  if (zmq_socket_monitor(socket.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
-    throw zmq::error_t();
+  if (zmq_socket_monitor(socket.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
   events_.connect(addr);
 }
 

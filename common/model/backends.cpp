@@ -28,7 +28,8 @@ torch::Device parse_device_option(const std::string& s) {
 
 void set_torch_threads(int n) { torch::set_num_threads(n); }
 
-std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options, int capacity) {
+std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options,
+                                               int capacity) {
   if (options.cpu_helper_threads < 0) throw std::invalid_argument("runtime: cpu_helper_threads must be ≥ 0");
   const torch::Device device = parse_device_option(options.device);
   const torch::ScalarType dtype = parse_dtype_option(options.dtype);

@@ -2,9 +2,9 @@
 // make_pass_backend (pass_backend.h).
 #pragma once
 
+#include <torch/torch.h>
 #include <memory>
 #include <string>
-#include <torch/torch.h>
 
 #include "model_runtime.h"
 #include "model_weights.h"
@@ -12,8 +12,9 @@
 
 namespace rootspec {
 
-std::unique_ptr<PassBackend> make_torch_ops_backend(ModelWeights weights, torch::Device device, torch::ScalarType dtype,
+std::unique_ptr<PassBackend> make_torch_ops_backend(ModelWeights weights, torch::Device device,
+                                                    torch::ScalarType dtype, int capacity);
+std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options,
                                                     int capacity);
-std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options, int capacity);
 
 }  // namespace rootspec

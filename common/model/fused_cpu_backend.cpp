@@ -30,7 +30,8 @@ class FusedCpuBackend final : public PassBackend {
   int64_t weight_bytes() const override { return w_.bytes; }
   int64_t kv_cache_bytes() const override {
     int64_t n = 0;
-    for (size_t l = 0; l < k_cache_.size(); ++l) n += (k_cache_[l].size() + v_cache_[l].size()) * sizeof(float);
+    for (size_t l = 0; l < k_cache_.size(); ++l)
+      n += (k_cache_[l].size() + v_cache_[l].size()) * sizeof(float);
     return n;
   }
   void prepare(PassKind next) override {
@@ -113,22 +114,25 @@ FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& opt
 }
 
 void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
-  if (shares(kind)) wake();
-  else if (workers_) park();
+  if (shares(kind))
+    wake();
+  else if (workers_)
+    park();
   CpuWorkers* const helpers = shares(kind) ? workers_.get() : nullptr;
   const ModelConfig& c = w_.config;
   const int b = batch.bucket;
-  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, hidden = c.hidden_size,
-                inter = c.intermediate_size;
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim,
+                hidden = c.hidden_size, inter = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  float* const x = x_.data();                // [b, hidden] residual stream
-  float* const hn = hn_.data();              // [b, hidden] normed
-  float* const proj_out = proj_out_.data();  // [b, hidden] o / down outputs
-  float* const qkv = qkv_.data();            // [b, (nh + 2·nkv)·hd]
-  float* const act = act_.data();            // [b, inter]
+  float* const x = x_.data();                       // [b, hidden] residual stream
+  float* const hn = hn_.data();                     // [b, hidden] normed
+  float* const proj_out = proj_out_.data();         // [b, hidden] o / down outputs
+  float* const qkv = qkv_.data();                   // [b, (nh + 2·nkv)·hd]
+  float* const act = act_.data();                   // [b, inter]
   const float* embed = w_.embed.data_ptr<float>();  // [vocab, hidden]
   for (int r = 0; r < b; ++r) {
-    std::memcpy(x + r * hidden, embed + static_cast<int64_t>(batch.tokens[r]) * hidden, sizeof(float) * hidden);
+    std::memcpy(x + r * hidden, embed + static_cast<int64_t>(batch.tokens[r]) * hidden,
+                sizeof(float) * hidden);
     pos_[r] = batch.positions[r];
     slots_[r] = batch.slots[r];
   }
@@ -177,7 +181,7 @@ void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logi
   }
   // The lm head for the real rows only, straight into the caller's rows.
   cpu_rms_norm(x, w_.norm.data_ptr<float>(), eps, batch.rows, hidden, hn);
-  lm_head_.cpu(hn, batch.rows, logits, helpers);  // [rows, vocab]
+  lm_head_.cpu(hn, batch.rows, logits, helpers);   // [rows, vocab]
   if (kind == PassKind::Tree && workers_) park();  // the drafter's core is its own again
 }
 
@@ -185,13 +189,14 @@ void FusedCpuBackend::move_kv(const std::vector<KvMove>& moves) {
   const ModelConfig& c = w_.config;
   for (size_t li = 0; li < k_cache_.size(); ++li)
     for (const KvMove& m : moves)
-      cpu_copy_kv_slot(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim, m.from,
-                       m.to);
+      cpu_copy_kv_slot(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim,
+                       m.from, m.to);
 }
 
 }  // namespace
 
-std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options, int capacity) {
+std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options,
+                                                    int capacity) {
   return std::make_unique<FusedCpuBackend>(std::move(weights), options, capacity);
 }
 

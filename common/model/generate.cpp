@@ -9,14 +9,15 @@
 
 namespace rootspec {
 
-RuntimeOptions runtime_options_for(const RequestOptions& o, const PoolShape& shape, int prompt_len, bool drafter,
-                                   const std::string& device, const std::string& dtype) {
+RuntimeOptions runtime_options_for(const RequestOptions& o, const PoolShape& shape, int prompt_len,
+                                   bool drafter, const std::string& device, const std::string& dtype) {
   RuntimeOptions r;
   r.device = device;
   r.dtype = dtype;
   // One round emits at most depth + 2 tokens (y, depth accepted, continuation).
   r.max_context = prompt_len + o.max_new_tokens + shape.depth + 2;
-  r.max_tree = drafter ? std::max(kMaxTreeBucket, shape.expand * shape.depth) : std::max(kMaxTreeBucket, o.budget + 1);
+  r.max_tree =
+      drafter ? std::max(kMaxTreeBucket, shape.expand * shape.depth) : std::max(kMaxTreeBucket, o.budget + 1);
   return r;
 }
 
@@ -25,7 +26,8 @@ namespace {
 // The drafter in this process: each pool is grown when the round asks for it.
 class LocalDrafter : public RoundDrafter {
  public:
-  LocalDrafter(ModelRuntime& runtime, const PoolShape& shape, uint64_t draft_seed, std::vector<int32_t> prompt)
+  LocalDrafter(ModelRuntime& runtime, const PoolShape& shape, uint64_t draft_seed,
+               std::vector<int32_t> prompt)
       : session_(runtime), pending_(std::move(prompt)) {
     session_.start(shape, draft_seed);
   }

@@ -56,9 +56,12 @@ std::vector<int32_t> token_ids(const nlohmann::json& j, const char* key, const s
 
 const char* arch_name(ModelArch arch) {
   switch (arch) {
-    case ModelArch::Llama: return "LlamaForCausalLM";
-    case ModelArch::Qwen2: return "Qwen2ForCausalLM";
-    case ModelArch::Qwen3: return "Qwen3ForCausalLM";
+    case ModelArch::Llama:
+      return "LlamaForCausalLM";
+    case ModelArch::Qwen2:
+      return "Qwen2ForCausalLM";
+    case ModelArch::Qwen3:
+      return "Qwen3ForCausalLM";
   }
   return "?";
 }
@@ -94,10 +97,14 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
     arch = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";
   if (arch.empty()) {
     const std::string mt = get_optional<std::string>(j, "model_type", "", source);
-    if (mt == "llama") arch = "LlamaForCausalLM";
-    else if (mt == "qwen2") arch = "Qwen2ForCausalLM";
-    else if (mt == "qwen3") arch = "Qwen3ForCausalLM";
-    else fail(source, "no \"architectures\" and unsupported model_type \"" + mt + "\"");
+    if (mt == "llama")
+      arch = "LlamaForCausalLM";
+    else if (mt == "qwen2")
+      arch = "Qwen2ForCausalLM";
+    else if (mt == "qwen3")
+      arch = "Qwen3ForCausalLM";
+    else
+      fail(source, "no \"architectures\" and unsupported model_type \"" + mt + "\"");
   }
   if (!parse_arch(arch, &c.arch))
     fail(source, "architecture \"" + arch +
@@ -108,8 +115,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   c.intermediate_size = get_required<int>(j, "intermediate_size", source);
   c.num_hidden_layers = get_required<int>(j, "num_hidden_layers", source);
   c.num_attention_heads = get_required<int>(j, "num_attention_heads", source);
-  c.num_key_value_heads =
-      get_optional<int>(j, "num_key_value_heads", c.num_attention_heads, source);
+  c.num_key_value_heads = get_optional<int>(j, "num_key_value_heads", c.num_attention_heads, source);
   if (c.num_attention_heads <= 0) fail(source, "\"num_attention_heads\" must be positive");
   c.head_dim = get_optional<int>(j, "head_dim", 0, source);
   if (c.head_dim == 0) {
@@ -137,10 +143,8 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   }
   if (get_optional<bool>(j, "use_sliding_window", false, source))
     fail(source, "\"use_sliding_window\": true is not supported");
-  if (get_optional<bool>(j, "mlp_bias", false, source))
-    fail(source, "\"mlp_bias\": true is not supported");
-  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
-    fail(source, "\"hidden_act\" must be \"silu\"");
+  if (get_optional<bool>(j, "mlp_bias", false, source)) fail(source, "\"mlp_bias\": true is not supported");
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") fail(source, "\"hidden_act\" must be \"silu\"");
 
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& rs = j["rope_scaling"];
@@ -165,8 +169,7 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   c.eos_token_ids = token_ids(j, "eos_token_id", source);
   c.torch_dtype = get_optional<std::string>(j, "torch_dtype", "float32", source);
   if (c.torch_dtype != "float32" && c.torch_dtype != "float16" && c.torch_dtype != "bfloat16")
-    fail(source, "\"torch_dtype\" \"" + c.torch_dtype +
-                     "\" is not supported (float32, float16, bfloat16)");
+    fail(source, "\"torch_dtype\" \"" + c.torch_dtype + "\" is not supported (float32, float16, bfloat16)");
 
   auto positive = [&](int v, const char* key) {
     if (v <= 0) fail(source, std::string("\"") + key + "\" must be positive");
@@ -213,12 +216,12 @@ nlohmann::json config_to_json(const ModelConfig& c) {
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.arch != ModelArch::Qwen2) j["attention_bias"] = c.qkv_bias;
   if (c.rope_scaling.llama3) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling.original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_scaling.factor},
+        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }

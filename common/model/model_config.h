@@ -39,9 +39,9 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;     // q/k/v projections carry a bias (Qwen2 always; attention_bias)
-  bool o_bias = false;       // o_proj carries a bias (Llama/Qwen3 attention_bias)
-  bool qk_norm = false;      // Qwen3: RMSNorm over head_dim on q and k before RoPE
+  bool qkv_bias = false;               // q/k/v projections carry a bias (Qwen2 always; attention_bias)
+  bool o_bias = false;                 // o_proj carries a bias (Llama/Qwen3 attention_bias)
+  bool qk_norm = false;                // Qwen3: RMSNorm over head_dim on q and k before RoPE
   std::vector<int32_t> bos_token_ids;  // int or list in config.json; may be empty
   std::vector<int32_t> eos_token_ids;
   std::string torch_dtype = "float32";  // as written in config.json
@@ -53,7 +53,7 @@ struct ModelConfig {
 // std::runtime_error naming the file and the key for a missing or bad key, and for an
 // unsupported architecture or rope_scaling type.
 ModelConfig config_from_json(const nlohmann::json& j, const std::string& source);
-ModelConfig load_config(const std::string& path);  // reads and parses a config.json
+ModelConfig load_config(const std::string& path);          // reads and parses a config.json
 nlohmann::json config_to_json(const ModelConfig& config);  // the Hugging Face form
 
 }  // namespace rootspec

@@ -4,7 +4,6 @@
 #include <cassert>
 #include <stdexcept>
 
-
 namespace rootspec {
 
 int tree_bucket(int n) {
@@ -18,7 +17,8 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     : options_(options),
       backend_(make_pass_backend(dir, options, TreeKv::capacity_for(options.max_context, options.max_tree))),
       kv_(options.max_context, options.max_tree, backend_->config().vocab_size),
-      host_rows_(static_cast<size_t>(std::max(options.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size) {}
+      host_rows_(static_cast<size_t>(std::max(options.max_tree, kMaxTreeBucket)) *
+                 backend_->config().vocab_size) {}
 
 ModelRuntime::~ModelRuntime() = default;
 

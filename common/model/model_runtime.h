@@ -24,14 +24,14 @@
 namespace rootspec {
 
 struct RuntimeOptions {
-  std::string device = "cpu";     // torch device string: "cpu", "cuda", "cuda:1"
-  std::string dtype = "float32";  // float32 | float16 | bfloat16 (float32 on the CPU)
-  int max_context = 2048;         // committed positions the cache holds
-  int max_tree = 64;              // tree nodes one tree (or its extensions) may hold
-  bool cpu_kernels = true;        // CPU float32: the FusedCpu backend (false: TorchOps, the
-                                  // reference the tests compare it with)
-  int cpu_helper_threads = 0;     // FusedCpu: helper threads that share tree passes (the
-                                  // drafter's idle core; fused_cpu_backend.cpp)
+  std::string device = "cpu";               // torch device string: "cpu", "cuda", "cuda:1"
+  std::string dtype = "float32";            // float32 | float16 | bfloat16 (float32 on the CPU)
+  int max_context = 2048;                   // committed positions the cache holds
+  int max_tree = 64;                        // tree nodes one tree (or its extensions) may hold
+  bool cpu_kernels = true;                  // CPU float32: the FusedCpu backend (false: TorchOps, the
+                                            // reference the tests compare it with)
+  int cpu_helper_threads = 0;               // FusedCpu: helper threads that share tree passes (the
+                                            // drafter's idle core; fused_cpu_backend.cpp)
   bool cpu_helpers_in_plain_passes = true;  // …and plain decoding's passes
 };
 
@@ -49,8 +49,8 @@ class ModelRuntime {
   int vocab_size() const { return config().vocab_size; }
   int length() const { return kv_.length(); }        // committed context positions in the cache
   int tree_size() const { return kv_.tree_size(); }  // nodes of the current tree
-  int64_t weight_bytes() const;    // weights at the runtime dtype
-  int64_t kv_cache_bytes() const;  // the preallocated K and V caches
+  int64_t weight_bytes() const;                      // weights at the runtime dtype
+  int64_t kv_cache_bytes() const;                    // the preallocated K and V caches
 
   // Appends `tokens` to the committed context (in passes of up to 64); returns the logits row
   // after the last one: [1, vocab].

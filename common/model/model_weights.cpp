@@ -19,10 +19,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 torch::ScalarType torch_dtype_of(TensorDtype d) {
   switch (d) {
-    case TensorDtype::F32: return torch::kFloat32;
-    case TensorDtype::F16: return torch::kFloat16;
-    case TensorDtype::BF16: return torch::kBFloat16;
-    case TensorDtype::Other: break;
+    case TensorDtype::F32:
+      return torch::kFloat32;
+    case TensorDtype::F16:
+      return torch::kFloat16;
+    case TensorDtype::BF16:
+      return torch::kBFloat16;
+    case TensorDtype::Other:
+      break;
   }
   throw std::logic_error("torch_dtype_of: unsupported dtype");
 }
@@ -39,8 +43,8 @@ class Loader {
       throw std::runtime_error(t.file + ": tensor '" + name + "' has dtype " + t.dtype_text +
                                "; supported: F32, F16, BF16");
     if (t.shape != shape)
-      throw std::runtime_error(t.file + ": tensor '" + name + "' has shape " +
-                               shape_text(t.shape) + ", expected " + shape_text(shape));
+      throw std::runtime_error(t.file + ": tensor '" + name + "' has shape " + shape_text(t.shape) +
+                               ", expected " + shape_text(shape));
     const torch::ScalarType src = torch_dtype_of(t.dtype);
     auto file = folder_.file_of(t);
     const bool aligned = reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0;
@@ -48,8 +52,7 @@ class Loader {
     if (src == dtype_ && device_.is_cpu() && aligned) {
       // Zero copy: the tensor aliases the read-only mapping and keeps its file alive.
       out = torch::from_blob(
-          const_cast<void*>(t.data), shape, [file](void*) {},
-          torch::TensorOptions().dtype(src));
+          const_cast<void*>(t.data), shape, [file](void*) {}, torch::TensorOptions().dtype(src));
     } else {
       torch::Tensor view;
       if (aligned) {

@@ -18,13 +18,13 @@
 namespace rootspec {
 
 struct LayerWeights {
-  torch::Tensor input_norm;        // [hidden]
-  torch::Tensor wq, wk, wv, wo;    // [heads·hd, hidden], [kv·hd, hidden] ×2, [hidden, heads·hd]
-  torch::Tensor bq, bk, bv, bo;    // [heads·hd], [kv·hd] ×2, [hidden]; undefined without bias
-  torch::Tensor q_norm, k_norm;    // [hd] (Qwen3); undefined otherwise
-  torch::Tensor post_norm;         // [hidden]
-  torch::Tensor gate, up;          // [inter, hidden]
-  torch::Tensor down;              // [hidden, inter]
+  torch::Tensor input_norm;      // [hidden]
+  torch::Tensor wq, wk, wv, wo;  // [heads·hd, hidden], [kv·hd, hidden] ×2, [hidden, heads·hd]
+  torch::Tensor bq, bk, bv, bo;  // [heads·hd], [kv·hd] ×2, [hidden]; undefined without bias
+  torch::Tensor q_norm, k_norm;  // [hd] (Qwen3); undefined otherwise
+  torch::Tensor post_norm;       // [hidden]
+  torch::Tensor gate, up;        // [inter, hidden]
+  torch::Tensor down;            // [hidden, inter]
 };
 
 struct ModelWeights {
@@ -33,7 +33,7 @@ struct ModelWeights {
   torch::Tensor norm;     // [hidden]
   torch::Tensor lm_head;  // [vocab, hidden]; the embedding itself when tied
   std::vector<LayerWeights> layers;
-  int64_t bytes = 0;      // bytes of the weight tensors at the runtime dtype
+  int64_t bytes = 0;  // bytes of the weight tensors at the runtime dtype
 };
 
 // Loads `dir`/config.json and the safetensors weights onto device/dtype. Throws

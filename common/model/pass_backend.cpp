@@ -17,7 +17,8 @@ void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
     std::fill(row, row + b.context, 0.0f);
     const uint64_t* bits = b.tree_mask + static_cast<int64_t>(r) * b.mask_words;
     for (int w = 0; w < b.mask_words; ++w)
-      for (uint64_t m = bits[w]; m; m &= m - 1) row[b.context + w * kMaskWordBits + __builtin_ctzll(m)] = 0.0f;
+      for (uint64_t m = bits[w]; m; m &= m - 1)
+        row[b.context + w * kMaskWordBits + __builtin_ctzll(m)] = 0.0f;
   }
 }
 

@@ -31,8 +31,8 @@
 
 namespace rootspec {
 
-constexpr int kMaxTreeBucket = 64;   // largest row bucket: a pass runs at most this many rows
-constexpr int kWindowQuantum = 64;   // key windows are multiples of this many slots
+constexpr int kMaxTreeBucket = 64;  // largest row bucket: a pass runs at most this many rows
+constexpr int kWindowQuantum = 64;  // key windows are multiples of this many slots
 constexpr int kMaskWordBits = 64;
 
 // What a pass is for: a backend may run passes differently depending on what runs beside them.
@@ -46,10 +46,10 @@ enum class PassKind {
 
 // One pass's inputs, [bucket] each, built by TreeKv. Real rows are [0, rows).
 struct PassBatch {
-  int rows = 0;     // real query rows
-  int bucket = 0;   // rows the backend runs (row_bucket(rows))
-  int context = 0;  // committed slots [0, context): every real row sees them
-  int window = 0;   // keys [0, window) cover every slot any row may see
+  int rows = 0;                        // real query rows
+  int bucket = 0;                      // rows the backend runs (row_bucket(rows))
+  int context = 0;                     // committed slots [0, context): every real row sees them
+  int window = 0;                      // keys [0, window) cover every slot any row may see
   const int32_t* tokens = nullptr;     // [bucket]
   const int32_t* positions = nullptr;  // [bucket] RoPE positions
   const int32_t* slots = nullptr;      // [bucket] cache slots the rows' K/V are written to
@@ -62,7 +62,8 @@ struct PassBatch {
     if (row >= rows) return slot == slots[row];
     if (slot < context) return true;
     const int j = slot - context;
-    return j < mask_words * kMaskWordBits && (tree_mask[row * mask_words + j / kMaskWordBits] >> (j % kMaskWordBits)) & 1;
+    return j < mask_words * kMaskWordBits &&
+           (tree_mask[row * mask_words + j / kMaskWordBits] >> (j % kMaskWordBits)) & 1;
   }
 };
 
@@ -99,6 +100,7 @@ struct RuntimeOptions;  // model_runtime.h
 
 // Loads the Hugging Face folder `dir` into the backend the options select (CPU float32 with
 // cpu_kernels: FusedCpu; otherwise TorchOps on the torch device), with `capacity` cache slots.
-std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options, int capacity);
+std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options,
+                                               int capacity);
 
 }  // namespace rootspec

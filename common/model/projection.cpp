@@ -21,11 +21,13 @@ Projection::Projection(const std::vector<torch::Tensor>& weights, const std::vec
   } else {
     weight_ = w;
   }
-  const bool any_bias = std::any_of(biases.begin(), biases.end(), [](const torch::Tensor& b) { return b.defined(); });
+  const bool any_bias =
+      std::any_of(biases.begin(), biases.end(), [](const torch::Tensor& b) { return b.defined(); });
   if (!any_bias) return;
   std::vector<torch::Tensor> parts;
   for (size_t i = 0; i < weights.size(); ++i)
-    parts.push_back(biases[i].defined() ? biases[i] : torch::zeros({weights[i].size(0)}, weights[i].options()));
+    parts.push_back(biases[i].defined() ? biases[i]
+                                        : torch::zeros({weights[i].size(0)}, weights[i].options()));
   bias_ = torch::cat(parts, 0);  // [out]
 }
 

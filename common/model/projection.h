@@ -21,7 +21,8 @@ class Projection {
   // weights: blocks [out_i, in] stacked along out in order; biases: one per block, each
   // [out_i] or undefined (an undefined bias among defined ones is zero). packed: CPU float32
   // weights in small_matmul's panels, for cpu().
-  Projection(const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases, bool packed);
+  Projection(const std::vector<torch::Tensor>& weights, const std::vector<torch::Tensor>& biases,
+             bool packed);
 
   // [rows, in] → [rows, out] by torch::linear (not packed).
   torch::Tensor operator()(const torch::Tensor& x) const;

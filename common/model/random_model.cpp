@@ -43,8 +43,8 @@ class Normal {
   double spare_ = 0.0;
 };
 
-TensorToWrite make_tensor(const std::string& name, std::vector<int64_t> shape, TensorDtype dtype,
-                          Normal& rng, double mean, double stddev) {
+TensorToWrite make_tensor(const std::string& name, std::vector<int64_t> shape, TensorDtype dtype, Normal& rng,
+                          double mean, double stddev) {
   TensorToWrite t;
   t.name = name;
   t.dtype = dtype;
@@ -102,8 +102,8 @@ void write_weights(const std::string& dir, const std::vector<TensorToWrite>& ten
 
 }  // namespace
 
-ModelConfig small_config(ModelArch arch, int vocab, int hidden, int layers, int heads,
-                         int kv_heads, int intermediate) {
+ModelConfig small_config(ModelArch arch, int vocab, int hidden, int layers, int heads, int kv_heads,
+                         int intermediate) {
   ModelConfig c;
   c.arch = arch;
   c.vocab_size = vocab;
@@ -152,7 +152,8 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
     t.push_back(make_tensor(p + "self_attn.q_proj.weight", {q, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "self_attn.k_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "self_attn.v_proj.weight", {kv, h}, dt, rng, 0.0, in_std));
-    t.push_back(make_tensor(p + "self_attn.o_proj.weight", {h, q}, dt, rng, 0.0, out_scale / std::sqrt(double(q))));
+    t.push_back(
+        make_tensor(p + "self_attn.o_proj.weight", {h, q}, dt, rng, 0.0, out_scale / std::sqrt(double(q))));
     if (c.qkv_bias) {
       t.push_back(make_tensor(p + "self_attn.q_proj.bias", {q}, dt, rng, 0.0, 0.1));
       t.push_back(make_tensor(p + "self_attn.k_proj.bias", {kv}, dt, rng, 0.0, 0.1));
@@ -166,11 +167,11 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
     t.push_back(make_tensor(p + "post_attention_layernorm.weight", {h}, dt, rng, 1.0, 0.1));
     t.push_back(make_tensor(p + "mlp.gate_proj.weight", {f, h}, dt, rng, 0.0, in_std));
     t.push_back(make_tensor(p + "mlp.up_proj.weight", {f, h}, dt, rng, 0.0, in_std));
-    t.push_back(make_tensor(p + "mlp.down_proj.weight", {h, f}, dt, rng, 0.0, out_scale / std::sqrt(double(f))));
+    t.push_back(
+        make_tensor(p + "mlp.down_proj.weight", {h, f}, dt, rng, 0.0, out_scale / std::sqrt(double(f))));
   }
   t.push_back(make_tensor("model.norm.weight", {h}, dt, rng, 1.0, 0.1));
-  if (!c.tie_word_embeddings)
-    t.push_back(make_tensor("lm_head.weight", {V, h}, dt, rng, 0.0, 3.0 * in_std));
+  if (!c.tie_word_embeddings) t.push_back(make_tensor("lm_head.weight", {V, h}, dt, rng, 0.0, 3.0 * in_std));
   write_weights(dir, t, options.shards);
 }
 
@@ -204,12 +205,12 @@ void write_truncated_model(const std::string& from_dir, const std::string& dir, 
   for (const auto& n : names) copy(n);
   for (int i = 0; i < keep_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    for (const char* s : {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                          "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_proj.bias",
-                          "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias",
-                          "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                          "post_attention_layernorm.weight", "mlp.gate_proj.weight",
-                          "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
+    for (const char* s :
+         {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+          "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_proj.bias",
+          "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias",
+          "self_attn.q_norm.weight", "self_attn.k_norm.weight", "post_attention_layernorm.weight",
+          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
       if (from.has(p + s)) copy(p + s);
     }
   }

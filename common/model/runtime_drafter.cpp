@@ -17,8 +17,7 @@ void RuntimeDrafter::begin_round(const float* root_logits) {
   tree_started_ = false;
 }
 
-void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
-                                std::vector<float>& out) {
+void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
   out.resize(nodes.size() * static_cast<size_t>(vocab_));
   std::vector<int32_t> tokens, parents;
   std::vector<size_t> slots;  // out row of each forwarded node
@@ -35,8 +34,8 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
     if (p != kRoot) {
       auto it = tree_of_pool_.find(p);
       if (it == tree_of_pool_.end())
-        throw std::logic_error("drafter: pool node " + std::to_string(v) +
-                               " forwarded before its parent " + std::to_string(p));
+        throw std::logic_error("drafter: pool node " + std::to_string(v) + " forwarded before its parent " +
+                               std::to_string(p));
       tree_parent = it->second;
     }
     tree_of_pool_[v] = base + static_cast<int>(tokens.size());
@@ -48,7 +47,8 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
   const RowsView rows = tree_started_ ? rt_.extend_tree(tokens, parents) : rt_.tree_pass(tokens, parents);
   tree_started_ = true;
   for (size_t j = 0; j < slots.size(); ++j)
-    cpu_softmax(rows.row(static_cast<int>(j)), vocab_, out.data() + slots[j] * vocab_);  // the draft rows at T = 1
+    cpu_softmax(rows.row(static_cast<int>(j)), vocab_,
+                out.data() + slots[j] * vocab_);  // the draft rows at T = 1
 }
 
 void DraftSession::start(const PoolShape& shape, uint64_t draft_seed) {

@@ -25,8 +25,7 @@ class RuntimeDrafter : public DraftModel {
   // Starts a round: `root_logits` is the drafter's row at C ([vocab]).
   void begin_round(const float* root_logits);
 
-  void draft_rows(const Pool& pool, const std::vector<int>& nodes,
-                  std::vector<float>& out) override;
+  void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override;
 
  private:
   ModelRuntime& rt_;

@@ -36,10 +36,14 @@ bool file_exists(const std::string& path) {
 
 const char* dtype_name(TensorDtype dtype) {
   switch (dtype) {
-    case TensorDtype::F32: return "F32";
-    case TensorDtype::F16: return "F16";
-    case TensorDtype::BF16: return "BF16";
-    case TensorDtype::Other: break;
+    case TensorDtype::F32:
+      return "F32";
+    case TensorDtype::F16:
+      return "F16";
+    case TensorDtype::BF16:
+      return "BF16";
+    case TensorDtype::Other:
+      break;
   }
   return "?";
 }
@@ -232,7 +236,7 @@ uint16_t float_to_half(float f) {
   uint32_t mant = x & 0x7fffff;
   if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mant ? 0x200 : 0));
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);  // overflow → inf
-  if (exp <= 0) {                                             // subnormal or zero
+  if (exp <= 0) {                                              // subnormal or zero
     if (exp < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000;
     const int shift = 14 - exp;

@@ -20,11 +20,11 @@ int dtype_size(TensorDtype dtype);          // bytes per element; asserts a supp
 
 struct TensorView {
   std::string name;
-  std::string file;              // the .safetensors file holding it (for error messages)
+  std::string file;  // the .safetensors file holding it (for error messages)
   TensorDtype dtype = TensorDtype::Other;
-  std::string dtype_text;        // as written in the header ("I64" for an unsupported one)
+  std::string dtype_text;  // as written in the header ("I64" for an unsupported one)
   std::vector<int64_t> shape;
-  const void* data = nullptr;    // inside the mapping
+  const void* data = nullptr;  // inside the mapping
   size_t nbytes = 0;
 };
 

@@ -24,10 +24,13 @@ inline torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& cos, cons
 }
 
 // A RopeTable as two [positions, head_dim] tensors of `options` (computed in double, then cast).
-inline std::pair<torch::Tensor, torch::Tensor> rope_tensors(const RopeTable& t, const torch::TensorOptions& options) {
+inline std::pair<torch::Tensor, torch::Tensor> rope_tensors(const RopeTable& t,
+                                                            const torch::TensorOptions& options) {
   auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  auto cos = torch::from_blob(const_cast<double*>(t.cos.data()), {t.positions, t.head_dim}, f64).to(options, /*non_blocking=*/false, /*copy=*/true);
-  auto sin = torch::from_blob(const_cast<double*>(t.sin.data()), {t.positions, t.head_dim}, f64).to(options, /*non_blocking=*/false, /*copy=*/true);
+  auto cos = torch::from_blob(const_cast<double*>(t.cos.data()), {t.positions, t.head_dim}, f64)
+                 .to(options, /*non_blocking=*/false, /*copy=*/true);
+  auto sin = torch::from_blob(const_cast<double*>(t.sin.data()), {t.positions, t.head_dim}, f64)
+                 .to(options, /*non_blocking=*/false, /*copy=*/true);
   return {cos, sin};
 }
 

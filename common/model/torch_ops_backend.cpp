@@ -51,7 +51,8 @@ class TorchOpsBackend final : public PassBackend {
   torch::Tensor out_logits_;                     // [64, vocab] float32
 };
 
-TorchOpsBackend::TorchOpsBackend(ModelWeights weights, torch::Device device, torch::ScalarType dtype, int capacity)
+TorchOpsBackend::TorchOpsBackend(ModelWeights weights, torch::Device device, torch::ScalarType dtype,
+                                 int capacity)
     : w_(std::move(weights)), device_(device), dtype_(dtype) {
   const ModelConfig& c = w_.config;
   for (LayerWeights& l : w_.layers) {
@@ -77,8 +78,9 @@ TorchOpsBackend::TorchOpsBackend(ModelWeights weights, torch::Device device, tor
   in_tokens_ = same_memory ? h_tokens_ : torch::zeros({kMaxTreeBucket}, i64.device(device));
   in_pos_ = same_memory ? h_pos_ : torch::zeros({kMaxTreeBucket}, i64.device(device));
   in_slots_ = same_memory ? h_slots_ : torch::zeros({kMaxTreeBucket}, i64.device(device));
-  in_mask_ = same_memory && dtype == torch::kFloat32 ? h_mask_
-                                                     : torch::zeros({kMaxTreeBucket, capacity}, dev.dtype(dtype));
+  in_mask_ = same_memory && dtype == torch::kFloat32
+                 ? h_mask_
+                 : torch::zeros({kMaxTreeBucket, capacity}, dev.dtype(dtype));
   out_logits_ = torch::zeros({kMaxTreeBucket, c.vocab_size}, dev.dtype(torch::kFloat32));
 }
 
@@ -108,10 +110,10 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, g = nh / nkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const double eps = c.rms_norm_eps;
-  auto tok = in_tokens_.narrow(0, 0, b);                 // [b]
-  auto pos = in_pos_.narrow(0, 0, b);                    // [b]
-  auto slots = in_slots_.narrow(0, 0, b);                // [b]
-  auto mask = in_mask_.narrow(0, 0, b).narrow(1, 0, W);  // [b, W]
+  auto tok = in_tokens_.narrow(0, 0, b);                   // [b]
+  auto pos = in_pos_.narrow(0, 0, b);                      // [b]
+  auto slots = in_slots_.narrow(0, 0, b);                  // [b]
+  auto mask = in_mask_.narrow(0, 0, b).narrow(1, 0, W);    // [b, W]
   auto cos = rope_cos_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
   auto sin = rope_sin_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
   auto x = w_.embed.index_select(0, tok);                  // [b, hidden]
@@ -137,7 +139,7 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
     auto s = torch::matmul(qh, kw.transpose(1, 2)).mul_(scale);  // [nkv, g·b, W]
     s = s.view({nkv, g, b, W}) + mask;                           // [nkv, g, b, W]
     auto p = torch::softmax(s, -1, torch::kFloat32).to(dtype_);
-    auto o = torch::matmul(p.view({nkv, g * b, W}), vw);                        // [nkv, g·b, hd]
+    auto o = torch::matmul(p.view({nkv, g * b, W}), vw);                      // [nkv, g·b, hd]
     o = o.view({nkv, g, b, hd}).permute({2, 0, 1, 3}).reshape({b, nh * hd});  // [b, nh·hd]
     x = x + pj.o(o);
     hn = rms_norm(x, l.post_norm, eps);
@@ -145,7 +147,7 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
     const int64_t inter = c.intermediate_size;
     x = x + pj.down(torch::silu(gate_up.narrow(1, 0, inter)) * gate_up.narrow(1, inter, inter));
   }
-  x = rms_norm(x, w_.norm, eps);                                     // [b, hidden]
+  x = rms_norm(x, w_.norm, eps);                                    // [b, hidden]
   out_logits_.narrow(0, 0, b).copy_(torch::linear(x, w_.lm_head));  // [b, vocab]
   auto rows = out_logits_.narrow(0, 0, batch.rows);
   if (!rows.is_cpu()) rows = rows.to(torch::kCPU);  // the one device→host copy of a pass
@@ -171,8 +173,8 @@ void TorchOpsBackend::move_kv(const std::vector<KvMove>& moves) {
 
 }  // namespace
 
-std::unique_ptr<PassBackend> make_torch_ops_backend(ModelWeights weights, torch::Device device, torch::ScalarType dtype,
-                                                    int capacity) {
+std::unique_ptr<PassBackend> make_torch_ops_backend(ModelWeights weights, torch::Device device,
+                                                    torch::ScalarType dtype, int capacity) {
   return std::make_unique<TorchOpsBackend>(std::move(weights), device, dtype, capacity);
 }
 

@@ -34,11 +34,11 @@ int TreeKv::add_nodes(const std::vector<int32_t>& tokens, const std::vector<int3
   for (int i = 0; i < n; ++i) {
     const int p = parents[i];
     if (p < -1 || p >= first + i)
-      throw std::invalid_argument("tree pass: node " + std::to_string(first + i) + " has parent " + std::to_string(p) +
-                                  " (must be −1 or an earlier node)");
+      throw std::invalid_argument("tree pass: node " + std::to_string(first + i) + " has parent " +
+                                  std::to_string(p) + " (must be −1 or an earlier node)");
     if (tokens[i] < 0 || tokens[i] >= vocab_)
-      throw std::invalid_argument("tree pass: token " + std::to_string(tokens[i]) + " outside the vocabulary of " +
-                                  std::to_string(vocab_));
+      throw std::invalid_argument("tree pass: token " + std::to_string(tokens[i]) +
+                                  " outside the vocabulary of " + std::to_string(vocab_));
   }
   for (int i = 0; i < n; ++i) {
     const int p = parents[i];
@@ -86,7 +86,8 @@ std::vector<KvMove> TreeKv::commit(const std::vector<int32_t>& path) {
       throw std::invalid_argument("commit: node " + std::to_string(v) + " is not in the tree of " +
                                   std::to_string(tree_size()) + " nodes");
     if (parent_[v] != (j == 0 ? -1 : path[j - 1]))
-      throw std::invalid_argument("commit: nodes are not a path from the context at node " + std::to_string(v));
+      throw std::invalid_argument("commit: nodes are not a path from the context at node " +
+                                  std::to_string(v));
   }
   check_room(m, "commit");
   // Node v sits in slot length + v, and v ≥ j on a path: a source slot length + path[j] is never
@@ -106,7 +107,8 @@ void TreeKv::discard_tree() {
 
 void TreeKv::truncate(int n) {
   if (n < 0 || n > length_)
-    throw std::invalid_argument("truncate: " + std::to_string(n) + " outside [0, " + std::to_string(length_) + "]");
+    throw std::invalid_argument("truncate: " + std::to_string(n) + " outside [0, " + std::to_string(length_) +
+                                "]");
   length_ = n;
   discard_tree();
 }

@@ -15,10 +15,10 @@
 namespace rootspec {
 
 struct DraftTree {
-  std::vector<int32_t> token;       // [n]
-  std::vector<int32_t> parent;      // [n] tree index or kRoot; parent[i] < i
-  std::vector<int32_t> depth;       // [n] 1 = child of the anchor
-  std::vector<int32_t> pool_index;  // [n] the pool node it came from (−1 if none)
+  std::vector<int32_t> token;         // [n]
+  std::vector<int32_t> parent;        // [n] tree index or kRoot; parent[i] < i
+  std::vector<int32_t> depth;         // [n] 1 = child of the anchor
+  std::vector<int32_t> pool_index;    // [n] the pool node it came from (−1 if none)
   int32_t anchor_pool_index = kRoot;  // pool node of the anchor (kRoot: the committed context)
 
   int size() const { return static_cast<int>(token.size()); }

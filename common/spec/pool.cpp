@@ -67,9 +67,8 @@ std::vector<int> top_tokens(const float* row, int vocab, int k) {
   std::vector<int> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
   k = std::min(k, vocab);
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) {
-    return row[a] != row[b] ? row[a] > row[b] : a < b;
-  });
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int a, int b) { return row[a] != row[b] ? row[a] > row[b] : a < b; });
   ids.resize(k);
   return ids;
 }
@@ -135,8 +134,8 @@ void keep_row(Pool& pool, int u, const std::vector<int>& leads, const std::vecto
 // Adds the top_k children of `parent` from its draft row: the top-k tokens, or for a Rheo
 // pool the m leads, one token drawn from the tail with its proxy, and fill tokens (paper 002
 // §3.2). Returns the new pool indices.
-std::vector<int> add_children(Pool& pool, int parent, const float* row, int vocab,
-                              const PoolShape& shape, Rng* rng) {
+std::vector<int> add_children(Pool& pool, int parent, const float* row, int vocab, const PoolShape& shape,
+                              Rng* rng) {
   std::vector<float> q(row, row + vocab);  // [vocab] the row the drafter proposes from
   if (shape.sparse > 0 && shape.sparse < vocab) {
     // Sparse draft row: top `sparse` entries renormalised (logits outside set to −inf).
@@ -170,8 +169,8 @@ std::vector<int> add_children(Pool& pool, int parent, const float* row, int voca
   assert(rng && "a Rheo pool needs the drafter's generator");
   const int y = sample_index(tail.data(), vocab, *rng);
   const double proxy = shape.adhoc_proxy > 0 ? shape.adhoc_proxy
-                       : m == 0             ? std::min(1.0, q[ranked_tokens[0]] + kRheoEpsilon)
-                                            : std::min<double>(q[leads[m - 1]], z);
+                       : m == 0              ? std::min(1.0, q[ranked_tokens[0]] + kRheoEpsilon)
+                                             : std::min<double>(q[leads[m - 1]], z);
   auto add_sampled = [&] {
     const int u = pool.add(y, parent, std::log(proxy));
     pool.sampled[u] = 1;
@@ -203,8 +202,7 @@ void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng
   for (int d = 2; d <= shape.depth; ++d) {
     // Forward the best `expand` of the newest candidates, in rank order.
     sort_ranked(pool, fresh);
-    std::vector<int> frontier(fresh.begin(),
-                              fresh.begin() + std::min<int>(shape.expand, fresh.size()));
+    std::vector<int> frontier(fresh.begin(), fresh.begin() + std::min<int>(shape.expand, fresh.size()));
     for (int v : frontier) pool.expanded[v] = 1;
     drafter.draft_rows(pool, frontier, rows);
     assert(rows.size() == frontier.size() * static_cast<size_t>(vocab));

@@ -25,9 +25,9 @@ struct Pool {
   std::vector<uint8_t> expanded;  // [n] 1 when the drafter forwarded this node
 
   // RheoSampling pools (paper 002 §3.2); for top-k pools `sampled` is all 0 and no rows kept.
-  std::vector<uint8_t> sampled;   // [n] 1 = drawn from the draft tail; its logq is the proxy
-  std::vector<float> q_true;      // [n] q̃(x) of a sampled node: its true sampling probability
-  int rheo_m = -1;                // lead tokens per expansion; −1 for a top-k pool
+  std::vector<uint8_t> sampled;  // [n] 1 = drawn from the draft tail; its logq is the proxy
+  std::vector<float> q_true;     // [n] q̃(x) of a sampled node: its true sampling probability
+  int rheo_m = -1;               // lead tokens per expansion; −1 for a top-k pool
   // Draft rows of the root and the expanded nodes, kept for the rheo verifier: entries
   // [row_start[u + 1], row_start[u + 1] + row_len[u + 1]) of row_token/row_prob hold the
   // (possibly sparse, renormalised) row at node u (u = kRoot → index 0), leads first.
@@ -48,9 +48,9 @@ struct Pool {
 // then smaller depth, then smaller pool index (paper 000 App. C). Scores are non-increasing
 // along a path, so the top B of this order are ancestor-closed.
 bool ranks_before(const Pool& pool, int a, int b);
-std::vector<int> ranked(const Pool& pool);                  // all pool indices, best first
+std::vector<int> ranked(const Pool& pool);                        // all pool indices, best first
 std::vector<int> ranked_descendants(const Pool& pool, int node);  // strict descendants, best first
-std::vector<int> level_one(const Pool& pool);               // depth-1 nodes, pool order
+std::vector<int> level_one(const Pool& pool);                     // depth-1 nodes, pool order
 
 // Shape of the EAGLE-3 pool. Defaults: 10 + 7·100 = 710 candidates, 70 expanded.
 struct PoolShape {
@@ -78,8 +78,7 @@ class DraftModel {
   // committed context), given the pool grown so far. out is resized to [nodes.size(), vocab].
   // Called once per expansion step with that step's frontier: a model-backed drafter scores
   // the frontier in one tree pass.
-  virtual void draft_rows(const Pool& pool, const std::vector<int>& nodes,
-                          std::vector<float>& out) = 0;
+  virtual void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) = 0;
 };
 
 // Grows the EAGLE-3 pool below the committed context: the top_k most probable tokens at the

@@ -22,11 +22,11 @@ struct RequestOptions {
   bool autoregressive = false;  // rule "ar": plain decoding, the target alone (no drafter)
   Rule rule = Rule::RootDraw;   // selection rule of speculative rounds
   Verifier verifier = Verifier::Residual;
-  int budget = 8;               // B: most tree nodes a rule may select
-  double temperature = 0.0;     // 0 = greedy
+  int budget = 8;            // B: most tree nodes a rule may select
+  double temperature = 0.0;  // 0 = greedy
   int max_new_tokens = 128;
-  bool stop_at_eos = true;      // stop after the target's first EOS token
-  uint64_t seed = 0;            // Rng(seed) drives every draw of the request (rng.h)
+  bool stop_at_eos = true;  // stop after the target's first EOS token
+  uint64_t seed = 0;        // Rng(seed) drives every draw of the request (rng.h)
 };
 
 // "ar" or a rule name (oracle is for analysis only and refused here). False if unknown.

@@ -90,8 +90,8 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
 
   // TreeSelector: root-based rules draw y from the root row first.
   int64_t t0 = monotonic_ns();
-  const RoundPlan plan =
-      hooks && hooks->plan ? hooks->plan(o.rule, in, root_token, rng) : plan_round(o.rule, in, root_token, rng);
+  const RoundPlan plan = hooks && hooks->plan ? hooks->plan(o.rule, in, root_token, rng)
+                                              : plan_round(o.rule, in, root_token, rng);
   r.verify_ns = monotonic_ns() - t0;
   r.first_drawn = plan.first_drawn;
   r.tree_pass_skipped = plan.skip_tree_pass;
@@ -107,8 +107,9 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
     r.tree_nodes = plan.verify_tree.size();
     // Verifier.
     t0 = monotonic_ns();
-    const VerifyResult v = hooks && hooks->verify ? hooks->verify(o.verifier, plan.verify_tree, rows, rng, &pool)
-                                                  : verify(o.verifier, plan.verify_tree, rows, rng, &pool);
+    const VerifyResult v = hooks && hooks->verify
+                               ? hooks->verify(o.verifier, plan.verify_tree, rows, rng, &pool)
+                               : verify(o.verifier, plan.verify_tree, rows, rng, &pool);
     out = assemble_round(plan, v);
     r.verify_ns += monotonic_ns() - t0;
   }

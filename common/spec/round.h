@@ -67,14 +67,14 @@ class TargetScorer {
 // daemon's trace (the Done message), rootspec-generate's --json, rootspec-sim's means and the
 // harness's per-round samples.
 struct RoundRecord {
-  int32_t pool_nodes = 0;  // candidates in the round's pool (0 for ar)
-  int32_t tree_nodes = 0;  // nodes the tree pass scored below the anchor (0 when skipped)
-  int32_t accepted = 0;    // accepted draft tokens, y included when followed into a tree pass
-  int32_t emitted = 0;     // accepted + 1 (the continuation)
+  int32_t pool_nodes = 0;          // candidates in the round's pool (0 for ar)
+  int32_t tree_nodes = 0;          // nodes the tree pass scored below the anchor (0 when skipped)
+  int32_t accepted = 0;            // accepted draft tokens, y included when followed into a tree pass
+  int32_t emitted = 0;             // accepted + 1 (the continuation)
   bool first_drawn = false;        // a root-based rule drew y from the root row
   bool tree_pass_skipped = false;  // y left the rule's tree: y alone was emitted
   // CLOCK_MONOTONIC ns (clock.h), comparable across the pair's processes; 0: absent.
-  int64_t commit_sent_ns = 0;  // the drafter was sent what started this round's pool
+  int64_t commit_sent_ns = 0;                    // the drafter was sent what started this round's pool
   int64_t root_start_ns = 0, root_end_ns = 0;    // root pass (ar: its only pass)
   int64_t draft_start_ns = 0, draft_end_ns = 0;  // pool growth, on the drafter's clock
   int64_t pool_received_ns = 0;

@@ -38,7 +38,8 @@ void probs_from_logits(const float* logits, int vocab, double temperature, float
 RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out) {
   const int64_t V = logits.vocab;
   out.resize(static_cast<size_t>(logits.n_rows) * V);
-  for (int i = 0; i < logits.n_rows; ++i) probs_from_logits(logits.row(i), logits.vocab, temperature, &out[i * V]);
+  for (int i = 0; i < logits.n_rows; ++i)
+    probs_from_logits(logits.row(i), logits.vocab, temperature, &out[i * V]);
   return RowsView{out.data(), logits.n_rows, logits.vocab};
 }
 
@@ -56,8 +57,7 @@ void temper_probs(const float* probs, int vocab, double temperature, float* out)
   double total = 0.0;
   for (int i = 0; i < vocab; ++i) {
     const double e =
-        probs[i] > 0 ? std::exp((std::log(static_cast<double>(probs[i])) - log_max) / temperature)
-                     : 0.0;
+        probs[i] > 0 ? std::exp((std::log(static_cast<double>(probs[i])) - log_max) / temperature) : 0.0;
     out[i] = static_cast<float>(e);
     total += e;
   }
@@ -70,8 +70,6 @@ double total_variation(const float* p, const float* q, int vocab) {
   return 0.5 * s;
 }
 
-double safe_log(double p) {
-  return p > 0 ? std::log(p) : -std::numeric_limits<double>::infinity();
-}
+double safe_log(double p) { return p > 0 ? std::log(p) : -std::numeric_limits<double>::infinity(); }
 
 }  // namespace rootspec

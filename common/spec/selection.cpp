@@ -13,8 +13,8 @@ struct RuleInfo {
   Rule rule;
   const char* name;
 };
-constexpr RuleInfo kRules[] = {{Rule::Draft, "draft"},         {Rule::Root, "root"},
-                               {Rule::RootDraw, "root-draw"}, {Rule::Pearl, "pearl"},
+constexpr RuleInfo kRules[] = {{Rule::Draft, "draft"},          {Rule::Root, "root"},
+                               {Rule::RootDraw, "root-draw"},   {Rule::Pearl, "pearl"},
                                {Rule::PearlTop1, "pearl-top1"}, {Rule::Oracle, "oracle"}};
 
 // The `budget` best pool nodes under `better` (a strict order), sorted by pool index. Only the
@@ -77,8 +77,7 @@ int level_one_node(const Pool& pool, const std::vector<int>& nodes, int32_t toke
 }
 
 // `top` plus at most B − 1 of its descendants: the best-ranked ones, or those in `allowed`.
-std::vector<int> with_descendants(const Pool& pool, int top, int budget,
-                                  const std::vector<int>* allowed) {
+std::vector<int> with_descendants(const Pool& pool, int top, int budget, const std::vector<int>* allowed) {
   std::vector<int> out{top};
   for (int u : ranked_descendants(pool, top)) {
     if (static_cast<int>(out.size()) >= budget) break;
@@ -122,8 +121,7 @@ const std::vector<Rule>& all_rules() {
 }
 
 bool rule_draws_first(Rule rule) {
-  return rule == Rule::Root || rule == Rule::RootDraw || rule == Rule::Pearl ||
-         rule == Rule::PearlTop1;
+  return rule == Rule::Root || rule == Rule::RootDraw || rule == Rule::Pearl || rule == Rule::PearlTop1;
 }
 
 bool rule_needs_target_pool_probs(Rule rule) { return rule == Rule::Oracle; }

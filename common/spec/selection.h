@@ -21,15 +21,15 @@ namespace rootspec {
 
 enum class Rule { Draft, Root, RootDraw, Pearl, PearlTop1, Oracle };
 
-const char* rule_name(Rule rule);                       // "draft", "root-draw", …
-bool parse_rule(const std::string& name, Rule* rule);   // false for an unknown name
+const char* rule_name(Rule rule);                      // "draft", "root-draw", …
+bool parse_rule(const std::string& name, Rule* rule);  // false for an unknown name
 const std::vector<Rule>& all_rules();
-bool rule_draws_first(Rule rule);  // root, root-draw, pearl, pearl-top1
+bool rule_draws_first(Rule rule);              // root, root-draw, pearl, pearl-top1
 bool rule_needs_target_pool_probs(Rule rule);  // oracle
 
 struct SelectionInputs {
   const Pool* pool = nullptr;
-  int budget = 59;                  // B ≥ 1: most nodes the tree may hold
+  int budget = 59;  // B ≥ 1: most nodes the tree may hold
   int vocab = 0;
   const float* root_probs = nullptr;  // [vocab] root row at the decoding temperature (root-based
                                       // rules; `root` also ranks with it)
@@ -47,12 +47,12 @@ std::vector<int> select_tree(Rule rule, const SelectionInputs& in, int32_t first
 // Plan for one round: what the tree pass scores and what is emitted before verification.
 struct RoundPlan {
   Rule rule = Rule::Draft;
-  std::vector<int> selected;      // the rule's tree, pool indices (sorted)
-  bool first_drawn = false;       // root-based rule: y was drawn from the root row
-  int32_t first_token = -1;       // y
-  bool skip_tree_pass = false;    // y is not where the rule needs it: y is the continuation
-  int32_t anchor_token = -1;      // token at row 0 of the tree pass: root token or y
-  DraftTree verify_tree;          // nodes below the anchor that the tree pass scores
+  std::vector<int> selected;    // the rule's tree, pool indices (sorted)
+  bool first_drawn = false;     // root-based rule: y was drawn from the root row
+  int32_t first_token = -1;     // y
+  bool skip_tree_pass = false;  // y is not where the rule needs it: y is the continuation
+  int32_t anchor_token = -1;    // token at row 0 of the tree pass: root token or y
+  DraftTree verify_tree;        // nodes below the anchor that the tree pass scores
 };
 
 // Draws y (root-based rules; one rng draw from in.root_probs) and selects.

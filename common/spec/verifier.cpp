@@ -34,8 +34,8 @@ void fill_path(const DraftTree& tree, int exit, VerifyResult& out) {
 
 // Draws from `row` with the tokens of v's children removed, renormalised (the residual row
 // p_v^res of paper 003 Lemma 1).
-int32_t sample_residual(const DraftTree& tree, const std::vector<int>& kids, const float* row,
-                        int vocab, Rng& rng) {
+int32_t sample_residual(const DraftTree& tree, const std::vector<int>& kids, const float* row, int vocab,
+                        Rng& rng) {
   thread_local std::vector<float> scratch;  // [vocab]
   scratch.assign(row, row + vocab);
   for (int c : kids) scratch[tree.token[c]] = 0.0f;
@@ -59,8 +59,8 @@ bool parse_verifier(const std::string& name, Verifier* v) {
 }
 
 const std::vector<Verifier>& all_verifiers() {
-  static const std::vector<Verifier> all = {Verifier::Greedy, Verifier::Residual,
-                                            Verifier::Predraw, Verifier::Tev, Verifier::Rheo};
+  static const std::vector<Verifier> all = {Verifier::Greedy, Verifier::Residual, Verifier::Predraw,
+                                            Verifier::Tev, Verifier::Rheo};
   return all;
 }
 
@@ -85,8 +85,7 @@ namespace {
 // Sequential residual over `kids` in order under the residual row r ([vocab], unnormalised;
 // paper 000 App. C): accept child x with r(x)/Σr, else zero r(x) and go on. Returns the
 // accepted child, or −1 with r left as the final residual (every child zeroed).
-int try_children(const DraftTree& tree, const std::vector<int>& kids, std::vector<float>& r,
-                 Rng& rng) {
+int try_children(const DraftTree& tree, const std::vector<int>& kids, std::vector<float>& r, Rng& rng) {
   double total = 0.0, kids_mass = 0.0;
   for (float x : r) total += x;
   for (int c : kids) kids_mass += r[tree.token[c]];
@@ -107,8 +106,7 @@ int try_children(const DraftTree& tree, const std::vector<int>& kids, std::vecto
 // sequential residual runs (rheo); it returns the accepted child, or −1 after it has turned
 // r into the residual to continue with.
 template <typename FirstTest>
-VerifyResult residual_walk(const DraftTree& tree, const RowsView& rows, Rng& rng,
-                           FirstTest first_test) {
+VerifyResult residual_walk(const DraftTree& tree, const RowsView& rows, Rng& rng, FirstTest first_test) {
   assert(rows.n_rows == tree.size() + 1);
   const auto children = tree.children();
   std::vector<float> r;  // [vocab] current residual row
@@ -200,8 +198,7 @@ VerifyResult verify_tev(const DraftTree& tree, const RowsView& rows, Rng& rng) {
   return out;
 }
 
-VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng,
-                    const Pool* pool) {
+VerifyResult verify(Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool* pool) {
   switch (v) {
     case Verifier::Greedy:
       return verify_greedy(tree, rows);

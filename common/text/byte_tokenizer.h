@@ -18,22 +18,23 @@
 namespace rootspec {
 
 class ByteTokenizer final : public Tokenizer {
-  public:
-    // config_name is used in error messages.
-    static std::unique_ptr<ByteTokenizer> from_config(const nlohmann::json & config, const std::string & config_name);
-    explicit ByteTokenizer(std::vector<std::string> specials, token_id bos = -1, token_id eos = -1);
+ public:
+  // config_name is used in error messages.
+  static std::unique_ptr<ByteTokenizer> from_config(const nlohmann::json& config,
+                                                    const std::string& config_name);
+  explicit ByteTokenizer(std::vector<std::string> specials, token_id bos = -1, token_id eos = -1);
 
-    std::vector<token_id> encode(std::string_view text, bool add_special) const override;
-    const std::string &   token_bytes(token_id id) const override;
-    bool                  is_special(token_id id) const override { return id >= 256 && id < vocab_size(); }
-    token_id              vocab_size() const override { return static_cast<token_id>(bytes_.size()); }
-    token_id              find_token(std::string_view text) const override;
-    token_id              bos_id() const override { return bos_; }
-    token_id              eos_id() const override { return eos_; }
+  std::vector<token_id> encode(std::string_view text, bool add_special) const override;
+  const std::string& token_bytes(token_id id) const override;
+  bool is_special(token_id id) const override { return id >= 256 && id < vocab_size(); }
+  token_id vocab_size() const override { return static_cast<token_id>(bytes_.size()); }
+  token_id find_token(std::string_view text) const override;
+  token_id bos_id() const override { return bos_; }
+  token_id eos_id() const override { return eos_; }
 
-  private:
-    std::vector<std::string> bytes_; // 256 single bytes, then the specials
-    token_id                 bos_, eos_;
+ private:
+  std::vector<std::string> bytes_;  // 256 single bytes, then the specials
+  token_id bos_, eos_;
 };
 
-} // namespace rootspec
+}  // namespace rootspec

@@ -26,44 +26,45 @@
 namespace rootspec {
 
 struct ChatMessage {
-    std::string role; // system, user or assistant
-    std::string content;
+  std::string role;  // system, user or assistant
+  std::string content;
 };
 
 struct ChatOptions {
-    bool add_generation_prompt = true;
-    bool enable_thinking       = true; // Qwen3's switch; ignored by templates without it
-    std::string date_string;           // llama3.1 "Today Date"; empty: the template's default
+  bool add_generation_prompt = true;
+  bool enable_thinking = true;  // Qwen3's switch; ignored by templates without it
+  std::string date_string;      // llama3.1 "Today Date"; empty: the template's default
 };
 
 class ChatTemplate {
-  public:
-    enum class Family { llama3, chatml };
+ public:
+  enum class Family { llama3, chatml };
 
-    // Reads "chat_template" (a string, or a list of {name, template} where "default" is taken)
-    // and "bos_token" from tokenizer_config.json. Throws std::runtime_error naming the file.
-    static ChatTemplate from_tokenizer_config(const std::string & path);
-    // source: the Jinja text; origin: named in errors.
-    static ChatTemplate from_source(const std::string & source, const std::string & bos_token, const std::string & origin);
+  // Reads "chat_template" (a string, or a list of {name, template} where "default" is taken)
+  // and "bos_token" from tokenizer_config.json. Throws std::runtime_error naming the file.
+  static ChatTemplate from_tokenizer_config(const std::string& path);
+  // source: the Jinja text; origin: named in errors.
+  static ChatTemplate from_source(const std::string& source, const std::string& bos_token,
+                                  const std::string& origin);
 
-    // Throws std::invalid_argument for a role the template family does not render.
-    std::string apply(const std::vector<ChatMessage> & messages, const ChatOptions & opt = {}) const;
+  // Throws std::invalid_argument for a role the template family does not render.
+  std::string apply(const std::vector<ChatMessage>& messages, const ChatOptions& opt = {}) const;
 
-    Family              family() const { return family_; }
-    const std::string & name() const { return name_; } // "llama3", "llama3.1", "chatml", "qwen3"
-    bool                has_thinking_switch() const { return thinking_switch_; }
-    const std::string & default_system() const { return default_system_; }
+  Family family() const { return family_; }
+  const std::string& name() const { return name_; }  // "llama3", "llama3.1", "chatml", "qwen3"
+  bool has_thinking_switch() const { return thinking_switch_; }
+  const std::string& default_system() const { return default_system_; }
 
-  private:
-    Family      family_ = Family::chatml;
-    std::string name_;
-    std::string bos_;
-    std::string default_system_;
-    bool        thinking_switch_      = false;
-    bool        generation_switch_    = true; // false: the template always adds the assistant header
-    std::string knowledge_date_;              // llama3.1 preamble; empty for llama3
-    std::string default_date_;
-    bool        date_from_clock_ = false;
+ private:
+  Family family_ = Family::chatml;
+  std::string name_;
+  std::string bos_;
+  std::string default_system_;
+  bool thinking_switch_ = false;
+  bool generation_switch_ = true;  // false: the template always adds the assistant header
+  std::string knowledge_date_;     // llama3.1 preamble; empty for llama3
+  std::string default_date_;
+  bool date_from_clock_ = false;
 };
 
-} // namespace rootspec
+}  // namespace rootspec

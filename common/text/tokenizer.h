@@ -21,30 +21,30 @@ namespace rootspec {
 using token_id = int32_t;
 
 class Tokenizer {
-  public:
-    virtual ~Tokenizer() = default;
+ public:
+  virtual ~Tokenizer() = default;
 
-    // Ill-formed UTF-8 is first replaced as utf8_sanitize() does. Added/special tokens written in
-    // the text are recognised (longest match) and never split. add_special adds what the model's
-    // post-processor adds (e.g. BOS).
-    virtual std::vector<token_id> encode(std::string_view text, bool add_special) const = 0;
+  // Ill-formed UTF-8 is first replaced as utf8_sanitize() does. Added/special tokens written in
+  // the text are recognised (longest match) and never split. add_special adds what the model's
+  // post-processor adds (e.g. BOS).
+  virtual std::vector<token_id> encode(std::string_view text, bool add_special) const = 0;
 
-    // The raw bytes a token stands for; may be a fragment of a UTF-8 character.
-    // Throws std::out_of_range for an id that is not in the vocabulary.
-    virtual const std::string & token_bytes(token_id id) const = 0;
+  // The raw bytes a token stands for; may be a fragment of a UTF-8 character.
+  // Throws std::out_of_range for an id that is not in the vocabulary.
+  virtual const std::string& token_bytes(token_id id) const = 0;
 
-    virtual bool     is_special(token_id id) const = 0;
-    virtual token_id vocab_size() const            = 0; // one past the largest id
-    // Id of a token whose text is exactly `text` (e.g. "<|eot_id|>"), or -1.
-    virtual token_id find_token(std::string_view text) const = 0;
-    virtual token_id bos_id() const { return -1; }
-    virtual token_id eos_id() const { return -1; }
+  virtual bool is_special(token_id id) const = 0;
+  virtual token_id vocab_size() const = 0;  // one past the largest id
+  // Id of a token whose text is exactly `text` (e.g. "<|eot_id|>"), or -1.
+  virtual token_id find_token(std::string_view text) const = 0;
+  virtual token_id bos_id() const { return -1; }
+  virtual token_id eos_id() const { return -1; }
 
-    // Concatenated token bytes with ill-formed UTF-8 replaced by U+FFFD (as the peer's TextDecoder).
-    std::string decode(const std::vector<token_id> & ids, bool skip_special = false) const;
+  // Concatenated token bytes with ill-formed UTF-8 replaced by U+FFFD (as the peer's TextDecoder).
+  std::string decode(const std::vector<token_id>& ids, bool skip_special = false) const;
 };
 
 // Throws std::runtime_error naming the folder or file on any problem.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string & model_dir);
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 
-} // namespace rootspec
+}  // namespace rootspec

@@ -3,8 +3,8 @@
 namespace rootspec {
 
 std::string TokenStreamDecoder::push(token_id id) {
-    if (skip_special_ && tok_.is_special(id)) return {};
-    return utf8_.push(tok_.token_bytes(id));
+  if (skip_special_ && tok_.is_special(id)) return {};
+  return utf8_.push(tok_.token_bytes(id));
 }
 
-} // namespace rootspec
+}  // namespace rootspec

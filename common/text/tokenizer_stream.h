@@ -11,18 +11,19 @@
 namespace rootspec {
 
 class TokenStreamDecoder {
-  public:
-    explicit TokenStreamDecoder(const Tokenizer & tok, bool skip_special = false) : tok_(tok), skip_special_(skip_special) {}
+ public:
+  explicit TokenStreamDecoder(const Tokenizer& tok, bool skip_special = false)
+      : tok_(tok), skip_special_(skip_special) {}
 
-    // Text that this id completes (often empty inside a multi-byte character).
-    std::string push(token_id id);
-    // End of stream: an unfinished character becomes U+FFFD. The decoder can be reused afterwards.
-    std::string finish() { return utf8_.flush(); }
+  // Text that this id completes (often empty inside a multi-byte character).
+  std::string push(token_id id);
+  // End of stream: an unfinished character becomes U+FFFD. The decoder can be reused afterwards.
+  std::string finish() { return utf8_.flush(); }
 
-  private:
-    const Tokenizer & tok_;
-    bool              skip_special_;
-    Utf8StreamDecoder utf8_;
+ private:
+  const Tokenizer& tok_;
+  bool skip_special_;
+  Utf8StreamDecoder utf8_;
 };
 
-} // namespace rootspec
+}  // namespace rootspec

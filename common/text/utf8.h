@@ -11,10 +11,10 @@ namespace rootspec {
 constexpr uint32_t k_utf8_replacement = 0xFFFD;
 
 // Appends the UTF-8 encoding of code point cp (must be a scalar value).
-void utf8_append(std::string & out, uint32_t cp);
+void utf8_append(std::string& out, uint32_t cp);
 
 // Decodes the code point at s[i] of VALID UTF-8 and advances i past it.
-uint32_t utf8_next(std::string_view s, size_t & i);
+uint32_t utf8_next(std::string_view s, size_t& i);
 
 bool utf8_is_valid(std::string_view s);
 
@@ -28,20 +28,20 @@ std::string utf8_sanitize(std::string_view bytes);
 // character into U+FFFD. Concatenating every push() and the final flush() equals
 // utf8_sanitize(all bytes), however the bytes are cut.
 class Utf8StreamDecoder {
-  public:
-    std::string push(std::string_view bytes);
-    void push(std::string_view bytes, std::string & out);
-    std::string flush();
-    bool pending() const { return needed_ != 0; }
+ public:
+  std::string push(std::string_view bytes);
+  void push(std::string_view bytes, std::string& out);
+  std::string flush();
+  bool pending() const { return needed_ != 0; }
 
-  private:
-    void reset_sequence();
+ private:
+  void reset_sequence();
 
-    int     needed_ = 0;    // continuation bytes the current character still needs
-    int     seen_   = 0;
-    uint8_t lower_  = 0x80; // allowed range for the next continuation byte
-    uint8_t upper_  = 0xBF;
-    char    held_[4] = {};  // bytes of the unfinished character
+  int needed_ = 0;  // continuation bytes the current character still needs
+  int seen_ = 0;
+  uint8_t lower_ = 0x80;  // allowed range for the next continuation byte
+  uint8_t upper_ = 0xBF;
+  char held_[4] = {};  // bytes of the unfinished character
 };
 
-} // namespace rootspec
+}  // namespace rootspec

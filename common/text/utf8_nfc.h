@@ -16,4 +16,4 @@ bool utf8_nfc_quick_check(std::string_view valid_utf8);
 // NFC of valid UTF-8 text.
 std::string utf8_nfc(std::string_view valid_utf8);
 
-} // namespace rootspec
+}  // namespace rootspec

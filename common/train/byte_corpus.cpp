@@ -33,8 +33,9 @@ ByteCorpus::ByteCorpus(const std::vector<std::string>& files, int64_t window) {
     heldout_.assign(stream.begin() + cut, stream.end());
   }
   if (train_tokens() < window || heldout_tokens() < window)
-    throw std::runtime_error("--corpus: " + std::to_string(n) + " tokens leave a split shorter than one window of " +
-                             std::to_string(window) + " (train " + std::to_string(train_tokens()) + ", held-out " +
+    throw std::runtime_error("--corpus: " + std::to_string(n) +
+                             " tokens leave a split shorter than one window of " + std::to_string(window) +
+                             " (train " + std::to_string(train_tokens()) + ", held-out " +
                              std::to_string(heldout_tokens()) + ")");
 }
 

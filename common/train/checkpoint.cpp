@@ -29,17 +29,20 @@ void save_checkpoint(const std::string& out, const TrainModel& model, torch::opt
 std::string find_checkpoint(const std::string& out) {
   for (const char* name : {"/checkpoint", "/checkpoint.old"}) {
     const std::string d = out + name;
-    if (fs::exists(d + "/state.json") && fs::exists(d + "/optimizer.pt") && fs::exists(d + "/model.safetensors"))
+    if (fs::exists(d + "/state.json") && fs::exists(d + "/optimizer.pt") &&
+        fs::exists(d + "/model.safetensors"))
       return d;
   }
   return "";
 }
 
-nlohmann::json load_checkpoint(const std::string& dir, TrainModel& model, torch::optim::Optimizer& optimizer) {
+nlohmann::json load_checkpoint(const std::string& dir, TrainModel& model,
+                               torch::optim::Optimizer& optimizer) {
   TrainModel saved(dir);
   const auto& a = model.named_parameters();
   const auto& b = saved.named_parameters();
-  if (a.size() != b.size()) throw std::runtime_error(dir + ": checkpoint has a different model shape than the options");
+  if (a.size() != b.size())
+    throw std::runtime_error(dir + ": checkpoint has a different model shape than the options");
   {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < a.size(); ++i) {

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "train_model.h"
 

@@ -48,8 +48,9 @@ std::vector<double> exit_weights(const DraftTree& tree, const RowsView& probs) {
   return w;
 }
 
-ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target, const std::vector<int32_t>& context,
-                               const PoolShape& shape, int budget, double temperature) {
+ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target,
+                               const std::vector<int32_t>& context, const PoolShape& shape, int budget,
+                               double temperature) {
   ExitExample ex;
   ex.context = context;
   // 1. The inference-time pool and draft selection at budget B (DESIGN §2).
@@ -69,7 +70,8 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target, 
   probs_from_logits(root.row(0), V, temperature, probs.data());
   if (n > 0) {
     RowsView rows = target.tree_pass(ex.tree.token, ex.tree.parent);
-    for (int i = 0; i < n; ++i) probs_from_logits(rows.row(i), V, temperature, probs.data() + int64_t(i + 1) * V);
+    for (int i = 0; i < n; ++i)
+      probs_from_logits(rows.row(i), V, temperature, probs.data() + int64_t(i + 1) * V);
   }
   // 3. The canonical exit law with the core library (paper 003 Lemma 1).
   RowsView pv{probs.data(), 1 + n, V};
@@ -79,11 +81,12 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target, 
   return ex;
 }
 
-torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_t>& context, const DraftTree& tree) {
+torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_t>& context,
+                             const DraftTree& tree) {
   const int64_t L = static_cast<int64_t>(context.size()), n = tree.size(), t = L + n;
-  auto tok = torch::empty({1, t}, torch::kInt64);          // [1, L + n]
-  auto pos = torch::empty({1, t}, torch::kInt64);          // [1, L + n]
-  auto mask = torch::zeros({1, t, t}, torch::kBool);       // [1, L + n, L + n]
+  auto tok = torch::empty({1, t}, torch::kInt64);     // [1, L + n]
+  auto pos = torch::empty({1, t}, torch::kInt64);     // [1, L + n]
+  auto mask = torch::zeros({1, t, t}, torch::kBool);  // [1, L + n, L + n]
   auto pt = tok.accessor<int64_t, 2>();
   auto pp = pos.accessor<int64_t, 2>();
   auto pm = mask.accessor<bool, 3>();
@@ -113,7 +116,8 @@ torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_
 namespace {
 
 // − Σ_v weight[v] · log q_θ(x_v | c, π(parent(v))) over the tree's nodes. weight: [n]
-torch::Tensor weighted_node_nll(const TrainModel& drafter, const ExitExample& ex, const std::vector<double>& weight) {
+torch::Tensor weighted_node_nll(const TrainModel& drafter, const ExitExample& ex,
+                                const std::vector<double>& weight) {
   const int64_t n = ex.tree.size();
   if (n == 0) return torch::zeros({}, torch::kFloat32);
   auto w = torch::empty({n}, torch::kFloat32);  // [n]

@@ -50,12 +50,14 @@ std::vector<double> exit_weights(const DraftTree& tree, const RowsView& probs);
 
 // Builds the example for `context` (drafter rows from `drafter`, target rows from `target`,
 // whose cache is reset). temperature shapes the target rows (0 = greedy one-hot).
-ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target, const std::vector<int32_t>& context,
-                               const PoolShape& shape, int budget, double temperature);
+ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target,
+                               const std::vector<int32_t>& context, const PoolShape& shape, int budget,
+                               double temperature);
 
 // Drafter log-probabilities of every tree node's own token under its tree-parent context:
 // log q_θ(x_v | c, path(parent(v))), one tree-masked forward with gradients. [n]
-torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_t>& context, const DraftTree& tree);
+torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_t>& context,
+                             const DraftTree& tree);
 
 // The ExitTrain loss of one context (paper 003 §5):
 //   L_exit(θ; c) = − Σ_{v ∈ T̂_θ(c), v ≠ root} w(v) · log q_θ(x_v | c, π(parent(v)))

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "torch_layers.h"  // rms_norm, rope and the RoPE tables, as the runtime's TorchOps backend
 #include "rng.h"
 #include "safetensors.h"
+#include "torch_layers.h"  // rms_norm, rope and the RoPE tables, as the runtime's TorchOps backend
 
 namespace rootspec {
 
@@ -129,7 +129,8 @@ TrainModel::TrainModel(const std::string& dir) {
 
 void TrainModel::build_rope(int64_t capacity) {
   // The runtime's tables bit for bit (rope.h).
-  std::tie(rope_cos_, rope_sin_) = rope_tensors(rope_table(config_, capacity), torch::TensorOptions().dtype(torch::kFloat32));
+  std::tie(rope_cos_, rope_sin_) =
+      rope_tensors(rope_table(config_, capacity), torch::TensorOptions().dtype(torch::kFloat32));
 }
 
 torch::Tensor TrainModel::param(const std::string& name) const {
@@ -169,18 +170,20 @@ torch::Tensor TrainModel::forward(const torch::Tensor& tokens, const torch::Tens
   if (positions.max().item<int64_t>() >= rope_cos_.size(0))
     throw std::runtime_error("TrainModel: position past max_position_embeddings " +
                              std::to_string(rope_cos_.size(0)));
-  auto mask = mask_in.defined() ? mask_in
-                                : torch::ones({t, t}, torch::kBool).tril().unsqueeze(0).expand({b, t, t});
+  auto mask =
+      mask_in.defined() ? mask_in : torch::ones({t, t}, torch::kBool).tril().unsqueeze(0).expand({b, t, t});
   auto neg = torch::zeros({b, 1, t, t}, torch::kFloat32)
                  .masked_fill(mask.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
   auto cos = rope_cos_.index_select(0, positions.reshape({-1})).view({b, t, 1, hd});  // [b, t, 1, hd]
   auto sin = rope_sin_.index_select(0, positions.reshape({-1})).view({b, t, 1, hd});  // [b, t, 1, hd]
-  auto x = param("model.embed_tokens.weight").index_select(0, tokens.reshape({-1})).view({b, t, -1});  // [b, t, hidden]
+  auto x = param("model.embed_tokens.weight")
+               .index_select(0, tokens.reshape({-1}))
+               .view({b, t, -1});  // [b, t, hidden]
   for (int li = 0; li < c.num_hidden_layers; ++li) {
     const std::string p = "model.layers." + std::to_string(li) + ".";
     auto hn = rms_norm(x, param(p + "input_layernorm.weight"), c.rms_norm_eps);
     auto q = torch::linear(hn, param(p + "self_attn.q_proj.weight"), param(p + "self_attn.q_proj.bias"))
-                 .view({b, t, nh, hd});   // [b, t, nh, hd]
+                 .view({b, t, nh, hd});  // [b, t, nh, hd]
     auto k = torch::linear(hn, param(p + "self_attn.k_proj.weight"), param(p + "self_attn.k_proj.bias"))
                  .view({b, t, nkv, hd});  // [b, t, nkv, hd]
     auto v = torch::linear(hn, param(p + "self_attn.v_proj.weight"), param(p + "self_attn.v_proj.bias"))
@@ -196,9 +199,9 @@ torch::Tensor TrainModel::forward(const torch::Tensor& tokens, const torch::Tens
       k = k.repeat_interleave(g, 1);        // [b, nh, t, hd]
       v = v.repeat_interleave(g, 1);        // [b, nh, t, hd]
     }
-    auto s = torch::matmul(q, k.transpose(2, 3)) * scale + neg;          // [b, nh, t, t]
-    auto o = torch::matmul(torch::softmax(s, -1), v);                    // [b, nh, t, hd]
-    o = o.transpose(1, 2).reshape({b, t, nh * hd});                      // [b, t, nh·hd]
+    auto s = torch::matmul(q, k.transpose(2, 3)) * scale + neg;  // [b, nh, t, t]
+    auto o = torch::matmul(torch::softmax(s, -1), v);            // [b, nh, t, hd]
+    o = o.transpose(1, 2).reshape({b, t, nh * hd});              // [b, t, nh·hd]
     x = x + torch::linear(o, param(p + "self_attn.o_proj.weight"), param(p + "self_attn.o_proj.bias"));
     hn = rms_norm(x, param(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
     x = x + torch::linear(torch::silu(torch::linear(hn, param(p + "mlp.gate_proj.weight"))) *

@@ -8,8 +8,8 @@
 #include <functional>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "byte_corpus.h"
 #include "checkpoint.h"
@@ -35,8 +35,8 @@ double bits_per_byte(const TrainModel& model, const ByteCorpus& corpus, int64_t 
   int64_t count = 0;
   for (int64_t i = 0; i < w.size(0); i += 8) {
     auto x = w.narrow(0, i, std::min<int64_t>(8, w.size(0) - i));  // [b, seq + 1]
-    auto logits = model.forward(x.narrow(1, 0, seq));                 // [b, seq, vocab]
-    auto y = x.narrow(1, 1, seq).reshape({-1});                       // [b·seq]
+    auto logits = model.forward(x.narrow(1, 0, seq));              // [b, seq, vocab]
+    auto y = x.narrow(1, 1, seq).reshape({-1});                    // [b·seq]
     auto ce = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}), y,
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [b·seq]
@@ -93,12 +93,14 @@ TrainResult train_loop(const char* what, const LoopOptions& o, TrainModel& model
   nlohmann::json evals = nlohmann::json::array();
   const std::string ckpt = find_checkpoint(o.out);
   if (!ckpt.empty() && !o.resume)
-    throw std::runtime_error(o.out + ": holds a checkpoint; pass --resume to continue it or choose another --out");
+    throw std::runtime_error(o.out +
+                             ": holds a checkpoint; pass --resume to continue it or choose another --out");
   if (!ckpt.empty()) {
     auto state = load_checkpoint(ckpt, model, *opt);
     step = state["step"].get<int64_t>();
     if (state.contains("evals")) evals = state["evals"];
-    if (!o.quiet) std::fprintf(stderr, "[%s] resuming %s at step %lld\n", what, ckpt.c_str(), (long long)step);
+    if (!o.quiet)
+      std::fprintf(stderr, "[%s] resuming %s at step %lld\n", what, ckpt.c_str(), (long long)step);
   }
   run_info["steps"] = o.steps;
   auto save = [&](int64_t done) {
@@ -124,14 +126,16 @@ TrainResult train_loop(const char* what, const LoopOptions& o, TrainModel& model
     ++ran;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!o.quiet)
-      std::fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f lr %.2e %.3f s/step ETA %s   ", what, (long long)step,
-                   (long long)o.steps, res.last_loss, lr, el / ran, hms(el / ran * (o.steps - step)).c_str());
+      std::fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f lr %.2e %.3f s/step ETA %s   ", what,
+                   (long long)step, (long long)o.steps, res.last_loss, lr, el / ran,
+                   hms(el / ran * (o.steps - step)).c_str());
     const bool last = step == o.steps;
     if (!last && o.eval_every > 0 && step % o.eval_every == 0) {
       auto e = eval_fn();
       e["step"] = step;
       evals.push_back(e);
-      if (!o.quiet) std::fprintf(stderr, "\n[%s] eval at step %lld: %s\n", what, (long long)step, e.dump().c_str());
+      if (!o.quiet)
+        std::fprintf(stderr, "\n[%s] eval at step %lld: %s\n", what, (long long)step, e.dump().c_str());
     }
     const bool stop = o.stop_after > 0 && step >= o.stop_after;
     if (!last && (stop || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0))) save(step);
@@ -179,13 +183,24 @@ ModelConfig config_of(const ModelShape& s, int vocab) {
 }
 
 nlohmann::json shape_json(const ModelShape& s) {
-  return {{"layers", s.layers}, {"hidden", s.hidden}, {"heads", s.heads}, {"kv_heads", s.kv_heads},
-          {"intermediate", s.intermediate}, {"max_position", s.max_position}};
+  return {{"layers", s.layers},
+          {"hidden", s.hidden},
+          {"heads", s.heads},
+          {"kv_heads", s.kv_heads},
+          {"intermediate", s.intermediate},
+          {"max_position", s.max_position}};
 }
 
 nlohmann::json loop_json(const LoopOptions& o) {
-  return {{"corpus", o.corpus}, {"batch", o.batch}, {"seq", o.seq}, {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio},
-          {"warmup", o.warmup}, {"weight_decay", o.weight_decay}, {"clip", o.clip}, {"seed", o.seed}};
+  return {{"corpus", o.corpus},
+          {"batch", o.batch},
+          {"seq", o.seq},
+          {"lr", o.lr},
+          {"min_lr_ratio", o.min_lr_ratio},
+          {"warmup", o.warmup},
+          {"weight_decay", o.weight_decay},
+          {"clip", o.clip},
+          {"seed", o.seed}};
 }
 
 }  // namespace
@@ -198,7 +213,9 @@ TrainResult run_pretrain(const LoopOptions& o, const ModelShape& shape) {
     std::fprintf(stderr, "[pretrain] %lld parameters; corpus %lld train / %lld held-out tokens\n",
                  (long long)model.parameter_count(), (long long)corpus.train_tokens(),
                  (long long)corpus.heldout_tokens());
-  auto loss = [&](int64_t step) { return next_token_loss(model, corpus.batch(o.seed, step, o.batch, o.seq + 1)); };
+  auto loss = [&](int64_t step) {
+    return next_token_loss(model, corpus.batch(o.seed, step, o.batch, o.seq + 1));
+  };
   auto eval = [&]() { return nlohmann::json{{"bpb", bits_per_byte(model, corpus, o.seq, o.eval_windows)}}; };
   nlohmann::json info = {{"mode", "pretrain"}, {"shape", shape_json(shape)}, {"loop", loop_json(o)}};
   return train_loop("pretrain", o, model, loss, eval, byte_tokenizer_keys(), info);
@@ -211,8 +228,8 @@ TrainResult run_distill(const LoopOptions& o, const ModelShape& shape, const std
   ByteCorpus corpus(o.corpus, o.seq + 1);
   TrainModel model(config_of(shape, teacher.config().vocab_size), o.seed);
   if (!o.quiet)
-    std::fprintf(stderr, "[distill] drafter %lld parameters, target %lld\n", (long long)model.parameter_count(),
-                 (long long)teacher.parameter_count());
+    std::fprintf(stderr, "[distill] drafter %lld parameters, target %lld\n",
+                 (long long)model.parameter_count(), (long long)teacher.parameter_count());
   // KL(p_target ‖ q_drafter) = Σ_x p(x) (log p(x) − log q(x)), mean over the batch's positions.
   auto loss = [&](int64_t step) {
     auto x = corpus.batch(o.seed, step, o.batch, o.seq + 1).narrow(1, 0, o.seq);  // [b, seq]
@@ -225,8 +242,8 @@ TrainResult run_distill(const LoopOptions& o, const ModelShape& shape, const std
     return (logp.exp() * (logp - logq)).sum(-1).mean();
   };
   auto eval = [&]() { return nlohmann::json{{"bpb", bits_per_byte(model, corpus, o.seq, o.eval_windows)}}; };
-  nlohmann::json info = {{"mode", "distill"}, {"target", target_dir}, {"shape", shape_json(shape)},
-                         {"loop", loop_json(o)}};
+  nlohmann::json info = {
+      {"mode", "distill"}, {"target", target_dir}, {"shape", shape_json(shape)}, {"loop", loop_json(o)}};
   return train_loop("distill", o, model, loss, eval, tokenizer_keys_of(target_dir), info);
 }
 
@@ -247,7 +264,8 @@ TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
     for (int64_t i = 0; i < len; ++i) c[i] = static_cast<int32_t>(row[i].item<int64_t>());
     return c;
   };
-  if (e.token_only && e.prefix_weighted) throw std::runtime_error("--token-only and --prefix-weighted exclude each other");
+  if (e.token_only && e.prefix_weighted)
+    throw std::runtime_error("--token-only and --prefix-weighted exclude each other");
   const char* what = e.token_only ? "token-only" : e.prefix_weighted ? "prefix-weighted" : "exittrain";
   // All arms read the same windows: exit training and the prefix-weighted control use the first
   // seq tokens as the context c, the token-only control (paper 003 §6.2) the plain next-token
@@ -269,17 +287,19 @@ TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
     auto w = corpus.heldout_windows(o.seq, std::min<int64_t>(16, o.eval_windows));  // [k, seq]
     double vt = 0.0;
     for (int64_t i = 0; i < w.size(0); ++i)
-      vt += build_exit_example(model, target, context_of(w[i], o.seq), shape, e.budget, e.temperature).accepted;
+      vt +=
+          build_exit_example(model, target, context_of(w[i], o.seq), shape, e.budget, e.temperature).accepted;
     return nlohmann::json{{"bpb", bpb}, {"v_t", w.size(0) ? vt / w.size(0) : 0.0}};
   };
-  nlohmann::json info = {{"mode", what},         {"target", e.target_dir}, {"drafter", e.drafter_dir},
-                         {"budget", e.budget},   {"temperature", e.temperature},
-                         {"pool", {e.top_k, e.depth, e.expand}}, {"loop", loop_json(o)}};
+  nlohmann::json info = {
+      {"mode", what},        {"target", e.target_dir},       {"drafter", e.drafter_dir},
+      {"budget", e.budget},  {"temperature", e.temperature}, {"pool", {e.top_k, e.depth, e.expand}},
+      {"loop", loop_json(o)}};
   return train_loop(what, o, model, loss, eval, tokenizer_keys_of(e.drafter_dir), info);
 }
 
-double heldout_bits_per_byte(const std::string& model_dir, const std::vector<std::string>& corpus_files, int64_t seq,
-                             int64_t windows) {
+double heldout_bits_per_byte(const std::string& model_dir, const std::vector<std::string>& corpus_files,
+                             int64_t seq, int64_t windows) {
   TrainModel model(model_dir);
   ByteCorpus corpus(corpus_files, seq + 1);
   return bits_per_byte(model, corpus, seq, windows);

@@ -18,8 +18,8 @@ struct ModelShape {
   int layers = 4;
   int hidden = 256;
   int heads = 4;
-  int kv_heads = 0;        // 0 = heads
-  int intermediate = 0;    // 0 = round(8/3 · hidden) up to a multiple of 32
+  int kv_heads = 0;      // 0 = heads
+  int intermediate = 0;  // 0 = round(8/3 · hidden) up to a multiple of 32
   int max_position = 1024;
 };
 
@@ -31,7 +31,7 @@ struct LoopOptions {
   int64_t seq = 256;
   double lr = 3e-3;
   double min_lr_ratio = 0.1;
-  int64_t warmup = -1;     // −1: min(100, steps / 10)
+  int64_t warmup = -1;  // −1: min(100, steps / 10)
   double weight_decay = 0.1;
   double clip = 1.0;
   uint64_t seed = 1;
@@ -47,9 +47,9 @@ struct LoopOptions {
 struct TrainResult {
   int64_t steps_done = 0;
   double last_loss = 0.0;
-  double heldout_bpb = 0.0;               // bits per byte on the held-out split at the end
-  std::vector<double> losses;             // per step run in this call
-  double seconds_per_step = 0.0;          // mean over the steps of this call
+  double heldout_bpb = 0.0;       // bits per byte on the held-out split at the end
+  std::vector<double> losses;     // per step run in this call
+  double seconds_per_step = 0.0;  // mean over the steps of this call
 };
 
 TrainResult run_pretrain(const LoopOptions& loop, const ModelShape& shape);
@@ -69,7 +69,7 @@ struct ExitOptions {
 TrainResult run_exittrain(const LoopOptions& loop, const ExitOptions& exit);
 
 // Held-out bits per byte of a model folder on `corpus` (the same split and windows as training).
-double heldout_bits_per_byte(const std::string& model_dir, const std::vector<std::string>& corpus, int64_t seq,
-                             int64_t windows);
+double heldout_bits_per_byte(const std::string& model_dir, const std::vector<std::string>& corpus,
+                             int64_t seq, int64_t windows);
 
 }  // namespace rootspec

@@ -13,9 +13,9 @@
 
 namespace rootspec {
 
-std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target, const std::vector<int32_t>& context,
-                                const PoolShape& shape, const std::vector<int>& budgets,
-                                const std::vector<double>& temperatures) {
+std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target,
+                                const std::vector<int32_t>& context, const PoolShape& shape,
+                                const std::vector<int>& budgets, const std::vector<double>& temperatures) {
   TrainModelDrafter dm(drafter, context);
   Pool pool;
   grow_pool(dm, shape, pool);
@@ -33,7 +33,7 @@ std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target,
     const int n = tree.size();
     RowsView logits{nullptr, 0, V};
     if (n > 0) logits = target.tree_pass(tree.token, tree.parent);  // [n, vocab]; replaces the last tree
-    std::vector<float> probs(static_cast<size_t>(1 + n) * V);     // [1 + n, vocab], anchor first
+    std::vector<float> probs(static_cast<size_t>(1 + n) * V);       // [1 + n, vocab], anchor first
     for (double t : temperatures) {
       probs_from_logits(root.data(), V, t, probs.data());
       for (int i = 0; i < n; ++i) probs_from_logits(logits.row(i), V, t, probs.data() + int64_t(i + 1) * V);
@@ -64,10 +64,12 @@ Interval mean_interval(const std::vector<double>& x) {
 
 nlohmann::json evaluate_tree_values(const TreeValueOptions& o) {
   if (o.drafter_dirs.empty()) throw std::runtime_error("tree values: at least one --drafter");
-  if (o.budgets.empty() || o.temperatures.empty()) throw std::runtime_error("tree values: no budget or temperature");
+  if (o.budgets.empty() || o.temperatures.empty())
+    throw std::runtime_error("tree values: no budget or temperature");
   if (o.contexts < 2) throw std::runtime_error("--contexts must be ≥ 2");
   for (int b : o.budgets)
-    if (b < 1 || b > kMaxTreeBucket) throw std::runtime_error("--budget must be in 1.." + std::to_string(kMaxTreeBucket));
+    if (b < 1 || b > kMaxTreeBucket)
+      throw std::runtime_error("--budget must be in 1.." + std::to_string(kMaxTreeBucket));
   for (double t : o.temperatures)
     if (!(t >= 0.0)) throw std::runtime_error("--temperature must be ≥ 0");
   if (o.threads > 0) set_torch_threads(o.threads);
@@ -106,11 +108,19 @@ nlohmann::json evaluate_tree_values(const TreeValueOptions& o) {
         std::vector<double> diff(n);
         for (int64_t i = 0; i < n; ++i) diff[i] = values[d][c][i] - values[0][c][i];
         const Interval dm = mean_interval(diff);  // paired over the same contexts
-        results.push_back({{"drafter", o.drafter_dirs[d]}, {"budget", o.budgets[b]},
-                           {"temperature", o.temperatures[t]}, {"mean", m.mean}, {"lo", m.lo}, {"hi", m.hi},
-                           {"diff", dm.mean}, {"diff_lo", dm.lo}, {"diff_hi", dm.hi}});
+        results.push_back({{"drafter", o.drafter_dirs[d]},
+                           {"budget", o.budgets[b]},
+                           {"temperature", o.temperatures[t]},
+                           {"mean", m.mean},
+                           {"lo", m.lo},
+                           {"hi", m.hi},
+                           {"diff", dm.mean},
+                           {"diff_lo", dm.lo},
+                           {"diff_hi", dm.hi}});
       }
-  return {{"contexts", n}, {"seq", o.seq}, {"target", o.target_dir},
+  return {{"contexts", n},
+          {"seq", o.seq},
+          {"target", o.target_dir},
           {"pool", {{"top_k", o.shape.top_k}, {"depth", o.shape.depth}, {"expand", o.shape.expand}}},
           {"results", results}};
 }

@@ -22,16 +22,16 @@ class TrainModel;  // train_model.h (torch); this header stays torch-free for th
 
 // V(T) of `drafter`'s draft-selected trees below `context`: [budgets.size() × temperatures.size()],
 // budget-major. `target` must hold max(budgets) tree nodes; its cache is reset.
-std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target, const std::vector<int32_t>& context,
-                                const PoolShape& shape, const std::vector<int>& budgets,
-                                const std::vector<double>& temperatures);
+std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target,
+                                const std::vector<int32_t>& context, const PoolShape& shape,
+                                const std::vector<int>& budgets, const std::vector<double>& temperatures);
 
 struct TreeValueOptions {
   std::string target_dir;
   std::vector<std::string> drafter_dirs;  // the first is the baseline of the paired differences
   std::vector<std::string> corpus;
-  int64_t seq = 128;                      // context length
-  int64_t contexts = 200;                 // held-out contexts (the first ones of the split)
+  int64_t seq = 128;       // context length
+  int64_t contexts = 200;  // held-out contexts (the first ones of the split)
   std::vector<int> budgets = {8, 32};
   std::vector<double> temperatures = {0.0, 1.0};
   PoolShape shape;

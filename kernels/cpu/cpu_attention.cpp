@@ -68,10 +68,16 @@ inline float exp_nonpositive(float x) {
 // Where slot s's key element d and value element d live (layouts in cpu_attention.h).
 struct KvLayout {
   int64_t capacity, head_dim;
-  int64_t key_head() const { return panel_count(capacity) * head_dim * kPanelColumns; }    // floats per KV head
-  int64_t value_head() const { return panel_count(head_dim) * capacity * kPanelColumns; }  // floats per KV head
-  int64_t key(int64_t s, int64_t d) const { return ((s / kPanelColumns) * head_dim + d) * kPanelColumns + s % kPanelColumns; }
-  int64_t value(int64_t s, int64_t d) const { return ((d / kPanelColumns) * capacity + s) * kPanelColumns + d % kPanelColumns; }
+  int64_t key_head() const { return panel_count(capacity) * head_dim * kPanelColumns; }  // floats per KV head
+  int64_t value_head() const {
+    return panel_count(head_dim) * capacity * kPanelColumns;
+  }  // floats per KV head
+  int64_t key(int64_t s, int64_t d) const {
+    return ((s / kPanelColumns) * head_dim + d) * kPanelColumns + s % kPanelColumns;
+  }
+  int64_t value(int64_t s, int64_t d) const {
+    return ((d / kPanelColumns) * capacity + s) * kPanelColumns + d % kPanelColumns;
+  }
 };
 
 // K (after RoPE) and V of every row into the caches.
@@ -102,8 +108,8 @@ void write_kv(const CpuAttention& a) {
 // that the compiler may vectorise them without reassociation flags.
 constexpr int kLanes = 16;
 ROOTSPEC_VECTOR_CLONES
-void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W,
-                                 float scale, float* totals) {
+void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows,
+                                 int W, float scale, float* totals) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int W_lanes = (W + kLanes - 1) / kLanes * kLanes;
   std::vector<float> s(W_lanes);  // [W rounded up to kLanes] scaled scores, −inf where masked
@@ -141,23 +147,27 @@ void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, i
 __attribute__((target("avx512f"))) inline __m512 exp_nonpositive16(__m512 x) {
   const __m512 clamped = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
   const __m512i k = _mm512_sub_epi32(
-      _mm512_setzero_si512(),
-      _mm512_cvttps_epi32(_mm512_fmadd_ps(clamped, _mm512_set1_ps(-1.44269504088896341f), _mm512_set1_ps(0.5f))));
+      _mm512_setzero_si512(), _mm512_cvttps_epi32(_mm512_fmadd_ps(
+                                  clamped, _mm512_set1_ps(-1.44269504088896341f), _mm512_set1_ps(0.5f))));
   const __m512 kf = _mm512_cvtepi32_ps(k);
   __m512 r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(0.693145751953125f), clamped);
   r = _mm512_fnmadd_ps(kf, _mm512_set1_ps(1.42860682030941723212e-6f), r);
   __m512 p = _mm512_set1_ps(1.0f / 720.0f);
   for (const float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
-  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
+  const __m512 scale =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23));
   const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);  // −∞ and < −87: 0
   return _mm512_maskz_mul_ps(live, p, scale);
 }
 
-inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1); }
+inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+}
 
 // out[i] = e^(x[i] − top) for i < n (out may be x); returns their sum.
-__attribute__((target("avx512f"))) float exp_shifted_sum_avx512(const float* x, int64_t n, float top, float* out) {
+__attribute__((target("avx512f"))) float exp_shifted_sum_avx512(const float* x, int64_t n, float top,
+                                                                float* out) {
   const __m512 shift = _mm512_set1_ps(top);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
@@ -169,8 +179,9 @@ __attribute__((target("avx512f"))) float exp_shifted_sum_avx512(const float* x, 
   return _mm512_reduce_add_ps(sum);
 }
 
-__attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores, int64_t ld, const float* mask,
-                                                                  int64_t mask_stride, int rows, int W, float scale,
+__attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores, int64_t ld,
+                                                                  const float* mask, int64_t mask_stride,
+                                                                  int rows, int W, float scale,
                                                                   float* totals) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int r = 0; r < rows; ++r) {
@@ -179,8 +190,10 @@ __attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores,
     __m512 top = ninf;
     for (int j = 0; j < W; j += 16) {  // scale, mask, max
       const __mmask16 t = tail_mask(W - j);
-      const __mmask16 visible = _mm512_mask_cmp_ps_mask(t, _mm512_maskz_loadu_ps(t, m + j), _mm512_setzero_ps(), _CMP_EQ_OQ);
-      const __m512 s = _mm512_mask_mul_ps(ninf, visible, _mm512_maskz_loadu_ps(t, row + j), _mm512_set1_ps(scale));
+      const __mmask16 visible =
+          _mm512_mask_cmp_ps_mask(t, _mm512_maskz_loadu_ps(t, m + j), _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __m512 s =
+          _mm512_mask_mul_ps(ninf, visible, _mm512_maskz_loadu_ps(t, row + j), _mm512_set1_ps(scale));
       _mm512_mask_storeu_ps(row + j, t, s);
       top = _mm512_max_ps(top, s);
     }
@@ -189,7 +202,8 @@ __attribute__((target("avx512f"))) void softmax_numerators_avx512(float* scores,
   }
 }
 
-__attribute__((target("avx512f"))) void silu_mul_avx512(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+__attribute__((target("avx512f"))) void silu_mul_avx512(const float* gate_up, int64_t rows, int64_t inter,
+                                                        float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up + r * 2 * inter;
     const float* u = g + inter;
@@ -210,7 +224,8 @@ __attribute__((target("avx512f"))) void silu_mul_avx512(const float* gate_up, in
 __attribute__((target("avx512f"))) void softmax_avx512(const float* logits, int64_t n, float* out) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 top = ninf;
-  for (int64_t i = 0; i < n; i += 16) top = _mm512_max_ps(top, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), logits + i));
+  for (int64_t i = 0; i < n; i += 16)
+    top = _mm512_max_ps(top, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), logits + i));
   const __m512 inv = _mm512_set1_ps(1.0f / exp_shifted_sum_avx512(logits, n, _mm512_reduce_max_ps(top), out));
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 t = tail_mask(n - i);
@@ -219,10 +234,11 @@ __attribute__((target("avx512f"))) void softmax_avx512(const float* logits, int6
 }
 #endif
 
-void softmax_numerators(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W, float scale,
-                        float* totals) {
+void softmax_numerators(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows, int W,
+                        float scale, float* totals) {
 #ifdef ROOTSPEC_HAVE_AVX512_KERNEL
-  if (cpu_kernels_use_avx512()) return softmax_numerators_avx512(scores, ld, mask, mask_stride, rows, W, scale, totals);
+  if (cpu_kernels_use_avx512())
+    return softmax_numerators_avx512(scores, ld, mask, mask_stride, rows, W, scale, totals);
 #endif
   softmax_numerators_portable(scores, ld, mask, mask_stride, rows, W, scale, totals);
 }
@@ -281,8 +297,8 @@ int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim) {
   return n_kv_heads * KvLayout{capacity, head_dim}.value_head();
 }
 
-void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim, int64_t from,
-                      int64_t to) {
+void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim,
+                      int64_t from, int64_t to) {
   assert(from >= 0 && from < capacity && to >= 0 && to < capacity);
   const KvLayout kv{capacity, head_dim};
   for (int h = 0; h < n_kv_heads; ++h) {

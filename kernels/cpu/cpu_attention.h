@@ -22,10 +22,10 @@ namespace rootspec {
 //   values [n_kv_heads, panel_count(head_dim), capacity, 32]  32 dims per panel:  out = p · panel
 struct CpuAttention {
   int rows = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, window = 0;
-  const float* qkv = nullptr;  // [rows, qkv_stride]: q heads, then k heads, then v heads
-  int64_t qkv_stride = 0;      // floats from one row to the next (≥ (n_heads + 2·n_kv_heads)·head_dim)
-  const int64_t* pos = nullptr;    // [rows] RoPE positions
-  const int64_t* slots = nullptr;  // [rows] cache slots the rows' k and v go to
+  const float* qkv = nullptr;    // [rows, qkv_stride]: q heads, then k heads, then v heads
+  int64_t qkv_stride = 0;        // floats from one row to the next (≥ (n_heads + 2·n_kv_heads)·head_dim)
+  const int64_t* pos = nullptr;  // [rows] RoPE positions
+  const int64_t* slots = nullptr;   // [rows] cache slots the rows' k and v go to
   const float* rope_cos = nullptr;  // [capacity, head_dim]
   const float* rope_sin = nullptr;  // [capacity, head_dim]
   const float* mask = nullptr;      // [rows, mask_stride]: 0 (visible) or −inf, first `window` used
@@ -45,8 +45,8 @@ int64_t cpu_key_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
 int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
 
 // Copies slot `from`'s keys and values to slot `to`, every KV head (the KV commit).
-void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim, int64_t from,
-                      int64_t to);
+void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim,
+                      int64_t from, int64_t to);
 
 // out = softmax(logits) over n floats in float32, for the drafter's rows (probs_from_logits at
 // temperature 1 computes it in double with std::exp: ~2.8 µs per 258-entry row, ~0.1 ms of a

@@ -10,7 +10,8 @@ namespace rootspec {
 
 namespace {
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
@@ -51,7 +52,8 @@ bool CpuWorkers::claim_and_run(bool from_front) {
     const uint64_t left = back_of(w) - front_of(w);
     const uint64_t take = std::max<uint64_t>(1, left / (2 * static_cast<uint64_t>(threads())));
     const uint64_t claimed = from_front ? w + (take << 20) : w - take;
-    if (!claim_.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    if (!claim_.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
     // A successful claim pins the task: its caller waits for these chunks before the next run().
     const int64_t first = static_cast<int64_t>(from_front ? front_of(w) : back_of(w) - take);
     const auto* chunk = chunk_.load(std::memory_order_acquire);
@@ -82,7 +84,8 @@ void CpuWorkers::run(int64_t chunks, const std::function<void(int64_t)>& chunk) 
     std::lock_guard<std::mutex> lock(mutex_);  // a helper going to sleep sees the task
     error_ = nullptr;
     generation_ = (generation_ + 1) & ((uint64_t{1} << 24) - 1);
-    claim_.store(generation_ << 40 | static_cast<uint64_t>(chunks), std::memory_order_release);  // [0, chunks)
+    claim_.store(generation_ << 40 | static_cast<uint64_t>(chunks),
+                 std::memory_order_release);  // [0, chunks)
   }
   cv_.notify_all();
   claim_and_run(/*from_front=*/true);

@@ -63,11 +63,11 @@ class CpuWorkers {
   std::condition_variable cv_;
   std::atomic<uint64_t> claim_{0};
   std::atomic<const std::function<void(int64_t)>*> chunk_{nullptr};  // the current task's body
-  std::atomic<int64_t> done_{0};        // chunks of the current task finished
-  uint64_t generation_ = 0;             // the caller's; bumped per run()
-  std::atomic<uint64_t> wake_seq_{0};   // bumped per wake()
+  std::atomic<int64_t> done_{0};                                     // chunks of the current task finished
+  uint64_t generation_ = 0;                                          // the caller's; bumped per run()
+  std::atomic<uint64_t> wake_seq_{0};                                // bumped per wake()
   std::atomic<bool> awake_{false}, stop_{false};
-  std::exception_ptr error_;            // first failure of a chunk (under mutex_)
+  std::exception_ptr error_;  // first failure of a chunk (under mutex_)
 };
 
 }  // namespace rootspec

@@ -20,13 +20,13 @@ constexpr int kRowBlock = 12;  // rows one kernel call keeps in registers (24 of
 
 // One panel: y [rows, ≤ 32] (row stride ldy, `columns` of them written) = x [rows, in] (row
 // stride ldx) · panel [in, 32]. rows ≤ kRowBlock.
-using PanelKernel = void (*)(const float* x, int64_t ldx, const float* panel, float* y, int64_t ldy, int64_t in,
-                             int64_t columns);
+using PanelKernel = void (*)(const float* x, int64_t ldx, const float* panel, float* y, int64_t ldy,
+                             int64_t in, int64_t columns);
 
 // Portable loops (GCC vectorises the 32-wide inner loops; clones for AVX2 and the baseline).
 ROOTSPEC_PORTABLE_CLONES
-void panel_portable(int rows, const float* x, int64_t ldx, const float* panel, float* y, int64_t ldy, int64_t in,
-                    int64_t columns) {
+void panel_portable(int rows, const float* x, int64_t ldx, const float* panel, float* y, int64_t ldy,
+                    int64_t in, int64_t columns) {
   float acc[kRowBlock][kPanelColumns] = {};
   for (int64_t i = 0; i < in; ++i) {
     const float* w = panel + i * kPanelColumns;
@@ -46,8 +46,8 @@ void panel_portable(int rows, const float* x, int64_t ldx, const float* panel, f
 constexpr int64_t kPrefetchFloats = 1024;
 
 template <int R>
-__attribute__((target("avx512f"))) void panel_avx512(const float* x, int64_t ldx, const float* panel, float* y,
-                                                     int64_t ldy, int64_t in, int64_t columns) {
+__attribute__((target("avx512f"))) void panel_avx512(const float* x, int64_t ldx, const float* panel,
+                                                     float* y, int64_t ldy, int64_t in, int64_t columns) {
   __m512 lo[R], hi[R];  // [R, 32] accumulators
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < in; ++i) {
@@ -76,14 +76,15 @@ __attribute__((target("avx512f"))) void panel_avx512(const float* x, int64_t ldx
 }
 
 const PanelKernel kAvx512Kernels[kRowBlock + 1] = {
-    nullptr,          panel_avx512<1>, panel_avx512<2>, panel_avx512<3>,  panel_avx512<4>,
-    panel_avx512<5>,  panel_avx512<6>, panel_avx512<7>, panel_avx512<8>,  panel_avx512<9>,
+    nullptr,          panel_avx512<1>,  panel_avx512<2>, panel_avx512<3>, panel_avx512<4>,
+    panel_avx512<5>,  panel_avx512<6>,  panel_avx512<7>, panel_avx512<8>, panel_avx512<9>,
     panel_avx512<10>, panel_avx512<11>, panel_avx512<12>};
 #endif
 
 // Panels [p0, p1) of the product, every row: each panel stays in cache across the row blocks.
-void matmul_panels(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y, int64_t ldy,
-                   int64_t rows, int64_t in, int64_t out, int64_t p0, int64_t p1, bool portable) {
+void matmul_panels(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y,
+                   int64_t ldy, int64_t rows, int64_t in, int64_t out, int64_t p0, int64_t p1,
+                   bool portable) {
   for (int64_t p = p0; p < p1; ++p) {
     const float* panel = panels + p * panel_stride;
     const int64_t c0 = p * kPanelColumns, columns = std::min(kPanelColumns, out - c0);
@@ -135,7 +136,8 @@ const char* small_matmul_kernel() { return cpu_kernels_use_avx512() ? "avx512" :
 void small_matmul_strided(const float* x, int64_t ldx, const float* panels, int64_t panel_stride, float* y,
                           int64_t ldy, int64_t rows, int64_t in, int64_t out) {
   assert(rows >= 1 && in >= 1 && out >= 1 && ldx >= in && ldy >= out && panel_stride >= in * kPanelColumns);
-  matmul_panels(x, ldx, panels, panel_stride, y, ldy, rows, in, out, 0, panel_count(out), !cpu_kernels_use_avx512());
+  matmul_panels(x, ldx, panels, panel_stride, y, ldy, rows, in, out, 0, panel_count(out),
+                !cpu_kernels_use_avx512());
 }
 
 }  // namespace rootspec

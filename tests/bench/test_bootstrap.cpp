@@ -14,8 +14,7 @@ namespace {
 
 std::vector<PromptTotals> totals(const std::vector<std::pair<double, double>>& ts) {
   std::vector<PromptTotals> out;
-  for (size_t i = 0; i < ts.size(); ++i)
-    out.push_back({"p" + std::to_string(i), ts[i].first, ts[i].second});
+  for (size_t i = 0; i < ts.size(); ++i) out.push_back({"p" + std::to_string(i), ts[i].first, ts[i].second});
   return out;
 }
 
@@ -128,9 +127,10 @@ TEST(BenchStats, GainIntervalCoversTheTrueRatio) {
   }
   const double rate_gain = double(covered_gain) / kReps;
   const double rate_speed = double(covered_speed) / kReps;
-  std::printf("coverage of the 95%% gain interval: %.4f (%d/%d), mean width %.4f; "
-              "speed interval: %.4f\n",
-              rate_gain, covered_gain, kReps, width / kReps, rate_speed);
+  std::printf(
+      "coverage of the 95%% gain interval: %.4f (%d/%d), mean width %.4f; "
+      "speed interval: %.4f\n",
+      rate_gain, covered_gain, kReps, width / kReps, rate_speed);
   EXPECT_GE(rate_gain, 0.90);
   EXPECT_LE(rate_gain, 0.99);
   EXPECT_GE(rate_speed, 0.90);
@@ -150,8 +150,7 @@ TEST(BenchStats, PairingNarrowsTheInterval) {
   const Estimate vb = bootstrap_speed(s.b, opt2);
   // Unpaired interval of the ratio, conservatively from the two marginal intervals.
   const double unpaired_width = va.hi / vb.lo - va.lo / vb.hi;
-  std::printf("paired width %.4f, unpaired (marginal) width %.4f\n", paired.hi - paired.lo,
-              unpaired_width);
+  std::printf("paired width %.4f, unpaired (marginal) width %.4f\n", paired.hi - paired.lo, unpaired_width);
   EXPECT_LT(paired.hi - paired.lo, 0.5 * unpaired_width);
 }
 

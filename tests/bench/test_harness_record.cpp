@@ -16,7 +16,7 @@ RoundRecord tree_round(int accepted, int nodes, int64_t t0) {
   RoundRecord t;
   t.commit_sent_ns = t0;
   t.root_start_ns = t0 + 1'000'000;
-  t.root_end_ns = t0 + 3'000'000;       // 2 ms root pass
+  t.root_end_ns = t0 + 3'000'000;  // 2 ms root pass
   t.draft_start_ns = t0 + 500'000;
   t.draft_end_ns = t0 + 4'500'000;      // 4 ms drafting
   t.pool_received_ns = t0 + 5'000'000;  // 2 ms waiting after the root pass
@@ -52,7 +52,8 @@ DoneBody three_round_done() {
   d.ms_commit = 0.25;
   d.prefill_start_ns = 1'000'000'000;
   d.last_commit_ns = 1'500'000'000;  // 0.5 s
-  d.trace = {tree_round(2, 8, 1'010'000'000), tree_round(0, 8, 1'100'000'000), tree_round(1, 5, 1'200'000'000)};
+  d.trace = {tree_round(2, 8, 1'010'000'000), tree_round(0, 8, 1'100'000'000),
+             tree_round(1, 5, 1'200'000'000)};
   d.trace[1].tree_pass_skipped = true;
   d.trace[1].tree_nodes = 0;
   return d;

@@ -32,8 +32,7 @@ TEST(BenchOrder, DefaultGridHasArOncePerTemperature) {
 }
 
 TEST(BenchOrder, SeededPromptOrderIsAPermutation) {
-  const auto a = seeded_prompt_order(77, 1), b = seeded_prompt_order(77, 1),
-             c = seeded_prompt_order(77, 2);
+  const auto a = seeded_prompt_order(77, 1), b = seeded_prompt_order(77, 1), c = seeded_prompt_order(77, 2);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
   EXPECT_EQ(std::set<int>(a.begin(), a.end()).size(), 77u);

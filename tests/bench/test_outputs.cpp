@@ -70,8 +70,7 @@ TEST(BenchCsv, RecordsRoundTrip) {
             "prompt_id,category,decoder,temperature,budget,seed,warmup,tokens,seconds,"
             "tokens_per_s,rounds,mean_accepted,mean_tree_size,accepted_hist,stage_prefill_ms,"
             "stage_select_ms,stage_tree_pass_ms");
-  EXPECT_NE(text.find("\"id,with \"\"quotes\"\"\",\"multi\nline\",root-draw,0.7,59,"),
-            std::string::npos);
+  EXPECT_NE(text.find("\"id,with \"\"quotes\"\"\",\"multi\nline\",root-draw,0.7,59,"), std::string::npos);
   EXPECT_NE(text.find(",3 10 27,3.25,,12.5\n"), std::string::npos);
   std::istringstream in(text);
   const auto back = read_records_csv(in);
@@ -186,9 +185,9 @@ std::vector<DecodeRecord> synthetic_run(int n_prompts, uint64_t seed) {
     r.budget = g.budget;
     r.seed = 1;
     r.warmup = it.warmup;
-    const double factor = base.at(g.decoder) * (g.budget == 8 ? 0.85 : 1.0) *
-                          (g.temperature > 0 ? 0.9 : 1.0);
-    r.tokens = static_cast<int64_t>(length[it.prompt] * (g.temperature > 0 ? 0.8 + 0.4 * rng.uniform() : 1.0));
+    const double factor = base.at(g.decoder) * (g.budget == 8 ? 0.85 : 1.0) * (g.temperature > 0 ? 0.9 : 1.0);
+    r.tokens =
+        static_cast<int64_t>(length[it.prompt] * (g.temperature > 0 ? 0.8 + 0.4 * rng.uniform() : 1.0));
     r.seconds = r.tokens * 0.05 * difficulty[it.prompt] / factor * (0.9 + 0.2 * rng.uniform());
     const bool tree = g.decoder != "ar";
     const double mean_acc = tree ? factor - 1.0 + 0.3 * rng.uniform() : 0.0;

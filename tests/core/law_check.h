@@ -35,8 +35,8 @@ inline LawCase law_test_config(Rule rule, Verifier verifier, double T, int B) {
 
 // Runs `runs` decodes through table_decode, i.e. through run_round() (round.h), the round the
 // daemon and rootspec-generate run, and tests the law of the first n tokens.
-inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& c, int n, int runs, uint64_t seed,
-                                        const RoundHooks* hooks = nullptr) {
+inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& c, int n, int runs,
+                                        uint64_t seed, const RoundHooks* hooks = nullptr) {
   const int V = model.vocab();
   const std::vector<double> exact = exact_joint(model, c.options.temperature, n);
   std::vector<int64_t> counts(exact.size(), 0);

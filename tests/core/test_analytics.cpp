@@ -13,7 +13,7 @@ namespace {
 // Trie {a, b, aa, ab, ba, aaa, aab} with a = 0, b = 1, in parents-first order.
 DraftTree b1_trie() {
   DraftTree t;
-  const std::vector<int32_t> tok = {0, 1, 0, 1, 0, 0, 1};   // a b aa ab ba aaa aab
+  const std::vector<int32_t> tok = {0, 1, 0, 1, 0, 0, 1};  // a b aa ab ba aaa aab
   const std::vector<int32_t> par = {-1, -1, 0, 0, 1, 2, 2};
   for (size_t i = 0; i < tok.size(); ++i) {
     t.token.push_back(tok[i]);

@@ -28,8 +28,9 @@ TEST(DaemonConfig, DefaultsKeepEachProcessOnItsOwnThreads) {
 }
 
 TEST(DaemonConfig, CpuKeysAndTransports) {
-  const DaemonConfig c = DaemonConfig::load(
-      "", {"target.idle_drafter_threads=2", "target.ar_uses_drafter_core=false", "endpoints.pool_transport=\"shm\""});
+  const DaemonConfig c =
+      DaemonConfig::load("", {"target.idle_drafter_threads=2", "target.ar_uses_drafter_core=false",
+                              "endpoints.pool_transport=\"shm\""});
   EXPECT_EQ(c.target.idle_drafter_threads, 2);
   EXPECT_FALSE(c.target.ar_uses_drafter_core);
   EXPECT_EQ(c.pool_transport, "shm");
@@ -39,11 +40,14 @@ TEST(DaemonConfig, CpuKeysAndTransports) {
 }
 
 TEST(DaemonConfig, ErrorsNameTheKey) {
-  EXPECT_NE(error_of({"target.idle_drafter_threads=0"}).find("target.idle_drafter_threads"), std::string::npos);
-  EXPECT_NE(error_of({"target.idle_drafter_threads=65"}).find("target.idle_drafter_threads"), std::string::npos);
+  EXPECT_NE(error_of({"target.idle_drafter_threads=0"}).find("target.idle_drafter_threads"),
+            std::string::npos);
+  EXPECT_NE(error_of({"target.idle_drafter_threads=65"}).find("target.idle_drafter_threads"),
+            std::string::npos);
   EXPECT_NE(error_of({"drafter.idle_drafter_threads=2"}).find("unknown key"), std::string::npos);
   EXPECT_NE(error_of({"target.ar_uses_drafter_core=1"}).find("true or false"), std::string::npos);
-  EXPECT_NE(error_of({"endpoints.pool_transport=\"udp\""}).find("endpoints.pool_transport"), std::string::npos);
+  EXPECT_NE(error_of({"endpoints.pool_transport=\"udp\""}).find("endpoints.pool_transport"),
+            std::string::npos);
 }
 
 TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {

@@ -65,8 +65,7 @@ TEST(PlantedBug, TevContinuationKeepingChildrenIsCaught) {
   RoundHooks hooks;
   hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
     const VerifyResult right = verify_tev(tree, rows, rng);
-    return exit_at(tree, right.exit_node,
-                   sample_index(rows.row(right.exit_node + 1), rows.vocab, rng));
+    return exit_at(tree, right.exit_node, sample_index(rows.row(right.exit_node + 1), rows.vocab, rng));
   };
   EXPECT_LT(law_p_value(config_for(Rule::Draft, Verifier::Tev, 1.0, 8), hooks), kMinP);
 }

@@ -23,8 +23,10 @@ Message parse(const std::string& bytes) { return Message(bytes.data(), bytes.siz
 std::string field_of_error(const std::string& bytes, bool body_generate = false) {
   try {
     const Message m = parse(bytes);
-    if (body_generate) m.generate();
-    else m.pool();
+    if (body_generate)
+      m.generate();
+    else
+      m.pool();
   } catch (const ProtocolError& e) {
     return e.field;
   }
@@ -182,13 +184,15 @@ TEST(Protocol, BadMessagesNameTheField) {
                "v");
   expect_field(raw_message([](auto& pk) {
                  pk.pack_map(5);
-                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("teleport"), pk.pack("request");
+                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("teleport"),
+                     pk.pack("request");
                  pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
                }),
                "type");
   expect_field(raw_message([](auto& pk) {
                  pk.pack_map(4);
-                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("hello"), pk.pack("request");
+                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("hello"),
+                     pk.pack("request");
                  pk.pack(1), pk.pack("round"), pk.pack(0);
                }),
                "body");
@@ -221,21 +225,27 @@ TEST(Protocol, BadBodiesNameTheField) {
     });
   };
   EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
-              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("budget"), pk.pack("eight");
-            }), true),
+                             pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("budget"),
+                                 pk.pack("eight");
+                           }),
+                           true),
             "body.budget");
   EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
-              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("temprature"), pk.pack(1.0);
-            }), true),
+                             pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("temprature"),
+                                 pk.pack(1.0);
+                           }),
+                           true),
             "body.temprature");
   EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
-              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("prompt_ids");
-              pk.pack(std::vector<int>{1});
-            }), true),
+                             pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("prompt_ids");
+                             pk.pack(std::vector<int>{1});
+                           }),
+                           true),
             "body.prompt");
   EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
-              pk.pack_map(1), pk.pack("prompt_ids"), pk.pack(std::vector<int>{1, -4});
-            }), true),
+                             pk.pack_map(1), pk.pack("prompt_ids"), pk.pack(std::vector<int>{1, -4});
+                           }),
+                           true),
             "body.prompt_ids[1]");
 }
 
@@ -250,9 +260,10 @@ TEST(Protocol, DoneTraceEntriesAreCheckedByName) {
       pk.pack_map(14);
       pk.pack("stop_reason"), pk.pack("eos");
       pk.pack("tokens"), pk.pack_array(0);
-      for (const char* k : {"tokens_to_first_eos", "rounds", "prefill_start_ns", "last_commit_ns"}) pk.pack(k), pk.pack(0);
-      for (const char* k : {"ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify", "ms_commit",
-                            "tokens_per_second"})
+      for (const char* k : {"tokens_to_first_eos", "rounds", "prefill_start_ns", "last_commit_ns"})
+        pk.pack(k), pk.pack(0);
+      for (const char* k : {"ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify",
+                            "ms_commit", "tokens_per_second"})
         pk.pack(k), pk.pack(0.0);
       pk.pack("trace"), pk.pack_array(1);
       std::vector<std::function<void()>> columns;

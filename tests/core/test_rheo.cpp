@@ -33,8 +33,7 @@ class RheoExactness : public ::testing::TestWithParam<RheoCase> {};
 TEST_P(RheoExactness, FirstThreeTokensFollowTheTargetJoint) {
   const auto [rule, m, T, B, sparse] = GetParam();
   const uint64_t seed = 5000 + static_cast<int>(rule) * 1000 + m * 100 + B * 10 + sparse;
-  const auto r = testing::first_tokens_law(test_model(), rheo_config(rule, m, T, B, sparse), 3,
-                                           kRuns, seed);
+  const auto r = testing::first_tokens_law(test_model(), rheo_config(rule, m, T, B, sparse), 3, kRuns, seed);
   EXPECT_GT(r.p_value, kMinP) << "chi2 " << r.statistic << " on " << r.dof << " dof";
 }
 
@@ -50,8 +49,8 @@ std::vector<RheoCase> rheo_cases() {
 
 std::string rheo_case_name(const ::testing::TestParamInfo<RheoCase>& info) {
   const auto [rule, m, T, B, sparse] = info.param;
-  return std::string(rule == Rule::Draft ? "draft" : "root_draw") + "_m" + std::to_string(m) +
-         "_T" + std::to_string(static_cast<int>(T * 10)) + "_B" + std::to_string(B) +
+  return std::string(rule == Rule::Draft ? "draft" : "root_draw") + "_m" + std::to_string(m) + "_T" +
+         std::to_string(static_cast<int>(T * 10)) + "_B" + std::to_string(B) +
          (sparse ? "_sparse" : "_dense");
 }
 
@@ -151,8 +150,7 @@ TEST(RheoTable1, AdhocProxyBreaksLosslessnessAndRheoProxyDoesNot) {
 TEST(RheoPlantedBug, VerifyingWithTheProxyInsteadOfQTildeIsCaught) {
   // Accepts the sampled token with min(1, p / proxy) instead of min(1, p / q̃).
   RoundHooks hooks;
-  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng,
-                    const Pool* pool) {
+  hooks.verify = [](Verifier, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool* pool) {
     Pool wrong = *pool;
     for (int u = 0; u < wrong.size(); ++u)
       if (wrong.sampled[u]) wrong.q_true[u] = static_cast<float>(std::exp(wrong.logq[u]));

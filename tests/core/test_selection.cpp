@@ -41,8 +41,7 @@ TEST(Selection, DraftKeepsTheBHighestRanked) {
   const std::vector<float> root = {0.1f, 0.2f, 0.6f, 0.1f};
   // Ranking: 0 (.5), 1 (.3), 5 (.27), 3 (.25), 2 (.2), 4 (.2, deeper), 7 (.2, deeper), 6.
   EXPECT_EQ(select_tree(Rule::Draft, inputs(pool, 3, root), -1), (std::vector<int>{0, 1, 5}));
-  EXPECT_EQ(select_tree(Rule::Draft, inputs(pool, 5, root), -1),
-            (std::vector<int>{0, 1, 2, 3, 5}));
+  EXPECT_EQ(select_tree(Rule::Draft, inputs(pool, 5, root), -1), (std::vector<int>{0, 1, 2, 3, 5}));
 }
 
 TEST(Selection, RootReplacesTheFirstFactorWithTheRootRow) {
@@ -57,8 +56,7 @@ TEST(Selection, RootDrawKeepsTheDrawnTokensBestDescendants) {
   const Pool pool = hand_pool();
   const std::vector<float> root = {0.1f, 0.2f, 0.6f, 0.1f};
   EXPECT_EQ(select_tree(Rule::RootDraw, inputs(pool, 3, root), 0), (std::vector<int>{0, 3, 4}));
-  EXPECT_EQ(select_tree(Rule::RootDraw, inputs(pool, 8, root), 0),
-            (std::vector<int>{0, 3, 4, 7}));
+  EXPECT_EQ(select_tree(Rule::RootDraw, inputs(pool, 8, root), 0), (std::vector<int>{0, 3, 4, 7}));
   EXPECT_TRUE(select_tree(Rule::RootDraw, inputs(pool, 3, root), 3).empty());  // not in pool
 }
 
@@ -98,7 +96,7 @@ TEST(Selection, PlanSkipsTheTreePassWhenTheDrawLeavesThePool) {
   const RoundPlan plan = plan_round(Rule::RootDraw, inputs(pool, 8, root_a), 9, rng);
   EXPECT_FALSE(plan.skip_tree_pass);
   EXPECT_EQ(plan.anchor_token, 0);
-  EXPECT_EQ(plan.verify_tree.token, (std::vector<int32_t>{0, 1, 2}));   // a→0, a→1, a→0→2
+  EXPECT_EQ(plan.verify_tree.token, (std::vector<int32_t>{0, 1, 2}));  // a→0, a→1, a→0→2
   EXPECT_EQ(plan.verify_tree.parent, (std::vector<int32_t>{-1, -1, 0}));
   const RoundPlan draft = plan_round(Rule::Draft, inputs(pool, 3, root_a), 9, rng);
   EXPECT_EQ(draft.anchor_token, 9);

@@ -2,14 +2,14 @@
 // input → exit code 2 with one line on stderr naming the problem.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace {
 
@@ -50,7 +50,7 @@ const char* kBinaryUniform = R"({"vocab_size": 2, "order": 1, "context": [0],
 TEST(SimCli, AnalyzeReproducesPaperB1) {
   const std::string model = write_file("b1.json", kBinaryUniform);
   const SimRun r = run_sim("analyze --model " + model +
-                        " --tree '{\"tokens\": [0,1,0,1,0,0,1], \"parents\": [-1,-1,0,0,1,2,2]}'");
+                           " --tree '{\"tokens\": [0,1,0,1,0,0,1], \"parents\": [-1,-1,0,0,1,2,2]}'");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_DOUBLE_EQ(j["expected_accepted"].get<double>(), 2.0);
@@ -65,8 +65,8 @@ TEST(SimCli, DecodePrintsCountsAndRoundStatistics) {
   const std::string model = temp_path("random.json");
   ASSERT_EQ(run_sim("random --vocab 4 --order 2 --seed 5 --out " + model).code, 0);
   const SimRun r = run_sim("decode --model " + model +
-                        " --rule root-draw --verifier tev --budget 3 --temperature 0.7 --top-k 3"
-                        " --depth 4 --expand 3 --emit 3 --runs 500 --seed 1");
+                           " --rule root-draw --verifier tev --budget 3 --temperature 0.7 --top-k 3"
+                           " --depth 4 --expand 3 --emit 3 --runs 500 --seed 1");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   int64_t total = 0;
@@ -77,19 +77,20 @@ TEST(SimCli, DecodePrintsCountsAndRoundStatistics) {
   EXPECT_EQ(total, 500);
   EXPECT_EQ(j["runs"], 500);
   EXPECT_GE(j["rounds"].get<int64_t>(), 500);
-  EXPECT_NEAR(j["mean_emitted_per_round"].get<double>(),
-              j["mean_accepted_per_round"].get<double>() + 1, 1e-9);
+  EXPECT_NEAR(j["mean_emitted_per_round"].get<double>(), j["mean_accepted_per_round"].get<double>() + 1,
+              1e-9);
   // Same seed, same output.
   EXPECT_EQ(run_sim("decode --model " + model +
                     " --rule root-draw --verifier tev --budget 3 --temperature 0.7 --top-k 3"
-                    " --depth 4 --expand 3 --emit 3 --runs 500 --seed 1").out,
+                    " --depth 4 --expand 3 --emit 3 --runs 500 --seed 1")
+                .out,
             r.out);
 }
 
 struct BadCase {
   std::string model_json;  // empty: the valid binary model
   std::string args;
-  std::string message;     // must appear in the one stderr line
+  std::string message;  // must appear in the one stderr line
 };
 
 TEST(SimCli, BadInputExitsTwoWithOneLineNamingTheProblem) {

@@ -36,12 +36,12 @@ FixedTree sample_tree() {
   FixedTree f;
   f.tree = make_tree({0, 1, 2, 3, 1}, {-1, -1, 0, 0, 2});
   f.rows = {
-      0.4f, 0.3f, 0.2f, 0.1f,  // anchor
-      0.1f, 0.2f, 0.3f, 0.4f,  // node 0 (token 0)
-      0.7f, 0.1f, 0.1f, 0.1f,  // node 1 (token 1)
+      0.4f,  0.3f, 0.2f, 0.1f,   // anchor
+      0.1f,  0.2f, 0.3f, 0.4f,   // node 0 (token 0)
+      0.7f,  0.1f, 0.1f, 0.1f,   // node 1 (token 1)
       0.25f, 0.5f, 0.0f, 0.25f,  // node 2 (0, 2)
-      0.6f, 0.2f, 0.2f, 0.0f,  // node 3 (0, 3)
-      0.1f, 0.1f, 0.4f, 0.4f,  // node 4 (0, 2, 1)
+      0.6f,  0.2f, 0.2f, 0.0f,   // node 3 (0, 3)
+      0.1f,  0.1f, 0.4f, 0.4f,   // node 4 (0, 2, 1)
   };
   return f;
 }
@@ -117,8 +117,7 @@ TEST(Verifiers, ResidualTakesTheLastChildWhenChildrenHoldAllMass) {
   f.tree = make_tree({0, 1}, {-1, -1});
   f.rows = {0.5f, 0.5f, 0, 0, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
   Rng rng(1);
-  for (int i = 0; i < 1000; ++i)
-    ASSERT_EQ(verify_residual(f.tree, f.view(), rng).accepted_nodes.size(), 1u);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(verify_residual(f.tree, f.view(), rng).accepted_nodes.size(), 1u);
 }
 
 TEST(Verifiers, NamesRoundTrip) {

@@ -113,7 +113,8 @@ class Pair {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (read_file(target_log()).find("ready; clients connect") == std::string::npos) {
       if (std::chrono::steady_clock::now() > end || wait_exit(target_pid, 0) != -1)
-        throw std::runtime_error("the pair did not start: " + read_file(target_log()) + read_file(drafter_log()));
+        throw std::runtime_error("the pair did not start: " + read_file(target_log()) +
+                                 read_file(drafter_log()));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -135,7 +136,7 @@ class Pair {
 };
 
 struct Reply {
-  std::vector<int32_t> tokens;   // from the Delta messages
+  std::vector<int32_t> tokens;  // from the Delta messages
   std::optional<DoneBody> done;
   std::optional<ErrorBody> error;
   int deltas = 0;

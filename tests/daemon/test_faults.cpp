@@ -14,7 +14,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-GenerateBody long_request() { return generate_body(test_prompts()[1], "root-draw", "residual", 59, 1.0, 5, 240); }
+GenerateBody long_request() {
+  return generate_body(test_prompts()[1], "root-draw", "residual", 59, 1.0, 5, 240);
+}
 
 TEST(Faults, KilledDrafterFailsTheRequestWithinFiveSeconds) {
   Pair pair;
@@ -39,13 +41,14 @@ TEST(Faults, KilledDrafterFailsTheRequestWithinFiveSeconds) {
 TEST(Faults, KilledTargetIsNoticedByTheClientAndTheDrafter) {
   Pair pair;
   const std::string log = pair.dir() + "/client.log";
-  const pid_t client = spawn({ROOTSPEC_CLIENT_BIN, "--endpoint", pair.client_endpoint, "--prompt-ids", "10,20,30",
-                              "--max-new-tokens", "240", "--budget", "59", "--temperature", "1", "--no-stop-at-eos",
-                              "--ids"},
-                             log);
+  const pid_t client =
+      spawn({ROOTSPEC_CLIENT_BIN, "--endpoint", pair.client_endpoint, "--prompt-ids", "10,20,30",
+             "--max-new-tokens", "240", "--budget", "59", "--temperature", "1", "--no-stop-at-eos", "--ids"},
+            log);
   // Wait until tokens stream, then kill the target.
   const auto start = Clock::now();
-  while (read_file(log).empty() && seconds_since(start) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (read_file(log).empty() && seconds_since(start) < 20)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   kill(pair.target_pid, SIGKILL);
   waitpid(pair.target_pid, nullptr, 0);
   const auto killed = Clock::now();
@@ -71,7 +74,8 @@ TEST(Faults, ClientThatDisconnectsIsCancelledAndTheNextRequestIsServed) {
   Client next(pair.client_endpoint);
   const Reply r = next.generate(generate_body({1, 2, 3}, "root", "residual", 8, 0.0), 60);
   ASSERT_TRUE(r.done) << (r.error ? r.error->message : "timeout");
-  EXPECT_NE(read_file(pair.target_log()).find("cancelled"), std::string::npos) << read_file(pair.target_log());
+  EXPECT_NE(read_file(pair.target_log()).find("cancelled"), std::string::npos)
+      << read_file(pair.target_log());
 }
 
 std::string with_header(int version, const std::string& type, uint32_t body_fields,
@@ -100,13 +104,18 @@ TEST(Faults, MalformedMessagesOnEverySocketGetAnErrorAndServingGoesOn) {
   expect_error(client, std::string(kMaxMessageBytes + 1, 'x'), "message");
   expect_error(client, with_header(kProtocolVersion + 1, "generate", 0), "v");
   expect_error(client, with_header(kProtocolVersion, "warp", 0), "type");
-  expect_error(client, with_header(kProtocolVersion, "pool", 0), "type");  // a drafter message sent to the target
-  expect_error(client, with_header(kProtocolVersion, "generate", 1, [](auto& pk) { pk.pack("prompt_ids"), pk.pack("1,2"); }),
-               "body.prompt_ids");
+  expect_error(client, with_header(kProtocolVersion, "pool", 0),
+               "type");  // a drafter message sent to the target
+  expect_error(
+      client,
+      with_header(kProtocolVersion, "generate", 1, [](auto& pk) { pk.pack("prompt_ids"), pk.pack("1,2"); }),
+      "body.prompt_ids");
   Client drafter(pair.drafter_endpoint());
   expect_error(drafter, "\xff\xff", "message");
   expect_error(drafter, with_header(7, "commit", 0), "v");
-  expect_error(drafter, with_header(kProtocolVersion, "commit", 1, [](auto& pk) { pk.pack("tokens"), pk.pack(std::vector<int>{1}); }),
+  expect_error(drafter,
+               with_header(kProtocolVersion, "commit", 1,
+                           [](auto& pk) { pk.pack("tokens"), pk.pack(std::vector<int>{1}); }),
                "request");
   expect_error(drafter, with_header(kProtocolVersion, "generate", 0), "type");
   // Both daemons still serve.
@@ -121,8 +130,8 @@ pid_t launch_pair(const std::string& dir, const std::string& log) {
   setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
   setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
   setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
-  const pid_t launcher =
-      spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
+  const pid_t launcher = spawn(
+      {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
   const auto start = Clock::now();
   while (read_file(log).find("the pair is up") == std::string::npos) {
     if (seconds_since(start) > 60 || wait_exit(launcher, 0) != -1) {
@@ -165,7 +174,8 @@ TEST(Faults, LauncherDownStopsThePairCleanly) {
   std::istringstream pids(read_file(dir + "/run/pids"));
   pid_t drafter = 0, target = 0;
   pids >> drafter >> target;
-  const pid_t down = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"}, dir + "/down.log");
+  const pid_t down =
+      spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"}, dir + "/down.log");
   EXPECT_EQ(wait_exit(down, 20), 0) << read_file(dir + "/down.log");
   EXPECT_EQ(wait_exit(launcher, 20), 0) << read_file(log);
   EXPECT_FALSE(process_alive(drafter));

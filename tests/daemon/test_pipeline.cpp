@@ -77,8 +77,8 @@ TEST(Daemon, RootPassRunsBetweenTheCommitAndThePoolRead) {
   int rounds = 0, overlapped = 0;
   for (const RoundRecord& t : r.done->trace) {
     ASSERT_GT(t.root_start_ns, 0);
-    ASSERT_GE(t.root_start_ns, t.commit_sent_ns);          // after the Commit went out
-    ASSERT_LE(t.root_end_ns, t.pool_received_ns);          // before the pool was read
+    ASSERT_GE(t.root_start_ns, t.commit_sent_ns);  // after the Commit went out
+    ASSERT_LE(t.root_end_ns, t.pool_received_ns);  // before the pool was read
     ++rounds;
     // Intervals [root_start, root_end] and [draft_start, draft_end] intersect.
     overlapped += t.root_start_ns < t.draft_end_ns && t.draft_start_ns < t.root_end_ns;
@@ -145,8 +145,8 @@ TEST(Daemon, MemoryIsFlatOver200Requests) {
   const auto prompts = test_prompts();
   for (int i = 1; i <= 200; ++i) {
     const char* rule = kRules[i % 5];
-    const Reply r = client.generate(
-        generate_body(prompts[i % prompts.size()], rule, "residual", i % 2 ? 8 : 59, i % 3 ? 1.0 : 0.0, i, 16));
+    const Reply r = client.generate(generate_body(prompts[i % prompts.size()], rule, "residual",
+                                                  i % 2 ? 8 : 59, i % 3 ? 1.0 : 0.0, i, 16));
     ASSERT_TRUE(r.done) << "request " << i;
     if (i == 20) target_20 = rss_kb(pair.target_pid), drafter_20 = rss_kb(pair.drafter_pid);
   }

@@ -40,7 +40,8 @@ class Models {
     big.budget = 59;
     big.max_new_tokens = kNewTokens;
     target = std::make_unique<ModelRuntime>(t, runtime_options_for(big, PoolShape(), 16, false));
-    drafter = std::make_unique<ModelRuntime>(dir_.sub("drafter"), runtime_options_for(big, PoolShape(), 16, true));
+    drafter =
+        std::make_unique<ModelRuntime>(dir_.sub("drafter"), runtime_options_for(big, PoolShape(), 16, true));
   }
   TempDir dir_;
   std::unique_ptr<ModelRuntime> target, drafter;
@@ -54,7 +55,7 @@ std::vector<std::vector<int32_t>> prompts(uint64_t seed, int vocab) {
 }
 
 RequestOptions options(Rule rule, int budget, Verifier v = Verifier::Greedy, double temperature = 0.0,
-                        uint64_t seed = 0) {
+                       uint64_t seed = 0) {
   RequestOptions o;
   o.rule = rule;
   o.budget = budget;
@@ -83,7 +84,8 @@ TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
     for (Rule rule : rules) {
       for (int budget : {1, 8, 59}) {
         const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, options(rule, budget));
-        EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " B=" << budget << " prompt of " << prompt.size();
+        EXPECT_EQ(got.tokens, want.tokens)
+            << rule_name(rule) << " B=" << budget << " prompt of " << prompt.size();
         int emitted = 0;
         for (const RoundRecord& s : got.rounds) {
           emitted += s.emitted;
@@ -104,8 +106,9 @@ TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
     }
     PoolShape rheo;
     rheo.rheo_m = 1;
-    EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, options(Rule::Draft, 8, Verifier::Rheo), rheo).tokens,
-              want.tokens)
+    EXPECT_EQ(
+        generate(*m.target, m.drafter.get(), prompt, options(Rule::Draft, 8, Verifier::Rheo), rheo).tokens,
+        want.tokens)
         << "rheo";
     const PoolShape small{3, 4, 2};
     EXPECT_EQ(generate(*m.target, m.drafter.get(), prompt, options(Rule::Root, 8), small).tokens, want.tokens)

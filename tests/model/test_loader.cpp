@@ -21,9 +21,7 @@ nlohmann::json read_json(const std::string& path) {
   return j;
 }
 
-void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream(path) << j.dump(2);
-}
+void write_json(const std::string& path, const nlohmann::json& j) { std::ofstream(path) << j.dump(2); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -95,13 +93,25 @@ class Loader : public ::testing::Test {
 
 TEST_F(Loader, ConfigFieldsAndTokenIds) {
   nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
-                      {"vocab_size", 128}, {"hidden_size", 64}, {"intermediate_size", 96},
-                      {"num_hidden_layers", 3}, {"num_attention_heads", 8}, {"num_key_value_heads", 2},
-                      {"rms_norm_eps", 1e-5}, {"rope_theta", 500000.0}, {"attention_bias", true},
-                      {"tie_word_embeddings", true}, {"bos_token_id", 128000},
-                      {"eos_token_id", {128001, 128008, 128009}}, {"torch_dtype", "bfloat16"},
-                      {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}}}};
+                      {"vocab_size", 128},
+                      {"hidden_size", 64},
+                      {"intermediate_size", 96},
+                      {"num_hidden_layers", 3},
+                      {"num_attention_heads", 8},
+                      {"num_key_value_heads", 2},
+                      {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 500000.0},
+                      {"attention_bias", true},
+                      {"tie_word_embeddings", true},
+                      {"bos_token_id", 128000},
+                      {"eos_token_id", {128001, 128008, 128009}},
+                      {"torch_dtype", "bfloat16"},
+                      {"rope_scaling",
+                       {{"rope_type", "llama3"},
+                        {"factor", 32.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}}}};
   const ModelConfig c = config_from_json(j, "config.json");
   EXPECT_EQ(c.arch, ModelArch::Llama);
   EXPECT_EQ(c.head_dim, 8);  // hidden / heads
@@ -169,9 +179,10 @@ TEST_F(Loader, UnsupportedArchitectureInFolder) {
 TEST_F(Loader, MissingTensor) {
   const std::string d = good();
   auto t = read_all(d, false);
-  t.erase(std::remove_if(t.begin(), t.end(),
-                         [](const TensorToWrite& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; }),
-          t.end());
+  t.erase(
+      std::remove_if(t.begin(), t.end(),
+                     [](const TensorToWrite& x) { return x.name == "model.layers.1.mlp.up_proj.weight"; }),
+      t.end());
   write_safetensors(d + "/model.safetensors", t);
   const std::string m = error_of([&] { ModelRuntime(d, opts()); });
   EXPECT_NE(m.find(d + "/model.safetensors"), std::string::npos) << m;
@@ -186,7 +197,8 @@ TEST_F(Loader, WrongShape) {
   write_safetensors(d + "/model.safetensors", t);
   const std::string m = error_of([&] { ModelRuntime(d, opts()); });
   EXPECT_NE(m.find("tensor 'model.layers.0.self_attn.k_proj.weight' has shape [8, 64], expected [16, 32]"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find(d + "/model.safetensors"), std::string::npos) << m;
 }
 
@@ -223,12 +235,14 @@ TEST_F(Loader, NoWeightsAndMissingShard) {
   std::filesystem::remove(d + "/model.safetensors");
   std::string m = error_of([&] { ModelRuntime(d, opts()); });
   EXPECT_NE(m.find("no model.safetensors or model.safetensors.index.json"), std::string::npos) << m;
-  const std::string s = testing::make_model(dir, "sharded", testing::tiny_config(ModelArch::Llama), 4,
-                                            TensorDtype::F32, 3);
+  const std::string s =
+      testing::make_model(dir, "sharded", testing::tiny_config(ModelArch::Llama), 4, TensorDtype::F32, 3);
   std::filesystem::remove(s + "/model-00002-of-00003.safetensors");
   m = error_of([&] { ModelRuntime(s, opts()); });
-  EXPECT_NE(m.find(s + "/model.safetensors.index.json: shard 'model-00002-of-00003.safetensors' does not exist"),
-            std::string::npos) << m;
+  EXPECT_NE(
+      m.find(s + "/model.safetensors.index.json: shard 'model-00002-of-00003.safetensors' does not exist"),
+      std::string::npos)
+      << m;
   std::filesystem::remove(s + "/config.json");
   m = error_of([&] { ModelRuntime(s, opts()); });
   EXPECT_NE(m.find(s + "/config.json: cannot open"), std::string::npos) << m;

@@ -96,7 +96,7 @@ TEST_P(RuntimeVariant, TreePassRowsEqualSequentialDecodingOnEveryPath) {
   std::mt19937 gen(5);
   for (int trial = 0; trial < 3; ++trial) {
     const int ctx_len = trial == 0 ? 1 : trial == 1 ? 23 : 70;  // 70: a prefill of two chunks
-    const int n = trial == 2 ? 90 : 40;                          // 90: a tree of two chunks
+    const int n = trial == 2 ? 90 : 40;                         // 90: a tree of two chunks
     const auto ctx = testing::random_tokens(gen, ctx_len, V);
     std::vector<int32_t> tokens, parents;
     random_tree(gen, n, V, &tokens, &parents);
@@ -109,7 +109,8 @@ TEST_P(RuntimeVariant, TreePassRowsEqualSequentialDecodingOnEveryPath) {
     for (int v = 0; v < n; ++v) {
       const auto seq = sequential_row(rt, ctx_len, tokens, parents, v);
       for (float x : seq) ASSERT_TRUE(std::isfinite(x));
-      worst = std::max(worst, testing::max_abs_diff(seq.data(), tree_rows.data() + static_cast<size_t>(v) * V, V));
+      worst = std::max(worst,
+                       testing::max_abs_diff(seq.data(), tree_rows.data() + static_cast<size_t>(v) * V, V));
     }
     EXPECT_LE(worst, kTol) << var.name << " ctx " << ctx_len << " tree " << n;
     std::printf("%s ctx %d tree %d: max |tree − sequential| = %.3g\n", var.name.c_str(), ctx_len, n, worst);
@@ -209,7 +210,8 @@ TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
     const RowsView r = alone.root_pass(tokens[0], kind);
     const std::vector<float> root(r.data, r.data + V);
     const RowsView got = shared.root_pass(tokens[0], kind);
-    EXPECT_LE(testing::max_abs_diff(root.data(), got.data, V), kTol) << var.name << " kind " << static_cast<int>(kind);
+    EXPECT_LE(testing::max_abs_diff(root.data(), got.data, V), kTol)
+        << var.name << " kind " << static_cast<int>(kind);
   }
 }
 
@@ -260,8 +262,8 @@ INSTANTIATE_TEST_SUITE_P(Arch, RuntimeVariant, ::testing::ValuesIn(variants()),
 // silu(g)·u on both kernels, across the exp's range: 0, tiny, ±1, ±20, past −87 (e^x
 // flushed to 0) and ±∞-like magnitudes; against the formula in double.
 TEST(CpuKernels, SiluMulMatchesTheFormula) {
-  const std::vector<float> gate = {0.0f, 1e-6f, -1e-6f, 1.0f, -1.0f, 2.5f, -2.5f, 20.0f, -20.0f,
-                                   87.5f, -87.5f, 100.0f, -100.0f, 3e4f, -3e4f, 0.3f, -0.7f};
+  const std::vector<float> gate = {0.0f,  1e-6f,  -1e-6f, 1.0f,    -1.0f, 2.5f,  -2.5f, 20.0f, -20.0f,
+                                   87.5f, -87.5f, 100.0f, -100.0f, 3e4f,  -3e4f, 0.3f,  -0.7f};
   const int64_t inter = static_cast<int64_t>(gate.size());  // 17: one full vector and a tail
   std::vector<float> gate_up(gate);
   for (int64_t i = 0; i < inter; ++i) gate_up.push_back(0.5f + 0.25f * i);  // u
@@ -298,7 +300,8 @@ TEST(CpuKernels, SoftmaxMatchesProbsFromLogits) {
       std::vector<float> got(n, NAN), want(n);
       cpu_softmax(row.data(), n, got.data());
       probs_from_logits(row.data(), n, 1.0, want.data());
-      EXPECT_LE(testing::max_abs_diff(got.data(), want.data(), n), 1e-6f) << "n " << n << " portable " << portable;
+      EXPECT_LE(testing::max_abs_diff(got.data(), want.data(), n), 1e-6f)
+          << "n " << n << " portable " << portable;
     }
   }
   force_portable_cpu_kernels(false);
@@ -309,9 +312,9 @@ TEST(Runtime, RejectsBadTreesAndCommits) {
   TempDir dir("bad");
   ModelRuntime rt(testing::make_model(dir, "m", testing::tiny_config(ModelArch::Llama), 1), small_options());
   rt.prefill({1, 2, 3});
-  EXPECT_THROW(rt.tree_pass({1, 2}, {-1, 1}), std::invalid_argument);   // parent not earlier
-  EXPECT_THROW(rt.tree_pass({1, 2}, {-1}), std::invalid_argument);      // size mismatch
-  EXPECT_THROW(rt.tree_pass({1, 500}, {-1, 0}), std::invalid_argument); // token outside vocab
+  EXPECT_THROW(rt.tree_pass({1, 2}, {-1, 1}), std::invalid_argument);    // parent not earlier
+  EXPECT_THROW(rt.tree_pass({1, 2}, {-1}), std::invalid_argument);       // size mismatch
+  EXPECT_THROW(rt.tree_pass({1, 500}, {-1, 0}), std::invalid_argument);  // token outside vocab
   rt.tree_pass({4, 5, 6}, {-1, -1, 0});
   EXPECT_THROW(rt.commit({1, 2}), std::invalid_argument);  // 2 is a child of 0, not of 1
   EXPECT_THROW(rt.commit({2}), std::invalid_argument);     // 2 does not start at the context
@@ -354,8 +357,8 @@ TEST(Runtime, Llama3RopeScalingMatchesTheReferenceFormula) {
   c.rope_scaling.original_max_position_embeddings = 1024;
   const auto inv = rope_inv_freq(c);
   ASSERT_EQ(inv.size(), 4u);
-  EXPECT_NEAR(inv[0], 1.0, 1e-12);     // wavelength 6.28 < 256: kept
-  EXPECT_NEAR(inv[1], 0.1, 1e-12);     // 62.8 < 256: kept
+  EXPECT_NEAR(inv[0], 1.0, 1e-12);                                // wavelength 6.28 < 256: kept
+  EXPECT_NEAR(inv[1], 0.1, 1e-12);                                // 62.8 < 256: kept
   const double smooth = (1024.0 / (2 * M_PI * 100) - 1.0) / 3.0;  // 628 in [256, 1024]
   EXPECT_NEAR(inv[2], (1 - smooth) * 0.01 / 8 + smooth * 0.01, 1e-12);
   EXPECT_NEAR(inv[2], 0.0030868, 1e-6);

@@ -18,7 +18,8 @@ constexpr int kNewTokens = 96;
 
 // configs/small-cpu.toml: the models, budget and pool shape the launcher runs.
 const DaemonConfig& shipped_config() {
-  static const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  static const DaemonConfig c =
+      DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
   return c;
 }
 
@@ -39,11 +40,15 @@ TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
   auto tok = load_tokenizer(config.target.model);
   // Prompts after which the target writes prose (no indentation runs, which any drafter gets
   // right): the launcher demo's four and two more.
-  const std::vector<std::string> prompts = {"Changed in version 3.8: The", "Unlike lists, tuples are",
-                                            ".. function:: open(file, mode='r', ", "This function raises a ValueError if",
-                                            "   .. versionadded:: 3.", ":class:`dict` objects"};
+  const std::vector<std::string> prompts = {"Changed in version 3.8: The",
+                                            "Unlike lists, tuples are",
+                                            ".. function:: open(file, mode='r', ",
+                                            "This function raises a ValueError if",
+                                            "   .. versionadded:: 3.",
+                                            ":class:`dict` objects"};
   ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, false));
-  ModelRuntime drafter(config.drafter.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, true));
+  ModelRuntime drafter(config.drafter.model,
+                       runtime_options_for(shipped(Rule::Draft), config.pool, 64, true));
   int64_t rounds[2] = {0, 0}, emitted[2] = {0, 0}, printable = 0, total = 0;
   for (const auto& text : prompts) {
     const auto ids = tok->encode(text, true);

@@ -3,12 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <mutex>
 #include <chrono>
-#include <thread>
 #include <cmath>
-#include <stdexcept>
+#include <mutex>
 #include <random>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "cpu_isa.h"
@@ -27,8 +27,8 @@ TEST(SmallMatmul, PacksColumnPanelsWithZeroPadding) {
   ASSERT_EQ(panel_count(32), 1);
   std::vector<float> panels(panel_count(out) * in * kPanelColumns, NAN);  // [2, 3, 32]
   pack_panels(w.data(), out, in, panels.data());
-  EXPECT_EQ(panels[0 * kPanelColumns + 0], 0.0f);      // panel 0, i 0, column 0
-  EXPECT_EQ(panels[2 * kPanelColumns + 5], 502.0f);    // panel 0, i 2, column 5
+  EXPECT_EQ(panels[0 * kPanelColumns + 0], 0.0f);           // panel 0, i 0, column 0
+  EXPECT_EQ(panels[2 * kPanelColumns + 5], 502.0f);         // panel 0, i 2, column 5
   EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 2], 3401.0f);  // panel 1, i 1, column 34
   EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 3], 0.0f);     // column 35 does not exist: zero
   EXPECT_EQ(panels[(3 + 2) * kPanelColumns + 31], 0.0f);
@@ -38,7 +38,9 @@ TEST(SmallMatmul, PacksColumnPanelsWithZeroPadding) {
 // panel, and row counts below, at and above a kernel's 12-row block.
 enum class Kernel { chosen, portable };
 void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
-  struct Shape { int64_t rows, in, out; };
+  struct Shape {
+    int64_t rows, in, out;
+  };
   std::mt19937 gen(3);
   std::normal_distribution<float> d(0.0f, 1.0f);
   for (const Shape s : {Shape{1, 256, 704}, Shape{3, 5, 7}, Shape{9, 256, 768}, Shape{9, 704, 256},
@@ -115,12 +117,13 @@ TEST(CpuWorkers, RunsEveryChunkOnceAndRethrows) {
   EXPECT_TRUE(together);
   workers.park();
   std::atomic<int> ran{0};
-  EXPECT_THROW(workers.run(8, [&](int64_t c) {
-    ran.fetch_add(1);
-    if (c == 2) throw std::runtime_error("chunk 2 failed");
-  }),
+  EXPECT_THROW(workers.run(8,
+                           [&](int64_t c) {
+                             ran.fetch_add(1);
+                             if (c == 2) throw std::runtime_error("chunk 2 failed");
+                           }),
                std::runtime_error);
-  EXPECT_EQ(ran.load(), 8);  // the other chunks still ran
+  EXPECT_EQ(ran.load(), 8);   // the other chunks still ran
   std::atomic<int> after{0};  // a failure leaves the workers usable
   workers.run(6, [&](int64_t) { after.fetch_add(1); });
   EXPECT_EQ(after.load(), 6);

@@ -3,10 +3,10 @@
 // the object goes.
 #pragma once
 
+#include <unistd.h>
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <unistd.h>
 
 namespace rootspec::testing {
 

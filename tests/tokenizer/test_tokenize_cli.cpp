@@ -2,8 +2,8 @@
 // agree with the library, --chat renders the template, bad input gets a clear error.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include "peer_fixture.h"
 #include "tokenizer.h"

@@ -47,10 +47,10 @@ ExitExample hand_example() {
 TEST(ExitLoss, WeightsOfHandMadeTreeAreTheExitLaw) {
   const DraftTree t = hand_tree();
   // Target probability rows [1 + n, vocab]: anchor, b, c, d.
-  const std::vector<float> p = {0.5f, 0.3f, 0.1f, 0.1f,   // at the anchor
-                                0.2f, 0.2f, 0.4f, 0.2f,   // at b
+  const std::vector<float> p = {0.5f,  0.3f,  0.1f,  0.1f,   // at the anchor
+                                0.2f,  0.2f,  0.4f,  0.2f,   // at b
                                 0.25f, 0.25f, 0.25f, 0.25f,  // at c (leaf)
-                                0.1f, 0.2f, 0.3f, 0.4f};  // at d (leaf)
+                                0.1f,  0.2f,  0.3f,  0.4f};  // at d (leaf)
   const auto w = exit_weights(t, RowsView{p.data(), 4, 4});
   ASSERT_EQ(w.size(), 4u);
   // P(b) = 0.5, P(c) = 0.3, P(d) = 0.5·0.4 = 0.2.
@@ -85,7 +85,8 @@ TEST(ExitLoss, LossIsExitWeightedLogLikelihoodUnderTreeParentContexts) {
     s.insert(s.end(), extra.begin(), extra.end());
     return s;
   };
-  const double expect = -(0.3 * logq_after(ctx, 0) + 0.3 * logq_after(ctx, 1) + 0.2 * logq_after(with({0}), 2));
+  const double expect =
+      -(0.3 * logq_after(ctx, 0) + 0.3 * logq_after(ctx, 1) + 0.2 * logq_after(with({0}), 2));
   EXPECT_NEAR(loss.item<double>(), expect, 1e-5);
 }
 
@@ -127,13 +128,16 @@ TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
 TEST(ExitLoss, PrefixWeightedControlUsesReachRescaledToTheExitTotal) {
   TrainModel drafter = tiny_drafter();
   ExitExample ex = hand_example();  // non-root exit total 0.8
-  ex.reach = {0.5, 0.3, 0.2};      // P(b), P(c), P(d): total 1.0 → scale 0.8
+  ex.reach = {0.5, 0.3, 0.2};       // P(b), P(c), P(d): total 1.0 → scale 0.8
   // The same loss with weights P(v)·0.8 = {0.4, 0.24, 0.16}, through the exit-loss path.
   ExitExample as_exit = ex;
   as_exit.exit = {0.0, 0.4, 0.24, 0.16};
-  EXPECT_NEAR(prefix_weighted_loss(drafter, ex).item<double>(), exit_loss(drafter, as_exit).item<double>(), 1e-6);
+  EXPECT_NEAR(prefix_weighted_loss(drafter, ex).item<double>(), exit_loss(drafter, as_exit).item<double>(),
+              1e-6);
   // It differs from the exit-weighted loss of the same tree (the weights differ).
-  EXPECT_GT(std::abs(prefix_weighted_loss(drafter, ex).item<double>() - exit_loss(drafter, ex).item<double>()), 1e-4);
+  EXPECT_GT(
+      std::abs(prefix_weighted_loss(drafter, ex).item<double>() - exit_loss(drafter, ex).item<double>()),
+      1e-4);
   ex.reach = {0.5};
   EXPECT_THROW(prefix_weighted_loss(drafter, ex), std::runtime_error);
 }

@@ -32,7 +32,8 @@ void expect_prefill_equal(const std::string& dir) {
   // The runtime's row after each prefix.
   for (size_t i = 0; i < toks.size(); ++i) {
     RowsView r = rt.root_pass(toks[i]);
-    for (int v = 0; v < r.vocab; ++v) ASSERT_NEAR(logits[i][v].item<float>(), r.row(0)[v], 1e-4) << "pos " << i;
+    for (int v = 0; v < r.vocab; ++v)
+      ASSERT_NEAR(logits[i][v].item<float>(), r.row(0)[v], 1e-4) << "pos " << i;
   }
 }
 
@@ -90,7 +91,8 @@ TEST(TrainModel, TreeMaskedForwardEqualsRuntimeTreePass) {
   torch::NoGradGuard ng;
   auto logits = tm.forward(x, pos, mask)[0];  // [t, vocab]
   for (int64_t i = 0; i < n; ++i)
-    for (int v = 0; v < rows.vocab; ++v) ASSERT_NEAR(logits[L + i][v].item<float>(), rows.row(i)[v], 1e-4) << i;
+    for (int v = 0; v < rows.vocab; ++v)
+      ASSERT_NEAR(logits[L + i][v].item<float>(), rows.row(i)[v], 1e-4) << i;
 }
 
 TEST(TrainModel, SavedFolderRoundTripsAndLoadsInRuntime) {

@@ -114,8 +114,10 @@ TEST(Trainer, CheckpointRoundTripsWeightsOptimizerAndStep) {
     const auto& p = m.named_parameters()[i].second;
     const auto& q = m2.named_parameters()[i].second;
     EXPECT_TRUE(torch::equal(p, q));
-    auto& s1 = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
-    auto& s2 = static_cast<torch::optim::AdamWParamState&>(*opt2.state().at(c10::guts::to_string(q.unsafeGetTensorImpl())));
+    auto& s1 = static_cast<torch::optim::AdamWParamState&>(
+        *opt.state().at(c10::guts::to_string(p.unsafeGetTensorImpl())));
+    auto& s2 = static_cast<torch::optim::AdamWParamState&>(
+        *opt2.state().at(c10::guts::to_string(q.unsafeGetTensorImpl())));
     EXPECT_EQ(s1.step(), s2.step());
     EXPECT_TRUE(torch::equal(s1.exp_avg(), s2.exp_avg()));
     EXPECT_TRUE(torch::equal(s1.exp_avg_sq(), s2.exp_avg_sq()));

@@ -27,7 +27,8 @@ std::vector<int32_t> parse_ids(const std::string& s) {
       v = std::stol(part, &used);
     } catch (...) {
     }
-    if (used != part.size() || v < 0 || v > INT32_MAX) throw CLI::ValidationError("--prompt-ids", "'" + part + "' is not a token id");
+    if (used != part.size() || v < 0 || v > INT32_MAX)
+      throw CLI::ValidationError("--prompt-ids", "'" + part + "' is not a token id");
     ids.push_back(static_cast<int32_t>(v));
   }
   if (ids.empty()) throw CLI::ValidationError("--prompt-ids", "no ids");
@@ -40,8 +41,9 @@ nlohmann::json done_json(const DoneBody& d) {
   j["tokens"] = d.tokens;
   j["tokens_to_first_eos"] = d.tokens_to_first_eos;
   j["rounds"] = d.rounds;
-  j["ms"] = {{"prefill", d.ms_prefill},     {"drafter_wait", d.ms_drafter_wait}, {"root_pass", d.ms_root_pass},
-             {"tree_pass", d.ms_tree_pass}, {"verify", d.ms_verify},             {"commit", d.ms_commit}};
+  j["ms"] = {{"prefill", d.ms_prefill},     {"drafter_wait", d.ms_drafter_wait},
+             {"root_pass", d.ms_root_pass}, {"tree_pass", d.ms_tree_pass},
+             {"verify", d.ms_verify},       {"commit", d.ms_commit}};
   j["prefill_start_ns"] = d.prefill_start_ns;
   j["last_commit_ns"] = d.last_commit_ns;
   j["tokens_per_second"] = d.tokens_per_second;
@@ -114,7 +116,8 @@ int main(int argc, char** argv) {
   const int64_t deadline = monotonic_ns() + static_cast<int64_t>(timeout_s * 1e9);
   std::string streamed;
   for (;;) {
-    zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}, {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                               {watch.events().handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, std::chrono::milliseconds(100));
     if (watch.poll_disconnected()) {
       std::cerr << "rootspec-client: error: the target at " << endpoint << " went away\n";
@@ -139,7 +142,8 @@ int main(int argc, char** argv) {
           }
           case MessageType::Error: {
             const ErrorBody e = m.error();
-            std::cerr << "rootspec-client: error: " << (e.field.empty() ? "" : e.field + ": ") << e.message << "\n";
+            std::cerr << "rootspec-client: error: " << (e.field.empty() ? "" : e.field + ": ") << e.message
+                      << "\n";
             return 1;
           }
           case MessageType::Done: {
@@ -156,7 +160,8 @@ int main(int argc, char** argv) {
             return 0;
           }
           default:
-            std::cerr << "rootspec-client: error: unexpected " << message_type_name(m.header().type) << " message\n";
+            std::cerr << "rootspec-client: error: unexpected " << message_type_name(m.header().type)
+                      << " message\n";
             return 1;
         }
       } catch (const ProtocolError& e) {

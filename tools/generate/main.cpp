@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   CLI::App app{"rootspec-generate: one-process speculative decoding (reference decoder)"};
   RequestOptions o;  // the defaults of a request everywhere (request.h), as the daemon's
   PoolShape shape;
-  std::string target_dir, drafter_dir, prompt_text, rule = decoder_name(o), verifier = verifier_name(o.verifier);
+  std::string target_dir, drafter_dir, prompt_text, rule = decoder_name(o),
+                                                    verifier = verifier_name(o.verifier);
   std::string device = "cpu", dtype = "float32";
   int threads = 1;
   bool json = false, ignore_eos = false;
@@ -71,7 +72,8 @@ int main(int argc, char** argv) {
     if (!parse_decoder(rule, &o))
       throw std::invalid_argument("--rule '" + rule + "' is not one of " + decoder_names());
     if (!parse_verifier(verifier, &o.verifier))
-      throw std::invalid_argument("--verifier '" + verifier + "' is not one of greedy, residual, predraw, tev, rheo");
+      throw std::invalid_argument("--verifier '" + verifier +
+                                  "' is not one of greedy, residual, predraw, tev, rheo");
     if (!o.autoregressive && drafter_dir.empty())
       throw std::invalid_argument("--rule " + rule + " needs --drafter");
     if (o.max_new_tokens < 0) throw std::invalid_argument("--max-new-tokens must be ≥ 0");
@@ -85,11 +87,13 @@ int main(int argc, char** argv) {
     ModelRuntime target(target_dir, runtime_options_for(o, shape, plen, false, device, dtype));
     for (int32_t t : prompt)
       if (t >= target.vocab_size())
-        throw std::invalid_argument("--prompt-ids: " + std::to_string(t) + " outside the target vocabulary of " +
+        throw std::invalid_argument("--prompt-ids: " + std::to_string(t) +
+                                    " outside the target vocabulary of " +
                                     std::to_string(target.vocab_size()));
     std::unique_ptr<ModelRuntime> drafter;
     if (!o.autoregressive)
-      drafter = std::make_unique<ModelRuntime>(drafter_dir, runtime_options_for(o, shape, plen, true, device, dtype));
+      drafter = std::make_unique<ModelRuntime>(drafter_dir,
+                                               runtime_options_for(o, shape, plen, true, device, dtype));
 
     const auto t0 = std::chrono::steady_clock::now();
     const GenerateResult r = generate(target, drafter.get(), prompt, o, shape);

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
   app.add_option("--intermediate", intermediate, "intermediate_size");
   app.add_option("--head-dim", head_dim, "head_dim (default hidden / heads)");
   app.add_flag("--tie", tie, "tie_word_embeddings");
-  app.add_flag("--attention-bias", attention_bias, "attention_bias (Llama, Qwen3; Qwen2 always has q/k/v bias)");
+  app.add_flag("--attention-bias", attention_bias,
+               "attention_bias (Llama, Qwen3; Qwen2 always has q/k/v bias)");
   app.add_flag("--llama3-rope", llama3_rope, "rope_scaling llama3 (factor 8, low 1, high 4, original 8192)");
   app.add_option("--seed", seed, "random seed");
   app.add_option("--dtype", dtype, "f32 | f16 | bf16 on disk");
@@ -54,10 +55,14 @@ int main(int argc, char** argv) {
     }
     if (keep_layers) throw std::invalid_argument("--keep-layers needs --from");
     ModelArch a;
-    if (arch == "llama") a = ModelArch::Llama;
-    else if (arch == "qwen2") a = ModelArch::Qwen2;
-    else if (arch == "qwen3") a = ModelArch::Qwen3;
-    else if (!parse_arch(arch, &a)) throw std::invalid_argument("--arch '" + arch + "' is not supported (llama, qwen2, qwen3)");
+    if (arch == "llama")
+      a = ModelArch::Llama;
+    else if (arch == "qwen2")
+      a = ModelArch::Qwen2;
+    else if (arch == "qwen3")
+      a = ModelArch::Qwen3;
+    else if (!parse_arch(arch, &a))
+      throw std::invalid_argument("--arch '" + arch + "' is not supported (llama, qwen2, qwen3)");
     if (preset == "25m") {
       vocab = 8192, hidden = 512, layers = 6, heads = 8, kv_heads = 4, intermediate = 1408;
     } else if (preset == "100m") {
@@ -81,10 +86,14 @@ int main(int argc, char** argv) {
     RandomModelOptions o;
     o.seed = seed;
     o.shards = shards;
-    if (dtype == "f32") o.dtype = TensorDtype::F32;
-    else if (dtype == "f16") o.dtype = TensorDtype::F16;
-    else if (dtype == "bf16") o.dtype = TensorDtype::BF16;
-    else throw std::invalid_argument("--dtype '" + dtype + "' is not one of f32, f16, bf16");
+    if (dtype == "f32")
+      o.dtype = TensorDtype::F32;
+    else if (dtype == "f16")
+      o.dtype = TensorDtype::F16;
+    else if (dtype == "bf16")
+      o.dtype = TensorDtype::BF16;
+    else
+      throw std::invalid_argument("--dtype '" + dtype + "' is not one of f32, f16, bf16");
     if (byte_tokenizer && c.vocab_size < 256)
       throw std::invalid_argument("--byte-tokenizer needs --vocab of at least 256");
     write_random_model(out, c, o);

@@ -47,7 +47,8 @@ void add_pool_options(CLI::App* cmd, DecodeOptions& o) {
   cmd->add_option("--top-k", o.top_k, "children added per forwarded node (default: min(10, vocab_size))");
   cmd->add_option("--depth", o.depth, "deepest pool level")->capture_default_str();
   cmd->add_option("--expand", o.expand, "nodes forwarded per step")->capture_default_str();
-  cmd->add_option("--pool", o.pool, "topk (EAGLE-3) or rheo (RheoSampling, paper 002)")->capture_default_str();
+  cmd->add_option("--pool", o.pool, "topk (EAGLE-3) or rheo (RheoSampling, paper 002)")
+      ->capture_default_str();
   cmd->add_option("--rheo-m", o.rheo_m, "rheo: lead tokens before the sampled one")->capture_default_str();
   cmd->add_option("--sparse", o.sparse, "keep the top K draft probabilities (0: all)")->capture_default_str();
 }
@@ -86,8 +87,8 @@ std::string join(const std::vector<int32_t>& ids, size_t n) {
   return s;
 }
 
-json run_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape, int emit, int runs,
-                uint64_t seed) {
+json run_decode(const TableModel& model, const RequestOptions& options, const PoolShape& shape, int emit,
+                int runs, uint64_t seed) {
   Rng rng(seed);
   std::vector<RoundRecord> rounds;
   std::map<std::string, int64_t> counts;
@@ -138,8 +139,7 @@ DraftTree parse_tree(const json& j, int vocab) {
   if (tokens.size() != parents.size()) fail("tree: \"tokens\" and \"parents\" differ in length");
   DraftTree t;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (!tokens[i].is_number_integer() || tokens[i].get<int64_t>() < 0 ||
-        tokens[i].get<int64_t>() >= vocab)
+    if (!tokens[i].is_number_integer() || tokens[i].get<int64_t>() < 0 || tokens[i].get<int64_t>() >= vocab)
       fail("tree: tokens[" + std::to_string(i) + "] is not an id in [0, vocab_size)");
     if (!parents[i].is_number_integer()) fail("tree: parents[" + std::to_string(i) + "] is not an integer");
     const int64_t p = parents[i].get<int64_t>();
@@ -256,16 +256,15 @@ int main(int argc, char** argv) {
                 << "\n";
     } else if (compare->parsed()) {
       if (o.emit < 1 || o.runs < 1) fail("--emit and --runs must be at least 1");
-      std::printf("%-11s %9s %9s %9s   (B=%d, T=%g, verifier %s, %d decodes of %d tokens)\n",
-                  "rule", "emitted", "accepted", "verified", o.budget, o.temperature,
-                  o.verifier.c_str(), o.runs, o.emit);
+      std::printf("%-11s %9s %9s %9s   (B=%d, T=%g, verifier %s, %d decodes of %d tokens)\n", "rule",
+                  "emitted", "accepted", "verified", o.budget, o.temperature, o.verifier.c_str(), o.runs,
+                  o.emit);
       for (Rule r : all_rules()) {
         o.rule = rule_name(r);
         PoolShape shape;
         const RequestOptions options = make_options(o, model, &shape);
         const json j = run_decode(model, options, shape, o.emit, o.runs, o.seed);
-        std::printf("%-11s %9.3f %9.3f %9.2f\n", rule_name(r),
-                    j["mean_emitted_per_round"].get<double>(),
+        std::printf("%-11s %9.3f %9.3f %9.2f\n", rule_name(r), j["mean_emitted_per_round"].get<double>(),
                     j["mean_accepted_per_round"].get<double>(),
                     j["mean_verified_nodes_per_round"].get<double>());
       }

@@ -62,9 +62,10 @@ void print_tree_values(const nlohmann::json& r, const std::string& json_path) {
               r["pool"]["depth"].get<int>(), r["pool"]["expand"].get<int>());
   std::printf("%-40s %4s %4s  %-24s %s\n", "drafter", "B", "T", "V(T) [95%]", "minus first [95%]");
   for (const auto& x : r["results"])
-    std::printf("%-40s %4d %4.1f  %.3f [%.3f, %.3f]   %+.3f [%+.3f, %+.3f]\n", x["drafter"].get<std::string>().c_str(),
-                x["budget"].get<int>(), x["temperature"].get<double>(), x["mean"].get<double>(),
-                x["lo"].get<double>(), x["hi"].get<double>(), x["diff"].get<double>(), x["diff_lo"].get<double>(),
+    std::printf("%-40s %4d %4.1f  %.3f [%.3f, %.3f]   %+.3f [%+.3f, %+.3f]\n",
+                x["drafter"].get<std::string>().c_str(), x["budget"].get<int>(),
+                x["temperature"].get<double>(), x["mean"].get<double>(), x["lo"].get<double>(),
+                x["hi"].get<double>(), x["diff"].get<double>(), x["diff_lo"].get<double>(),
                 x["diff_hi"].get<double>());
   if (!json_path.empty()) {
     std::ofstream out(json_path);
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   }
-  CLI::App app{"rootspec-train: byte-level target pretraining, drafter distillation, ExitTrain (paper 003 §5)"};
+  CLI::App app{
+      "rootspec-train: byte-level target pretraining, drafter distillation, ExitTrain (paper 003 §5)"};
   app.require_subcommand(1);
   LoopOptions loop;
   ModelShape shape;
@@ -99,7 +101,8 @@ int main(int argc, char** argv) {
   add_shape(dis, shape);
   dis->add_option("--target", target_dir, "target model folder")->required();
 
-  auto* ext = app.add_subcommand("exittrain", "fine-tune a drafter with the exit-weighted loss (paper 003 §5)");
+  auto* ext =
+      app.add_subcommand("exittrain", "fine-tune a drafter with the exit-weighted loss (paper 003 §5)");
   add_loop(ext, loop);
   ext->add_option("--target", ex.target_dir, "frozen target model folder")->required();
   ext->add_option("--drafter", ex.drafter_dir, "drafter model folder to start from")->required();
@@ -109,7 +112,8 @@ int main(int argc, char** argv) {
   ext->add_option("--expand", ex.expand, "pool: nodes forwarded per step");
   ext->add_option("--temperature", ex.temperature, "target temperature of the exit law (0 = greedy)");
   ext->add_flag("--token-only", ex.token_only, "control of paper 003 §6.2: plain next-token fine-tuning");
-  ext->add_flag("--prefix-weighted", ex.prefix_weighted, "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
+  ext->add_flag("--prefix-weighted", ex.prefix_weighted,
+                "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
 
   auto* ev = app.add_subcommand("eval", "held-out bits per byte of a model folder");
   ev->add_option("--model", model_dir, "model folder")->required();
@@ -119,9 +123,11 @@ int main(int argc, char** argv) {
 
   TreeValueOptions tv;
   std::string tv_json;
-  auto* vt = app.add_subcommand("vt", "held-out V(T) of drafters' draft trees, with 95% intervals (paper 003 Thm 1)");
+  auto* vt = app.add_subcommand(
+      "vt", "held-out V(T) of drafters' draft trees, with 95% intervals (paper 003 Thm 1)");
   vt->add_option("--target", tv.target_dir, "frozen target model folder")->required();
-  vt->add_option("--drafter", tv.drafter_dirs, "drafter folder (repeat; the first is the paired baseline)")->required();
+  vt->add_option("--drafter", tv.drafter_dirs, "drafter folder (repeat; the first is the paired baseline)")
+      ->required();
   vt->add_option("--corpus", tv.corpus, "corpus text files")->required();
   vt->add_option("--seq", tv.seq, "context length");
   vt->add_option("--contexts", tv.contexts, "held-out contexts");
@@ -149,7 +155,8 @@ int main(int argc, char** argv) {
       std::printf("%.4f\n", heldout_bits_per_byte(model_dir, loop.corpus, loop.seq, loop.eval_windows));
       return 0;
     }
-    std::printf("steps %lld  last loss %.4f  %.3f s/step", (long long)r.steps_done, r.last_loss, r.seconds_per_step);
+    std::printf("steps %lld  last loss %.4f  %.3f s/step", (long long)r.steps_done, r.last_loss,
+                r.seconds_per_step);
     if (r.steps_done == loop.steps) std::printf("  held-out bpb %.4f", r.heldout_bpb);
     std::printf("\n");
   } catch (const std::exception& e) {
