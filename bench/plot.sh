@@ -60,6 +60,16 @@ table() {
 colour() { jq -r --argjson all "$decoders" --argjson d "$1" '.[$d] as $x | ($all | index([$x])) + 1' <<<"$2"; }
 
 gain_decoders=$(jq -c --arg b "$baseline" 'map(select(. != $b))' <<<"$decoders")
+# gnuplot's command for one interval-bar series per decoder of $2 from the table $1 (table()).
+bar_plot() {
+  local plot d n
+  n=$(jq -r 'length' <<<"$2")
+  plot="plot '$1' using 2:3:4:xtic(1) lt $(colour 0 "$2") title $(jq -r '.[0] | @json' <<<"$2")"
+  for ((d = 1; d < n; d++)); do
+    plot+=", '' using $((2 + 3 * d)):$((3 + 3 * d)):$((4 + 3 * d)) lt $(colour $d "$2") title $(jq -r ".[$d] | @json" <<<"$2")"
+  done
+  printf '%s' "$plot"
+}
 n_dec=$(jq -r 'length' <<<"$decoders")
 n_gain=$(jq -r 'length' <<<"$gain_decoders")
 
@@ -90,10 +100,7 @@ set xlabel "tree budget B"
     echo "set ylabel 'tokens/s'"
     echo "set yrange [0:*]"
     echo "set xrange [-0.5:$n_budgets - 0.5]"
-    plot="plot '$work/speed_$i.tsv' using 2:3:4:xtic(1) lt $(colour 0 "$decoders") title $(jq -r '.[0] | @json' <<<"$decoders")"
-    for ((d = 1; d < n_dec; d++)); do
-      plot+=", '' using $((2 + 3 * d)):$((3 + 3 * d)):$((4 + 3 * d)) lt $(colour $d "$decoders") title $(jq -r ".[$d] | @json" <<<"$decoders")"
-    done
+    plot=$(bar_plot "$work/speed_$i.tsv" "$decoders")
     if [ -n "$arv" ]; then
       plot+=", $arv with lines dt 2 lw 2 lc rgb 'black' title sprintf('$ar %.1f', $arv)"
     fi
@@ -117,10 +124,7 @@ if [ "$n_gain" -gt 0 ]; then
       echo "set ylabel 'speed_{decoder} / speed_{$baseline} - 1  (%)'"
       echo "set yrange [*:*]"
       echo "set xrange [-0.5:$n_budgets - 0.5]"
-      plot="plot '$work/gain_$i.tsv' using 2:3:4:xtic(1) lt $(colour 0 "$gain_decoders") title $(jq -r '.[0] | @json' <<<"$gain_decoders")"
-      for ((d = 1; d < n_gain; d++)); do
-        plot+=", '' using $((2 + 3 * d)):$((3 + 3 * d)):$((4 + 3 * d)) lt $(colour $d "$gain_decoders") title $(jq -r ".[$d] | @json" <<<"$gain_decoders")"
-      done
+      plot=$(bar_plot "$work/gain_$i.tsv" "$gain_decoders")
       plot+=", 0 with lines lc rgb 'black' notitle"
       echo "$plot"
       i=$((i + 1))

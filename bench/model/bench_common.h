@@ -1,11 +1,14 @@
 // Shared by the model benchmarks: the ~25M-parameter random Llama target they time.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
+#include "model_runtime.h"
 #include "random_model.h"
 
 namespace rootspec::bench {
@@ -31,5 +34,17 @@ struct BenchModels {
     std::filesystem::remove_all(dir, ec);
   }
 };
+
+// main() of the benchmarks over BenchModels: one torch thread, the models made once, `*models`
+// pointing at them while the benchmarks run.
+inline int run_with_models(int argc, char** argv, BenchModels** models) {
+  set_torch_threads(1);
+  benchmark::Initialize(&argc, argv);
+  BenchModels made;
+  *models = &made;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace rootspec::bench

@@ -70,12 +70,4 @@ BENCHMARK(BM_TargetOneTokenPass)->Unit(benchmark::kMillisecond)->MinTime(0.5);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  rootspec::set_torch_threads(1);
-  benchmark::Initialize(&argc, argv);
-  rootspec::bench::BenchModels models;
-  g_models = &models;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rootspec::bench::run_with_models(argc, argv, &g_models); }

@@ -235,43 +235,26 @@ struct Field {
 template <class B>
 class Fields {
  public:
+  // Scalars: msgpack's own packing of the member; `read(r, key)` reads and checks the value.
   template <class Get>
   Fields& integer(const char* name, Get get, int64_t lo, int64_t hi) {
-    return add(
-        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-        [get, lo, hi](const MapReader& r, const char* k, B& b) {
-          auto& v = std::invoke(get, b);
-          v = static_cast<std::remove_reference_t<decltype(v)>>(r.integer(k, lo, hi));
-        });
+    return scalar(name, get, [lo, hi](const MapReader& r, const char* k) { return r.integer(k, lo, hi); });
   }
   template <class Get>
   Fields& u64(const char* name, Get get) {
-    return add(
-        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-        [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.u64(k); });
+    return scalar(name, get, [](const MapReader& r, const char* k) { return r.u64(k); });
   }
   template <class Get>
   Fields& number(const char* name, Get get, double lo, double hi) {
-    return add(
-        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-        [get, lo, hi](const MapReader& r, const char* k, B& b) {
-          auto& v = std::invoke(get, b);
-          v = static_cast<std::remove_reference_t<decltype(v)>>(r.number(k, lo, hi));
-        });
+    return scalar(name, get, [lo, hi](const MapReader& r, const char* k) { return r.number(k, lo, hi); });
   }
   template <class Get>
   Fields& boolean(const char* name, Get get) {
-    return add(
-        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-        [get](const MapReader& r, const char* k, B& b) { std::invoke(get, b) = r.boolean(k); });
+    return scalar(name, get, [](const MapReader& r, const char* k) { return r.boolean(k); });
   }
   template <class Get>
   Fields& string(const char* name, Get get, size_t max_len) {
-    return add(
-        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
-        [get, max_len](const MapReader& r, const char* k, B& b) {
-          std::invoke(get, b) = r.string(k, max_len);
-        });
+    return scalar(name, get, [max_len](const MapReader& r, const char* k) { return r.string(k, max_len); });
   }
   // Integer arrays travel as msgpack arrays of integers, whatever the element type (uint8_t
   // vectors would pack as binary). `min_len` entries at least.
@@ -365,6 +348,15 @@ class Fields {
   template <class W, class R>
   Fields& add(const char* name, W write, R read) {
     return custom(name, std::move(write), std::move(read));
+  }
+  template <class Get, class Read>
+  Fields& scalar(const char* name, Get get, Read read) {
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, read](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = static_cast<std::remove_reference_t<decltype(v)>>(read(r, k));
+        });
   }
   void write_fields(Packer& pk, const B& b) const {
     for (const Field<B>& f : list_)

@@ -1,4 +1,4 @@
-// Precompiled header of rootspec_model's torch translation units.
+// The precompiled header of every torch translation unit (rootspec_library(... TORCH), CMakeLists.txt).
 #pragma once
 
 #include <torch/torch.h>

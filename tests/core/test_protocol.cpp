@@ -155,12 +155,26 @@ TEST(Protocol, PoolRoundTripsIncludingRheoRows) {
   EXPECT_EQ(r.draft_end_ns, 9);
 }
 
-std::string raw_message(const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write) {
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+std::string raw_message(const std::function<void(Packer&)>& write) {
   msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(&buf);
+  Packer pk(&buf);
   write(pk);
   return std::string(buf.data(), buf.size());
 }
+
+// A hand-packed message {"v": version, "type": type, "request": 1, "round": 0, "body": …} whose
+// body `body` packs (a map, or anything else to test the decoder).
+std::string raw_with_header(uint32_t version, const char* type, const std::function<void(Packer&)>& body) {
+  return raw_message([&](Packer& pk) {
+    pk.pack_map(5);
+    pk.pack("v"), pk.pack(version), pk.pack("type"), pk.pack(type), pk.pack("request"), pk.pack(1);
+    pk.pack("round"), pk.pack(0), pk.pack("body");
+    body(pk);
+  });
+}
+void empty_map(Packer& pk) { pk.pack_map(0); }
 
 TEST(Protocol, BadMessagesNameTheField) {
   auto expect_field = [](const std::string& bytes, const std::string& want) {
@@ -176,19 +190,8 @@ TEST(Protocol, BadMessagesNameTheField) {
   std::string hello = encode(header(MessageType::Hello), HelloBody{1, 2});
   expect_field(hello.substr(0, hello.size() - 1), "message");  // truncated
   expect_field(hello + "x", "message");                        // trailing bytes
-  expect_field(raw_message([](auto& pk) {
-                 pk.pack_map(5);
-                 pk.pack("v"), pk.pack(99), pk.pack("type"), pk.pack("hello"), pk.pack("request");
-                 pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
-               }),
-               "v");
-  expect_field(raw_message([](auto& pk) {
-                 pk.pack_map(5);
-                 pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("teleport"),
-                     pk.pack("request");
-                 pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body"), pk.pack_map(0);
-               }),
-               "type");
+  expect_field(raw_with_header(99, "hello", empty_map), "v");
+  expect_field(raw_with_header(kProtocolVersion, "teleport", empty_map), "type");
   expect_field(raw_message([](auto& pk) {
                  pk.pack_map(4);
                  pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("hello"),
@@ -216,13 +219,8 @@ TEST(Protocol, BadBodiesNameTheField) {
   b.pool.logq[1] = 0.5;  // a probability above 1
   EXPECT_EQ(field_of_error(encode(header(MessageType::Pool), b)), "body.logq[1]");
   // A Generate with a wrong type, an unknown field, and both prompt forms.
-  auto generate_with = [](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& body) {
-    return raw_message([&](auto& pk) {
-      pk.pack_map(5);
-      pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("generate"), pk.pack("request");
-      pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body");
-      body(pk);
-    });
+  auto generate_with = [](const std::function<void(Packer&)>& body) {
+    return raw_with_header(kProtocolVersion, "generate", body);
   };
   EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
                              pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("budget"),
@@ -252,11 +250,8 @@ TEST(Protocol, BadBodiesNameTheField) {
 TEST(Protocol, DoneTraceEntriesAreCheckedByName) {
   // A Done whose one trace row holds `entry` in its first column (pool_nodes), else zeros and
   // falses in for_each_record_field's order.
-  auto done_with = [](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& entry) {
-    return raw_message([&](auto& pk) {
-      pk.pack_map(5);
-      pk.pack("v"), pk.pack(kProtocolVersion), pk.pack("type"), pk.pack("done"), pk.pack("request");
-      pk.pack(1), pk.pack("round"), pk.pack(0), pk.pack("body");
+  auto done_with = [](const std::function<void(Packer&)>& entry) {
+    return raw_with_header(kProtocolVersion, "done", [&](Packer& pk) {
       pk.pack_map(14);
       pk.pack("stop_reason"), pk.pack("eos");
       pk.pack("tokens"), pk.pack_array(0);

@@ -181,11 +181,16 @@ class Client {
     r.timed_out = true;
     return r;
   }
-  Reply generate(const GenerateBody& g, double seconds = 60) {
+  // Sends a Generate (request ids 1, 2, … per client); returns its id.
+  uint64_t start(const GenerateBody& g) {
     Header h;
     h.type = MessageType::Generate;
     h.request = ++next_id_;
     send(encode(h, g));
+    return h.request;
+  }
+  Reply generate(const GenerateBody& g, double seconds = 60) {
+    start(g);
     return collect(seconds);
   }
 

@@ -21,10 +21,7 @@ GenerateBody long_request() {
 TEST(Faults, KilledDrafterFailsTheRequestWithinFiveSeconds) {
   Pair pair;
   Client client(pair.client_endpoint);
-  Header h;
-  h.type = MessageType::Generate;
-  h.request = 1;
-  client.send(encode(h, long_request()));
+  client.start(long_request());
   ASSERT_TRUE(client.receive(20)) << "no first Delta";
   kill(pair.drafter_pid, SIGKILL);
   waitpid(pair.drafter_pid, nullptr, 0);
@@ -65,10 +62,7 @@ TEST(Faults, ClientThatDisconnectsIsCancelledAndTheNextRequestIsServed) {
   Pair pair;
   {
     Client gone(pair.client_endpoint);
-    Header h;
-    h.type = MessageType::Generate;
-    h.request = 1;
-    gone.send(encode(h, long_request()));
+    gone.start(long_request());
     ASSERT_TRUE(gone.receive(20));
   }  // the socket closes mid-stream
   Client next(pair.client_endpoint);
@@ -124,62 +118,59 @@ TEST(Faults, MalformedMessagesOnEverySocketGetAnErrorAndServingGoesOn) {
   EXPECT_EQ(r.done->tokens.size(), 24u);
 }
 
-// Starts `launch/rootspec up` on a fresh random-pair config; returns its pid once the pair is up.
-pid_t launch_pair(const std::string& dir, const std::string& log) {
-  const std::string config = write_pair_config(dir);
-  setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
-  setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
-  setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
-  const pid_t launcher = spawn(
-      {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
-  const auto start = Clock::now();
-  while (read_file(log).find("the pair is up") == std::string::npos) {
-    if (seconds_since(start) > 60 || wait_exit(launcher, 0) != -1) {
-      ADD_FAILURE() << "the launcher did not bring the pair up: " << read_file(log);
-      return -1;
+// `launch/rootspec up` on a fresh random-pair config in its own folder, once the pair is up:
+// the launcher's pid (−1 if the pair did not come up) and the pids of the pair it started.
+struct LaunchedPair {
+  TempDir tmp{"launcher"};
+  std::string dir = tmp.path(), log = dir + "/launcher.log";
+  pid_t launcher = -1, drafter = 0, target = 0;
+
+  LaunchedPair() {
+    const std::string config = write_pair_config(dir);
+    setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
+    setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
+    setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
+    const pid_t pid = spawn(
+        {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
+    const auto start = Clock::now();
+    while (read_file(log).find("the pair is up") == std::string::npos) {
+      if (seconds_since(start) > 60 || wait_exit(pid, 0) != -1) {
+        ADD_FAILURE() << "the launcher did not bring the pair up: " << read_file(log);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    launcher = pid;
+    std::istringstream pids(read_file(dir + "/run/pids"));
+    pids >> drafter >> target;
   }
-  return launcher;
-}
+};
 
 // launch/rootspec up: if either process dies, the launcher stops the other and exits non-zero.
 void launcher_tears_down_after_killing(bool kill_drafter) {
-  const TempDir tmp("launcher");
-  const std::string dir = tmp.path();
-  const std::string log = dir + "/launcher.log";
-  const pid_t launcher = launch_pair(dir, log);
-  ASSERT_GT(launcher, 0);
-  std::istringstream pids(read_file(dir + "/run/pids"));
-  pid_t drafter = 0, target = 0;
-  pids >> drafter >> target;
-  ASSERT_GT(drafter, 0);
-  ASSERT_GT(target, 0);
-  kill(kill_drafter ? drafter : target, SIGKILL);
-  const int status = wait_exit(launcher, 15);
-  EXPECT_NE(status, 0) << read_file(log);
+  const LaunchedPair p;
+  ASSERT_GT(p.launcher, 0);
+  ASSERT_GT(p.drafter, 0);
+  ASSERT_GT(p.target, 0);
+  kill(kill_drafter ? p.drafter : p.target, SIGKILL);
+  const int status = wait_exit(p.launcher, 15);
+  EXPECT_NE(status, 0) << read_file(p.log);
   EXPECT_NE(status, -1) << "the launcher did not exit";
-  EXPECT_FALSE(process_alive(drafter));
-  EXPECT_FALSE(process_alive(target));
-  EXPECT_NE(read_file(log).find("last log lines"), std::string::npos) << read_file(log);
-  if (status == -1) kill(launcher, SIGKILL);
+  EXPECT_FALSE(process_alive(p.drafter));
+  EXPECT_FALSE(process_alive(p.target));
+  EXPECT_NE(read_file(p.log).find("last log lines"), std::string::npos) << read_file(p.log);
+  if (status == -1) kill(p.launcher, SIGKILL);
 }
 
 TEST(Faults, LauncherDownStopsThePairCleanly) {
-  const TempDir tmp("launcher");
-  const std::string dir = tmp.path();
-  const std::string log = dir + "/launcher.log";
-  const pid_t launcher = launch_pair(dir, log);
-  ASSERT_GT(launcher, 0);
-  std::istringstream pids(read_file(dir + "/run/pids"));
-  pid_t drafter = 0, target = 0;
-  pids >> drafter >> target;
-  const pid_t down =
-      spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"}, dir + "/down.log");
-  EXPECT_EQ(wait_exit(down, 20), 0) << read_file(dir + "/down.log");
-  EXPECT_EQ(wait_exit(launcher, 20), 0) << read_file(log);
-  EXPECT_FALSE(process_alive(drafter));
-  EXPECT_FALSE(process_alive(target));
+  const LaunchedPair p;
+  ASSERT_GT(p.launcher, 0);
+  const pid_t down = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"},
+                           p.dir + "/down.log");
+  EXPECT_EQ(wait_exit(down, 20), 0) << read_file(p.dir + "/down.log");
+  EXPECT_EQ(wait_exit(p.launcher, 20), 0) << read_file(p.log);
+  EXPECT_FALSE(process_alive(p.drafter));
+  EXPECT_FALSE(process_alive(p.target));
 }
 
 TEST(Faults, LauncherTearsDownThePairWhenTheDrafterDies) { launcher_tears_down_after_killing(true); }

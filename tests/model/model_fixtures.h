@@ -14,6 +14,17 @@
 
 namespace rootspec::testing {
 
+// `c` with Llama-3.1's rope scaling (factor 8, low 1, high 4) over `original` positions.
+inline ModelConfig with_llama3_rope(ModelConfig c, int original) {
+  c.rope_theta = 10000.0;
+  c.rope_scaling.llama3 = true;
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.low_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = original;
+  return c;
+}
+
 // Tiny sizes: vocab 96, hidden 32, 4 heads of 8, intermediate 64.
 inline ModelConfig tiny_config(ModelArch arch, int layers = 2, int kv_heads = 2) {
   return small_config(arch, /*vocab=*/96, /*hidden=*/32, layers, /*heads=*/4, kv_heads,

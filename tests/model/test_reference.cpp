@@ -149,13 +149,7 @@ std::vector<Case> cases() {
   c.qkv_bias = c.o_bias = true;
   c.tie_word_embeddings = true;
   v.push_back({"llama_bias_tied", c});
-  c = testing::tiny_config(ModelArch::Llama, 2, 1);
-  c.rope_theta = 10000.0;
-  c.rope_scaling.llama3 = true;
-  c.rope_scaling.factor = 8.0;
-  c.rope_scaling.high_freq_factor = 4.0;
-  c.rope_scaling.original_max_position_embeddings = 64;
-  v.push_back({"llama3_rope", c});
+  v.push_back({"llama3_rope", testing::with_llama3_rope(testing::tiny_config(ModelArch::Llama, 2, 1), 64)});
   v.push_back({"qwen2_qkv_bias", testing::tiny_config(ModelArch::Qwen2, 2, 2)});
   c = testing::tiny_config(ModelArch::Qwen3, 2, 2);
   c.head_dim = 16;  // Qwen3: head_dim ≠ hidden / heads

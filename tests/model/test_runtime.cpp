@@ -34,14 +34,8 @@ std::vector<Variant> variants() {
     v.push_back({"llama_bias_tied", c});
   }
   {
-    ModelConfig c = testing::tiny_config(ModelArch::Llama, 2, 1);  // MQA + llama3 rope scaling
-    c.rope_theta = 10000.0;
-    c.rope_scaling.llama3 = true;
-    c.rope_scaling.factor = 8.0;
-    c.rope_scaling.low_freq_factor = 1.0;
-    c.rope_scaling.high_freq_factor = 4.0;
-    c.rope_scaling.original_max_position_embeddings = 64;
-    v.push_back({"llama3_rope", c});
+    // MQA + llama3 rope scaling
+    v.push_back({"llama3_rope", testing::with_llama3_rope(testing::tiny_config(ModelArch::Llama, 2, 1), 64)});
   }
   v.push_back({"qwen2_qkv_bias", testing::tiny_config(ModelArch::Qwen2, 2, 2)});
   {
@@ -348,13 +342,7 @@ TEST(Runtime, TreeBuckets) {
 // (inv_freq 1, 0.1, 0.01, 0.001; wavelengths 2π·(1, 10, 100, 1000)), factor 8, low 1, high 4,
 // original context 1024 → high-frequency cut 256, low-frequency cut 1024.
 TEST(Runtime, Llama3RopeScalingMatchesTheReferenceFormula) {
-  ModelConfig c = small_config(ModelArch::Llama, 16, 16, 1, 2, 2, 16);
-  c.rope_theta = 10000.0;
-  c.rope_scaling.llama3 = true;
-  c.rope_scaling.factor = 8.0;
-  c.rope_scaling.low_freq_factor = 1.0;
-  c.rope_scaling.high_freq_factor = 4.0;
-  c.rope_scaling.original_max_position_embeddings = 1024;
+  ModelConfig c = testing::with_llama3_rope(small_config(ModelArch::Llama, 16, 16, 1, 2, 2, 16), 1024);
   const auto inv = rope_inv_freq(c);
   ASSERT_EQ(inv.size(), 4u);
   EXPECT_NEAR(inv[0], 1.0, 1e-12);                                // wavelength 6.28 < 256: kept

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "protocol.h"
+#include "token_ids.h"
 #include "transport.h"
 
 using namespace rootspec;
@@ -17,22 +18,13 @@ using namespace rootspec;
 namespace {
 
 std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(part, &used);
-    } catch (...) {
-    }
-    if (used != part.size() || v < 0 || v > INT32_MAX)
-      throw CLI::ValidationError("--prompt-ids", "'" + part + "' is not a token id");
-    ids.push_back(static_cast<int32_t>(v));
+  try {
+    std::vector<int32_t> ids = parse_token_ids(s);
+    if (ids.empty()) throw std::invalid_argument("no ids");
+    return ids;
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--prompt-ids", e.what());
   }
-  if (ids.empty()) throw CLI::ValidationError("--prompt-ids", "no ids");
-  return ids;
 }
 
 nlohmann::json done_json(const DoneBody& d) {

@@ -13,26 +13,18 @@
 #include <nlohmann/json.hpp>
 
 #include "generate.h"
+#include "token_ids.h"
 
 namespace {
 
 std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(" \t") == std::string::npos) continue;
-    try {
-      size_t used = 0;
-      const long v = std::stol(item, &used);
-      if (item.find_first_not_of(" \t", used) != std::string::npos || v < 0) throw std::invalid_argument("");
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--prompt-ids: '" + item + "' is not a token id");
-    }
+  try {
+    std::vector<int32_t> ids = rootspec::parse_token_ids(text);
+    if (ids.empty()) throw std::invalid_argument("no token ids");
+    return ids;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--prompt-ids: ") + e.what());
   }
-  if (ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids");
-  return ids;
 }
 
 }  // namespace

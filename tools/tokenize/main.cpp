@@ -3,6 +3,7 @@
 //   rootspec-tokenize --model DIR --decode "1 2 3" [--json]          (ids separated by spaces or commas)
 //   rootspec-tokenize --model DIR --chat MESSAGE [--system TEXT] [--no-thinking] [--json]
 #include "chat_template.h"
+#include "token_ids.h"
 #include "tokenizer.h"
 
 #include <CLI/CLI.hpp>
@@ -14,25 +15,13 @@
 
 using namespace rootspec;
 
-static std::vector<token_id> parse_ids(std::string s) {
-  for (char& c : s) {
-    if (c == ',' || c == '[' || c == ']') c = ' ';
+static std::vector<token_id> parse_ids(const std::string& s) {
+  try {
+    const std::vector<int32_t> ids = parse_token_ids(s);
+    return std::vector<token_id>(ids.begin(), ids.end());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("--decode: ") + e.what());
   }
-  std::istringstream in(s);
-  std::vector<token_id> ids;
-  std::string w;
-  while (in >> w) {
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(w, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != w.size()) throw std::runtime_error("--decode: '" + w + "' is not a token id");
-    ids.push_back(static_cast<token_id>(v));
-  }
-  return ids;
 }
 
 static void print_ids(const std::vector<token_id>& ids) {
