@@ -1,7 +1,7 @@
 #include "drafter_server.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
-#include <iostream>
 
 #include "transport.h"
 
@@ -150,8 +150,8 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
 
 int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
-  std::cerr << "rootspec-drafter: ready on " << config_.drafter_endpoint << " (model "
-            << config_.drafter.model << ", vocab " << rt_.vocab_size() << ")" << std::endl;
+  spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model,
+               rt_.vocab_size());
   for (;;) {
     // With shared memory every message of the target comes through the mailbox once the
     // segment is open (ZeroMQ carries the Hello, before it, and any message too large for the
@@ -161,7 +161,7 @@ int DrafterServer::run() {
     if (shm_) {
       if (const auto bytes = shm_->receive()) {
         if (!handle(target_identity_, bytes->data(), bytes->size())) {
-          std::cerr << "rootspec-drafter: shutdown" << std::endl;
+          spdlog::info("shutdown");
           return 0;
         }
         continue;
@@ -171,14 +171,14 @@ int DrafterServer::run() {
     while (auto frame = recv_routed(router_)) {
       handled_any = true;
       if (!handle(frame->identity, frame->payload.data(), frame->payload.size())) {
-        std::cerr << "rootspec-drafter: shutdown" << std::endl;
+        spdlog::info("shutdown");
         return 0;
       }
     }
     if (handled_any) continue;
     watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
     if (target_pid_ != 0 && !process_alive(target_pid_)) {
-      std::cerr << "rootspec-drafter: the target process " << target_pid_ << " is gone; exiting" << std::endl;
+      spdlog::error("the target process {} is gone; exiting", target_pid_);
       return 3;
     }
     if (shm_) {

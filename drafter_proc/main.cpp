@@ -1,6 +1,6 @@
 // rootspec-drafter: the drafter daemon (DESIGN §1, §3). Usually started by launch/rootspec.
 //   rootspec-drafter --config configs/X.toml [--set section.key=value …]
-#include <iostream>
+#include <spdlog/spdlog.h>
 #include <string>
 
 #include "blas_core.h"
@@ -14,8 +14,7 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.drafter.model.empty()) throw ConfigError("drafter.model: missing");
   set_torch_threads(config.drafter.threads);
-  if (const std::string w = blas_core_warning(); !w.empty())
-    std::cerr << "rootspec-drafter: " << w << std::endl;
+  if (const std::string w = blas_core_warning(); !w.empty()) spdlog::warn("{}", w);
   RuntimeOptions opts;
   opts.device = config.drafter.device;
   opts.dtype = config.drafter.dtype;

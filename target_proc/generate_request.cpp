@@ -31,20 +31,40 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
                                 " is not below the vocabulary size " + std::to_string(vocab));
     r.prompt = b.prompt_ids;
   } else {
-    if (!tokenizer) throw ProtocolError("prompt", "this model has no tokenizer: send prompt_ids");
-    if (b.prompt.empty()) throw ProtocolError("prompt", "empty");
+    const char* field = b.messages.empty() ? "prompt" : "messages";
+    if (!tokenizer) throw ProtocolError(field, "this model has no tokenizer: send prompt_ids");
     std::string text = b.prompt;
-    if (!b.raw && chat) text = chat->apply({{"user", b.prompt}}, ChatOptions{true, false, ""});
-    r.prompt = tokenizer->encode(text, /*add_special=*/b.raw || !chat);
-    if (r.prompt.empty()) throw ProtocolError("prompt", "encodes to no tokens");
+    if (!b.messages.empty()) {  // a conversation: always through the chat template
+      if (!chat) throw ProtocolError(field, "this model has no chat template: send a prompt");
+      std::vector<ChatMessage> turns;
+      for (const ChatTurn& t : b.messages) turns.push_back({t.role, t.content});
+      text = chat->apply(turns, ChatOptions{true, false, ""});
+    } else if (b.prompt.empty()) {
+      throw ProtocolError(field, "empty");
+    } else if (!b.raw && chat) {
+      text = chat->apply({{"user", b.prompt}}, ChatOptions{true, false, ""});
+    }
+    r.prompt = tokenizer->encode(text, /*add_special=*/b.messages.empty() && (b.raw || !chat));
+    if (r.prompt.empty()) throw ProtocolError(field, "encodes to no tokens");
     for (int32_t t : r.prompt)
       if (t >= vocab)
-        throw ProtocolError("prompt", "the tokenizer produced an id beyond the model's vocabulary");
+        throw ProtocolError(field, "the tokenizer produced an id beyond the model's vocabulary");
   }
-  if (static_cast<int>(r.prompt.size()) >= config.max_context)
-    throw ProtocolError(b.has_prompt_ids ? "prompt_ids" : "prompt",
+  const int room = config.max_context - static_cast<int>(r.prompt.size());
+  if (room <= 0)
+    throw ProtocolError(b.has_prompt_ids     ? "prompt_ids"
+                        : b.messages.empty() ? "prompt"
+                                             : "messages",
                         std::to_string(r.prompt.size()) + " tokens, more than max_context " +
                             std::to_string(config.max_context) + " allows");
+  // An explicit max_new_tokens must fit; the default is cut to the room the context leaves.
+  if (b.max_new_tokens > room)
+    throw ProtocolError("max_new_tokens", std::to_string(b.max_new_tokens) +
+                                              " new tokens after a prompt of " +
+                                              std::to_string(r.prompt.size()) + " exceed max_context " +
+                                              std::to_string(config.max_context));
+  r.stop = b.stop;
+  r.deadline_ms = b.deadline_ms;
   return r;
 }
 

@@ -17,7 +17,9 @@ namespace rootspec {
 struct ResolvedRequest {
   std::vector<int32_t> prompt;  // the committed context to start from (root token last)
   RequestOptions options;
-  bool stream = true;  // Delta messages while decoding
+  bool stream = true;             // Delta messages while decoding
+  std::vector<std::string> stop;  // stop strings
+  int32_t deadline_ms = 0;        // > 0: the request's time limit from its arrival
 };
 
 // `tokenizer` and `chat` may be null (a model folder without them): text prompts are then

@@ -1,7 +1,7 @@
 // rootspec-target: the target daemon (DESIGN §1, §3). Usually started by launch/rootspec.
 //   rootspec-target --config configs/X.toml [--set section.key=value …]
+#include <spdlog/spdlog.h>
 #include <filesystem>
-#include <iostream>
 
 #include "blas_core.h"
 #include "chat_template.h"
@@ -16,8 +16,7 @@ int serve(const rootspec::DaemonConfig& config) {
   using namespace rootspec;
   if (config.target.model.empty()) throw ConfigError("target.model: missing");
   set_torch_threads(config.target.threads);
-  if (const std::string w = blas_core_warning(); !w.empty())
-    std::cerr << "rootspec-target: " << w << std::endl;
+  if (const std::string w = blas_core_warning(); !w.empty()) spdlog::warn("{}", w);
   RuntimeOptions opts;
   opts.device = config.target.device;
   opts.dtype = config.target.dtype;
@@ -31,7 +30,7 @@ int serve(const rootspec::DaemonConfig& config) {
   try {
     tokenizer = load_tokenizer(config.target.model);
   } catch (const std::exception& e) {
-    std::cerr << "rootspec-target: no tokenizer (" << e.what() << "): token-id prompts only" << std::endl;
+    spdlog::warn("no tokenizer ({}): token-id prompts only", e.what());
   }
   // A chat template that is not recognised is an error naming the file (no silent fallback).
   std::unique_ptr<ChatTemplate> chat;

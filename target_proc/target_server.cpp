@@ -1,11 +1,12 @@
 #include "target_server.h"
 
-#include <iostream>
+#include <spdlog/spdlog.h>
+
 #include <optional>
 
-#include "generate_request.h"
 #include "request.h"
 #include "round.h"
+#include "stop_strings.h"
 #include "tokenizer_stream.h"
 
 namespace rootspec {
@@ -105,6 +106,43 @@ void TargetServer::reply_error(const std::string& client, uint64_t id, const std
   send_routed(clients_, client, encode(h, ErrorBody{field, message}));
 }
 
+void TargetServer::reply_done(const std::string& client, uint64_t id, DoneBody done) {
+  Header h;
+  h.type = MessageType::Done;
+  h.request = id;
+  h.round = static_cast<uint32_t>(done.rounds);
+  send_routed(clients_, client, encode(h, done));
+  ++served_;
+}
+
+void TargetServer::accept(const std::string& client, uint64_t id, const GenerateBody& body, bool decoding) {
+  Pending p;
+  p.client = client;
+  p.id = id;
+  try {
+    p.request = resolve_request(body, config_, target_.vocab_size(), target_.options().max_tree - 1,
+                                tokenizer_, chat_);
+  } catch (const ProtocolError& e) {
+    spdlog::info("request {}: refused: {}", id, e.what());
+    return reply_error(client, id, e.field, e.what());
+  }
+  if (static_cast<int>(queue_.size()) >= config_.http.queue_depth) {
+    spdlog::warn("request {}: refused: the queue holds {} requests", id, queue_.size());
+    return reply_error(client, id, "queue",
+                       "the queue is full (" + std::to_string(queue_.size()) + " requests wait)");
+  }
+  p.received_ns = monotonic_ns();
+  if (p.request.deadline_ms > 0)
+    p.deadline_ns = p.received_ns + static_cast<int64_t>(p.request.deadline_ms) * 1000000;
+  Header h;
+  h.type = MessageType::Accepted;
+  h.request = id;
+  const int32_t position = static_cast<int32_t>(queue_.size()) + (decoding ? 1 : 0);
+  send_routed(clients_, client, encode(h, AcceptedBody{position}));
+  spdlog::debug("request {}: accepted, {} prompt tokens, {} ahead", id, p.request.prompt.size(), position);
+  queue_.push_back(std::move(p));
+}
+
 void TargetServer::drain_clients(const Pending* current) {
   while (auto frame = recv_routed(clients_)) {
     std::optional<Message> msg;
@@ -118,7 +156,7 @@ void TargetServer::drain_clients(const Pending* current) {
     try {
       switch (h.type) {
         case MessageType::Generate:
-          queue_.push_back(Pending{frame->identity, h.request, msg->generate()});
+          accept(frame->identity, h.request, msg->generate(), current != nullptr);
           break;
         case MessageType::Cancel: {
           msg->empty_body();
@@ -126,9 +164,21 @@ void TargetServer::drain_clients(const Pending* current) {
             cancel_current_ = true;
           for (auto it = queue_.begin(); it != queue_.end(); ++it)
             if (it->client == frame->identity && it->id == h.request) {
+              spdlog::info("request {}: cancelled while queued", h.request);
+              DoneBody done;
+              done.stop_reason = "cancelled";
+              done.prompt_tokens = static_cast<int32_t>(it->request.prompt.size());
+              reply_done(it->client, it->id, std::move(done));
               queue_.erase(it);
               break;
             }
+          break;
+        }
+        case MessageType::Status: {
+          msg->empty_body();
+          const StatusBody st{static_cast<int32_t>(queue_.size()), current ? 1 : 0, config_.http.queue_depth,
+                              drafter_.alive(), served_};
+          send_routed(clients_, frame->identity, encode(h, st));
           break;
         }
         case MessageType::Shutdown:
@@ -144,16 +194,22 @@ void TargetServer::drain_clients(const Pending* current) {
       reply_error(frame->identity, h.request, e.field, e.what());
     }
   }
+  // Queued requests past their deadline end now, not when they reach the front.
+  const int64_t now = monotonic_ns();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->deadline_ns == 0 || now < it->deadline_ns) {
+      ++it;
+      continue;
+    }
+    spdlog::info("request {}: its deadline of {} ms passed in the queue", it->id, it->request.deadline_ms);
+    reply_error(it->client, it->id, "deadline",
+                "the request waited past its deadline of " + std::to_string(it->request.deadline_ms) + " ms");
+    it = queue_.erase(it);
+  }
 }
 
 void TargetServer::serve(const Pending& req) {
-  ResolvedRequest r;
-  try {
-    r = resolve_request(req.body, config_, target_.vocab_size(), target_.options().max_tree - 1, tokenizer_,
-                        chat_);
-  } catch (const ProtocolError& e) {
-    return reply_error(req.client, req.id, e.field, e.what());
-  }
+  const ResolvedRequest& r = req.request;
   const RequestOptions& o = r.options;
   cancel_current_ = false;
   Rng rng(o.seed);  // the request's one generator (rng.h contract)
@@ -162,15 +218,19 @@ void TargetServer::serve(const Pending& req) {
   DoneBody done;
   std::optional<TokenStreamDecoder> text;
   if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
+  StopStrings stops(r.stop);
   RemoteDrafter drafter(*this, req, output, done);
-  // Streams the tokens a round adds to the request.
+  // Streams the tokens a round adds to the request, their text cut before a stop string.
   auto stream = [&](const std::vector<int32_t>& tokens) {
     DeltaBody delta;
     delta.tokens = tokens;
     if (text) {
+      std::string decoded;
       for (int32_t t : tokens)
-        if (t < tokenizer_->vocab_size()) delta.text += text->push(t);  // ids past it have no text
-      if (output.finished()) delta.text += text->finish();
+        if (t < tokenizer_->vocab_size()) decoded += text->push(t);  // ids past it have no text
+      if (output.finished()) decoded += text->finish();
+      delta.text = stops.push(decoded);
+      if (output.finished() && !stops.stopped()) delta.text += stops.flush();
     }
     if (!r.stream || delta.tokens.empty()) return;
     Header h;
@@ -189,7 +249,11 @@ void TargetServer::serve(const Pending& req) {
     int32_t root = r.prompt.back();
     done.ms_prefill = ms_since(done.prefill_start_ns);
     int64_t round_start = monotonic_ns();  // ar: a round starts when the previous one ends
-    while (!output.finished() && !cancel_current_) {
+    while (!output.finished() && !cancel_current_ && !stops.stopped()) {
+      if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
+        done.stop_reason = "deadline";
+        break;
+      }
       RoundRecord record;
       record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
       const RoundOutcome out =
@@ -207,35 +271,33 @@ void TargetServer::serve(const Pending& req) {
     reply_error(req.client, req.id, "drafter", "the drafter process is gone; request failed");
     throw;
   }
-  if (cancel_current_ && !output.finished())
-    std::cerr << "rootspec-target: request " << req.id << " cancelled after " << output.tokens().size()
-              << " tokens" << std::endl;
-  done.stop_reason = cancel_current_ && !output.finished() ? "cancelled"
-                     : output.stopped_at_eos()             ? "eos"
-                                                           : "length";
+  if (done.stop_reason.empty())
+    done.stop_reason = stops.stopped()                         ? "stop"
+                       : cancel_current_ && !output.finished() ? "cancelled"
+                       : output.stopped_at_eos()               ? "eos"
+                                                               : "length";
   done.tokens = output.tokens();
+  done.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   done.tokens_to_first_eos = output.tokens_to_first_eos();
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
   done.tokens_per_second = seconds > 0 ? done.tokens_to_first_eos / seconds : 0.0;
-  Header h;
-  h.type = MessageType::Done;
-  h.request = req.id;
-  h.round = static_cast<uint32_t>(done.rounds);
-  send_client(req, encode(h, done));
+  spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms", req.id,
+               done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second,
+               (done.prefill_start_ns - req.received_ns) / 1e6);
+  reply_done(req.client, req.id, std::move(done));
 }
 
 int TargetServer::run() {
   try {
     const ReadyBody ready = drafter_.connect();
-    std::cerr << "rootspec-target: drafter ready (pid " << ready.pid << ", model " << ready.model
-              << "); messages "
-              << "travel over " << drafter_.transport_name() << std::endl;
+    spdlog::info("drafter ready (pid {}, model {}); messages travel over {}", ready.pid, ready.model,
+                 drafter_.transport_name());
   } catch (const DrafterGone& e) {
-    std::cerr << "rootspec-target: " << e.what() << std::endl;
+    spdlog::error("{}", e.what());
     return 3;
   }
   clients_.bind(config_.client_endpoint);
-  std::cerr << "rootspec-target: ready; clients connect to " << config_.client_endpoint << std::endl;
+  spdlog::info("ready; clients connect to {}", config_.client_endpoint);
   while (!shutdown_) {
     drain_clients(nullptr);
     if (!queue_.empty()) {
@@ -244,17 +306,17 @@ int TargetServer::run() {
       try {
         serve(req);
       } catch (const DrafterGone& e) {
-        std::cerr << "rootspec-target: " << e.what() << "; failing " << queue_.size() << " queued request(s)"
-                  << std::endl;
+        spdlog::error("{}; failing {} queued request(s)", e.what(), queue_.size());
         for (const Pending& q : queue_) reply_error(q.client, q.id, "drafter", "the drafter process is gone");
         return 3;
       } catch (const std::exception& e) {
+        spdlog::error("request {}: target failure: {}", req.id, e.what());
         reply_error(req.client, req.id, "", std::string("target failure: ") + e.what());
       }
       continue;
     }
     if (!drafter_.alive()) {
-      std::cerr << "rootspec-target: the drafter process is gone" << std::endl;
+      spdlog::error("the drafter process is gone");
       return 3;
     }
     zmq::pollitem_t items[] = {{clients_.handle(), 0, ZMQ_POLLIN, 0},
@@ -267,7 +329,7 @@ int TargetServer::run() {
     drafter_.send(encode_empty(h));
   } catch (const DrafterGone&) {
   }
-  std::cerr << "rootspec-target: shutdown" << std::endl;
+  spdlog::info("shutdown");
   return 0;
 }
 

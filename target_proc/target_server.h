@@ -1,6 +1,10 @@
-// TargetServer: the target process (DESIGN §1, §3). Serves Generate requests one at a time in
-// arrival order; each runs run_round() (round.h) with the target's runtime and the drafter
-// process behind a DrafterLink, streams the emitted tokens and ends with a Done.
+// TargetServer: the target process (DESIGN §1, §3). Clients (rootspec-client, the HTTP gateway,
+// the harness) send Generate messages; each is checked at once and answered with an Error or an
+// Accepted, then waits in a FIFO queue of at most [http] queue_depth requests (more are refused
+// with an Error on "queue"). One request decodes at a time (batch one, at full speed): run_round()
+// (round.h) with the target's runtime and the drafter process behind a DrafterLink, streaming
+// Deltas and ending with a Done. A Cancel, a client gone, or the request's deadline ends a queued
+// or decoding request; a Status is answered between rounds.
 #pragma once
 
 #include <deque>
@@ -11,6 +15,7 @@
 #include "chat_template.h"
 #include "daemon_config.h"
 #include "drafter_link.h"
+#include "generate_request.h"
 #include "model_runtime.h"
 #include "model_scorer.h"
 #include "protocol.h"
@@ -29,19 +34,24 @@ class TargetServer {
   struct Pending {
     std::string client;  // ROUTER identity
     uint64_t id = 0;     // the client's request id (replies carry it)
-    GenerateBody body;
+    ResolvedRequest request;
+    int64_t received_ns = 0;
+    int64_t deadline_ns = 0;  // 0: none
   };
   class RemoteDrafter;  // the RoundDrafter of a request: the drafter process over drafter_
 
-  // Reads every waiting client message: queues Generate, handles Cancel and Shutdown,
-  // answers bad messages with an Error. `current` is the request being served, if any.
+  // Reads every waiting client message: checks and queues Generate (Accepted or Error), handles
+  // Cancel, Status and Shutdown, answers bad messages with an Error, and ends queued requests
+  // whose deadline passed. `current` is the request decoding, if any.
   void drain_clients(const Pending* current);
-  // Runs one request to its Done (or Error). Throws DrafterGone when the drafter dies.
+  void accept(const std::string& client, uint64_t id, const GenerateBody& body, bool decoding);
+  // Runs one request to its Done. Throws DrafterGone when the drafter dies.
   void serve(const Pending& request);
   // Sends to a client; false (and the request is marked cancelled) if it has gone.
   bool send_client(const Pending& to, const std::string& bytes);
   void reply_error(const std::string& client, uint64_t id, const std::string& field,
                    const std::string& message);
+  void reply_done(const std::string& client, uint64_t id, DoneBody done);
 
   const DaemonConfig& config_;
   ModelRuntime& target_;
@@ -53,6 +63,7 @@ class TargetServer {
   DrafterLink drafter_;
   std::deque<Pending> queue_;
   uint64_t next_internal_id_ = 1;  // request ids towards the drafter (unique per server)
+  int64_t served_ = 0;             // Done messages sent
   bool cancel_current_ = false;
   bool shutdown_ = false;
 };

@@ -150,8 +150,9 @@ class Client {
               o.error = (named ? "" : e.field + ": ") + e.message;
               return o;
             }
-            case MessageType::Delta:
-              break;  // only with --stream
+            case MessageType::Accepted:  // queued
+            case MessageType::Delta:     // only with --stream
+              break;
             default:
               o.kind = Outcome::kError;
               o.error = std::string("unexpected ") + message_type_name(m.header().type) + " message";

@@ -122,25 +122,6 @@ Estimate bootstrap_gain(const std::vector<PromptTotals>& a, const std::vector<Pr
   return e;
 }
 
-namespace {
-double ns_to_ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
-}  // namespace
-
-std::map<std::string, double> round_stage_ms(const RoundRecord& t) {
-  std::map<std::string, double> ms;
-  const bool root = t.root_start_ns != 0 && t.root_end_ns >= t.root_start_ns;
-  if (root) ms["root_pass"] = ns_to_ms(t.root_end_ns - t.root_start_ns);
-  if (t.pool_received_ns == 0) return ms;  // ar: no pool, no tree
-  if (t.draft_end_ns >= t.draft_start_ns && t.draft_start_ns != 0)
-    ms["draft"] = ns_to_ms(t.draft_end_ns - t.draft_start_ns);
-  const int64_t from = root ? t.root_end_ns : t.commit_sent_ns;
-  if (from != 0 && t.pool_received_ns >= from) ms["pool_wait"] = ns_to_ms(t.pool_received_ns - from);
-  if (!t.tree_pass_skipped) ms["tree_pass"] = ns_to_ms(t.tree_pass_ns);
-  ms["verify"] = ns_to_ms(t.verify_ns);
-  ms["commit"] = ns_to_ms(t.commit_ns);
-  return ms;
-}
-
 void add_round(DecodeRecord* record, const RoundRecord& round) {
   if (round.accepted < 0) throw std::invalid_argument("add_round: accepted < 0");
   auto& r = *record;

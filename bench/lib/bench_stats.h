@@ -42,13 +42,6 @@ struct DecodeRecord {
   std::map<std::string, double> stage_ms;
 };
 
-// The stage times of one round in ms, by stage name, where the round had them:
-//   root_pass  the target's one-token root pass (ar: its only pass)
-//   draft      the drafter's pool growth (the drafter's clock; it overlaps the root pass)
-//   pool_wait  the target waiting for the pool after its root pass (or after sending Commit)
-//   tree_pass, verify (selection + verification), commit (KV commit)
-std::map<std::string, double> round_stage_ms(const RoundRecord& round);
-
 // Folds one round into a record: rounds, running means of accepted length and tree size,
 // accepted_hist and stage_ms. tokens and seconds are the caller's (they stop at the first EOS
 // and the last commit, which a round does not know).

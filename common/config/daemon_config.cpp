@@ -1,6 +1,7 @@
 #include "daemon_config.h"
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -75,6 +76,15 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "rheo_m") return void(c.pool.rheo_m = integer());
   } else if (section == "limits") {
     if (key == "peer_timeout_s") return void(c.peer_timeout_s = number());
+  } else if (section == "http") {
+    if (key == "listen") return void(c.http.listen = str());
+    if (key == "api_key") return void(c.http.api_key = str());
+    if (key == "max_body_bytes") return void(c.http.max_body_bytes = integer());
+    if (key == "queue_depth") return void(c.http.queue_depth = integer());
+    if (key == "model_name") return void(c.http.model_name = str());
+    if (key == "request_timeout_s") return void(c.http.request_timeout_s = number());
+  } else if (section == "log") {
+    if (key == "level") return void(c.log_level = str());
   } else {
     throw ConfigError(where + ": unknown section [" + section + "]");
   }
@@ -142,9 +152,32 @@ void DaemonConfig::validate() const {
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
+  http.host_port();
+  if (http.max_body_bytes < 1024) throw ConfigError("http.max_body_bytes: must be at least 1024");
+  if (http.queue_depth < 1) throw ConfigError("http.queue_depth: must be at least 1");
+  if (!(http.request_timeout_s > 0)) throw ConfigError("http.request_timeout_s: must be positive");
+  const std::vector<std::string> levels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (std::find(levels.begin(), levels.end(), log_level) == levels.end())
+    throw ConfigError("log.level: must be trace, debug, info, warn, error, critical or off");
   if (pool_transport != "auto" && pool_transport != "zmq" && pool_transport != "nccl" &&
       pool_transport != "shm")
     throw ConfigError("endpoints.pool_transport: must be \"auto\", \"zmq\", \"nccl\" or \"shm\"");
+}
+
+std::pair<std::string, int> HttpConfig::host_port() const {
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      size_t used = 0;
+      port = std::stoi(listen.substr(colon + 1), &used);
+      if (used != listen.size() - colon - 1) port = -1;
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (port < 0 || port > 65535) throw ConfigError("http.listen: want \"host:port\", got \"" + listen + "\"");
+  return {listen.substr(0, colon), port};
 }
 
 }  // namespace rootspec

@@ -14,12 +14,18 @@
 //              rule, verifier, budget, temperature, stop_at_eos
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse
 //   [limits]   peer_timeout_s (a silent peer past this is treated as dead)
+//   [http]     the gateway (rootspec-http) and the target's queue: listen ("host:port", port 0:
+//              any free one), api_key (empty: none; the environment's ROOTSPEC_API_KEY wins),
+//              max_body_bytes, queue_depth (Generates waiting in the target; more get 429),
+//              model_name (empty: the target folder's name), request_timeout_s
+//   [log]      level (trace, debug, info, warn, error; --log-level overrides)
 //
 // Relative model paths are resolved against the config file's folder.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pool.h"
@@ -40,6 +46,17 @@ struct ProcessConfig {
   bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
 };
 
+struct HttpConfig {
+  std::string listen = "127.0.0.1:8000";
+  std::string api_key;
+  int max_body_bytes = 1 << 20;
+  int queue_depth = 64;
+  std::string model_name;
+  double request_timeout_s = 600.0;
+  // host and port of `listen`; throws ConfigError naming http.listen.
+  std::pair<std::string, int> host_port() const;
+};
+
 struct DaemonConfig {
   ProcessConfig target, drafter;
   std::string client_endpoint = "tcp://127.0.0.1:5600";
@@ -49,6 +66,8 @@ struct DaemonConfig {
   RequestOptions decoding;  // what a Generate leaves out ([decoding]; seed stays 0)
   PoolShape pool;
   double peer_timeout_s = 60.0;
+  HttpConfig http;
+  std::string log_level = "info";
 
   // Reads `path` (may be empty: defaults only), then applies "section.key=value" overrides.
   // Throws ConfigError naming the file, key and problem.

@@ -1,8 +1,8 @@
 #include "drafter_link.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <chrono>
-#include <iostream>
 
 namespace rootspec {
 
@@ -51,7 +51,7 @@ ReadyBody DrafterLink::connect() {
       hello.shm = shm_->name();
     } catch (const std::exception& e) {
       if (opt_.pool_transport == "shm") throw DrafterGone(e.what());
-      std::cerr << "rootspec-target: " << e.what() << "; using ZeroMQ" << std::endl;
+      spdlog::warn("{}; using ZeroMQ", e.what());
     }
   }
   Header h;

@@ -19,7 +19,8 @@ constexpr TypeName kTypes[] = {
     {MessageType::Hello, "hello"},       {MessageType::Ready, "ready"}, {MessageType::Prefill, "prefill"},
     {MessageType::Commit, "commit"},     {MessageType::Pool, "pool"},   {MessageType::Cancel, "cancel"},
     {MessageType::Shutdown, "shutdown"}, {MessageType::Error, "error"}, {MessageType::Generate, "generate"},
-    {MessageType::Delta, "delta"},       {MessageType::Done, "done"},
+    {MessageType::Accepted, "accepted"}, {MessageType::Delta, "delta"}, {MessageType::Done, "done"},
+    {MessageType::Status, "status"},
 };
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
@@ -133,6 +134,23 @@ class MapReader {
     if (o.via.str.size > max_len)
       throw ProtocolError(at(key), "longer than " + std::to_string(max_len) + " bytes");
     return std::string(o.via.str.ptr, o.via.str.size);
+  }
+  std::vector<std::string> string_array(const char* key, size_t max_count, size_t max_len) const {
+    std::vector<std::string> out;
+    for_each_element(key, max_count, [&](const msgpack::object& o, const std::string& where) {
+      if (o.type != msgpack::type::STR)
+        throw ProtocolError(where, std::string("must be a string, not ") + kind(o));
+      if (o.via.str.size > max_len)
+        throw ProtocolError(where, "longer than " + std::to_string(max_len) + " bytes");
+      out.emplace_back(o.via.str.ptr, o.via.str.size);
+    });
+    return out;
+  }
+  // Calls f(element, its path) for each element of the array at `key` (≤ max_count of them).
+  template <class F>
+  void for_each_element(const char* key, size_t max_count, F&& f) const {
+    const auto& a = array(key, max_count);
+    for (uint32_t i = 0; i < a.size; ++i) f(a.ptr[i], element(key, i));
   }
   // Arrays are checked element by element; the field path is only built for an error (pools
   // carry thousands of entries per round).
@@ -281,6 +299,32 @@ class Fields {
         [get, max_len, lo, hi](const MapReader& r, const char* k, B& b) {
           auto& v = std::invoke(get, b);
           v = r.number_array<typename std::remove_reference_t<decltype(v)>::value_type>(k, max_len, lo, hi);
+        });
+  }
+  template <class Get>
+  Fields& string_array(const char* name, Get get, size_t max_count, size_t max_len) {
+    return add(
+        name, [get](Packer& pk, const B& b) { pk.pack(std::invoke(get, b)); },
+        [get, max_count, max_len](const MapReader& r, const char* k, B& b) {
+          std::invoke(get, b) = r.string_array(k, max_count, max_len);
+        });
+  }
+  // An array of maps, each read with `inner`'s table.
+  template <class Get, class Inner>
+  Fields& map_array(const char* name, Get get, const Fields<Inner>& inner, size_t max_count) {
+    return add(
+        name,
+        [get, &inner](Packer& pk, const B& b) {
+          const auto& v = std::invoke(get, b);
+          pk.pack_array(static_cast<uint32_t>(v.size()));
+          for (const Inner& x : v) inner.write(pk, x);
+        },
+        [get, &inner, max_count](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v.clear();
+          r.for_each_element(k, max_count, [&](const msgpack::object& o, const std::string& where) {
+            v.push_back(inner.read(MapReader(o, where)));
+          });
         });
   }
   // A nested map with its own table.
@@ -493,13 +537,25 @@ const Fields<ErrorBody>& error_fields() {
   return f;
 }
 
+const Fields<ChatTurn>& chat_turn_fields() {
+  static const Fields<ChatTurn> f =
+      Fields<ChatTurn>()
+          .string("role", &ChatTurn::role, 32)
+          .string("content", &ChatTurn::content, 16u << 20)
+          .check([](const MapReader& r, ChatTurn& t) {
+            if (t.role != "system" && t.role != "user" && t.role != "assistant")
+              throw ProtocolError(r.at("role"), "must be system, user or assistant");
+          });
+  return f;
+}
+
 // Every option but the prompt may be left out: the server's default then applies.
 const Fields<GenerateBody>& generate_fields() {
   using G = GenerateBody;
   static const Fields<G> f =
       Fields<G>()
           .string("prompt", &G::prompt, 16u << 20)
-          .optional([](const G& b) { return !b.has_prompt_ids; })
+          .optional([](const G& b) { return !b.has_prompt_ids && b.messages.empty(); })
           .int_array("prompt_ids", &G::prompt_ids, kMaxTokens, 0, kMaxI32, 1)
           .optional([](const G& b) { return b.has_prompt_ids; })
           .boolean("raw", &G::raw)
@@ -520,9 +576,21 @@ const Fields<GenerateBody>& generate_fields() {
           .optional()
           .boolean("stop_at_eos", &G::stop_at_eos)
           .optional()
+          .map_array("messages", &G::messages, chat_turn_fields(), 1024)
+          .optional([](const G& b) { return !b.messages.empty(); })
+          .string_array("stop", &G::stop, 16, 1024)
+          .optional([](const G& b) { return !b.stop.empty(); })
+          .integer("deadline_ms", &G::deadline_ms, 0, 7 * 24 * 3600 * 1000)
+          .optional([](const G& b) { return b.deadline_ms > 0; })
           .check([](const MapReader& r, G& b) {
-            if (r.has("prompt") == r.has("prompt_ids"))
-              throw ProtocolError(r.at("prompt"), "give exactly one of prompt (text) and prompt_ids");
+            if (r.has("prompt") + r.has("prompt_ids") + r.has("messages") != 1)
+              throw ProtocolError(r.at("prompt"),
+                                  "give exactly one of prompt (text), prompt_ids and messages");
+            if (r.has("messages") && b.messages.empty())
+              throw ProtocolError(r.at("messages"), "must hold at least one message");
+            for (size_t i = 0; i < b.stop.size(); ++i)
+              if (b.stop[i].empty())
+                throw ProtocolError(r.element("stop", static_cast<uint32_t>(i)), "empty");
             b.has_prompt_ids = r.has("prompt_ids");
           });
   return f;
@@ -589,6 +657,7 @@ const Fields<DoneBody>& done_fields() {
       Fields<D>()
           .string("stop_reason", &D::stop_reason, 64)
           .int_array("tokens", &D::tokens, kMaxTokens, 0, kMaxVocab - 1)
+          .integer("prompt_tokens", &D::prompt_tokens, 0, kMaxTokens)
           .integer("tokens_to_first_eos", &D::tokens_to_first_eos, 0, kMaxTokens)
           .integer("rounds", &D::rounds, 0, kMaxTokens)
           .number("ms_prefill", &D::ms_prefill, 0, kInf)
@@ -607,6 +676,22 @@ const Fields<DoneBody>& done_fields() {
             if (b.tokens_to_first_eos > static_cast<int32_t>(b.tokens.size()))
               throw ProtocolError(r.at("tokens_to_first_eos"), "exceeds the tokens sent");
           });
+  return f;
+}
+
+const Fields<AcceptedBody>& accepted_fields() {
+  static const Fields<AcceptedBody> f =
+      Fields<AcceptedBody>().integer("position", &AcceptedBody::position, 0, kMaxI32);
+  return f;
+}
+
+const Fields<StatusBody>& status_fields() {
+  static const Fields<StatusBody> f = Fields<StatusBody>()
+                                          .integer("waiting", &StatusBody::waiting, 0, kMaxI32)
+                                          .integer("running", &StatusBody::running, 0, 1)
+                                          .integer("queue_limit", &StatusBody::queue_limit, 0, kMaxI32)
+                                          .boolean("drafter_alive", &StatusBody::drafter_alive)
+                                          .integer("served", &StatusBody::served, 0, kMaxI64);
   return f;
 }
 
@@ -643,6 +728,8 @@ std::string encode_nccl_announcement(const Header& h, size_t bytes) {
 }
 
 std::string encode(const Header& h, const DoneBody& b) { return done_fields().encode(h, b); }
+std::string encode(const Header& h, const AcceptedBody& b) { return accepted_fields().encode(h, b); }
+std::string encode(const Header& h, const StatusBody& b) { return status_fields().encode(h, b); }
 
 std::string encode_empty(const Header& h) {
   msgpack::sbuffer buf;
@@ -702,6 +789,11 @@ Message::Message(const void* data, size_t size) : impl_(new Impl) {
 
 Message::~Message() { delete impl_; }
 Message::Message(Message&& o) noexcept : header_(o.header_), impl_(o.impl_) { o.impl_ = nullptr; }
+Message& Message::operator=(Message&& o) noexcept {
+  std::swap(header_, o.header_);
+  std::swap(impl_, o.impl_);
+  return *this;
+}
 
 namespace {
 // The body of a message of type `type`, read with its table.
@@ -737,6 +829,12 @@ DeltaBody Message::delta() const {
   return read_body(header_, *impl_->body, MessageType::Delta, delta_fields());
 }
 DoneBody Message::done() const { return read_body(header_, *impl_->body, MessageType::Done, done_fields()); }
+AcceptedBody Message::accepted() const {
+  return read_body(header_, *impl_->body, MessageType::Accepted, accepted_fields());
+}
+StatusBody Message::status() const {
+  return read_body(header_, *impl_->body, MessageType::Status, status_fields());
+}
 
 bool Message::is_nccl_announcement() const {
   return header_.type == MessageType::Pool && MapReader(*impl_->body, "body").has("nccl_bytes");

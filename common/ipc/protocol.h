@@ -35,8 +35,10 @@ enum class MessageType {
   Shutdown,
   Error,  // target ↔ drafter
   Generate,
+  Accepted,
   Delta,
-  Done,  // client ↔ target
+  Done,
+  Status,  // client ↔ target
 };
 const char* message_type_name(MessageType type);
 
@@ -89,10 +91,16 @@ struct ErrorBody {
 };
 
 // client → target. Absent options take the server's defaults (config).
+// One turn of a chat (role system, user or assistant).
+struct ChatTurn {
+  std::string role, content;
+};
 struct GenerateBody {
+  // Exactly one of prompt, prompt_ids and messages.
   std::string prompt;               // text; the chat template is applied unless raw
   std::vector<int32_t> prompt_ids;  // or token ids (used as they are)
   bool has_prompt_ids = false;
+  std::vector<ChatTurn> messages;  // or a conversation, through the model's chat template
   bool raw = false;
   int32_t max_new_tokens = -1;  // −1: server default
   double temperature = -1;      // −1: server default
@@ -101,6 +109,22 @@ struct GenerateBody {
   uint64_t seed = 0;
   bool stream = true;  // Delta messages while decoding
   bool stop_at_eos = true;
+  std::vector<std::string> stop;  // stop strings: the text ends before the first, and so does the request
+  int32_t deadline_ms = 0;        // > 0: the request ends this long after the target received it
+                                  // (queued: Error "deadline"; decoding: Done "deadline")
+};
+// target → client: the Generate passed its checks and waits in the queue, `position` requests
+// ahead of it (the one decoding included). Every Generate gets this or an Error first.
+struct AcceptedBody {
+  int32_t position = 0;
+};
+// target → client, the answer to a Status (whose own body is empty).
+struct StatusBody {
+  int32_t waiting = 0;      // Generates in the queue
+  int32_t running = 0;      // 1 while one decodes
+  int32_t queue_limit = 0;  // Generates the queue holds; more are refused (Error "queue")
+  bool drafter_alive = false;
+  int64_t served = 0;  // Done messages sent since the start
 };
 struct DeltaBody {
   std::vector<int32_t> tokens;
@@ -108,8 +132,9 @@ struct DeltaBody {
 };
 
 struct DoneBody {
-  std::string stop_reason;          // "eos", "length" or "cancelled"
+  std::string stop_reason;          // "eos", "stop" (a stop string), "length", "cancelled" or "deadline"
   std::vector<int32_t> tokens;      // every emitted token
+  int32_t prompt_tokens = 0;        // the prompt's tokens (after the chat template)
   int32_t tokens_to_first_eos = 0;  // tokens before the first EOS (RequestOutput: D.14's count)
   int32_t rounds = 0;
   double ms_prefill = 0, ms_drafter_wait = 0, ms_root_pass = 0, ms_tree_pass = 0, ms_verify = 0,
@@ -128,6 +153,8 @@ std::string encode(const Header& h, const ErrorBody& b);
 std::string encode(const Header& h, const GenerateBody& b);
 std::string encode(const Header& h, const DeltaBody& b);
 std::string encode(const Header& h, const DoneBody& b);
+std::string encode(const Header& h, const AcceptedBody& b);
+std::string encode(const Header& h, const StatusBody& b);
 std::string encode_empty(const Header& h);                            // Cancel, Shutdown
 std::string encode_nccl_announcement(const Header& h, size_t bytes);  // a Pool sent over NCCL
 
@@ -138,6 +165,7 @@ class Message {
   explicit Message(const void* data, size_t size);
   ~Message();
   Message(Message&&) noexcept;
+  Message& operator=(Message&&) noexcept;
   const Header& header() const { return header_; }
 
   HelloBody hello() const;
@@ -149,7 +177,9 @@ class Message {
   GenerateBody generate() const;
   DeltaBody delta() const;
   DoneBody done() const;
-  void empty_body() const;  // Cancel, Shutdown: the body must be an empty map
+  AcceptedBody accepted() const;
+  StatusBody status() const;  // a Status answer (a Status request has an empty body)
+  void empty_body() const;    // Cancel, Shutdown, a Status request: the body must be an empty map
   // A Pool whose body is {"nccl_bytes": n}: the Pool message itself follows over NCCL.
   bool is_nccl_announcement() const;
   size_t nccl_bytes() const;

@@ -230,4 +230,28 @@ void write_truncated_model(const std::string& from_dir, const std::string& dir, 
   }
 }
 
+void write_byte_tokenizer(const std::string& dir, bool chatml) {
+  // config.json gains the keys load_tokenizer() reads (tokenizer.h).
+  const std::string path = dir + "/config.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+  const int vocab = j.value("vocab_size", 0);
+  if (vocab < (chatml ? 258 : 256))
+    throw std::invalid_argument("a byte tokenizer" + std::string(chatml ? " with ChatML tokens" : "") +
+                                " needs a vocabulary of at least " + (chatml ? "258" : "256"));
+  j["rootspec_tokenizer"] = "bytes";
+  if (chatml) {
+    j["rootspec_special_tokens"] = {"<|im_start|>", "<|im_end|>"};
+    j["eos_token_id"] = 257;
+    const nlohmann::json tc = {
+        {"chat_template",
+         "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+         "'<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' "
+         "}}"
+         "{%- endif %}"},
+        {"eos_token", "<|im_end|>"}};
+    std::ofstream(dir + "/tokenizer_config.json") << tc.dump(2) << "\n";
+  }
+  std::ofstream(path) << j.dump(2) << "\n";
+}
+
 }  // namespace rootspec

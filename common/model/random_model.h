@@ -31,4 +31,10 @@ void write_random_model(const std::string& dir, const ModelConfig& config, const
 // its first keep_layers layers (tensors copied in their on-disk dtype).
 void write_truncated_model(const std::string& from_dir, const std::string& dir, int keep_layers);
 
+// Marks `dir` (written above) for the byte tokenizer (ids 0-255 are bytes; needs a vocabulary of
+// at least 256). With chatml, <|im_start|> and <|im_end|> become tokens 256 and 257 (257 the
+// EOS) and tokenizer_config.json gets a ChatML chat template (Qwen2.5's form), so the folder
+// serves chat requests; that needs a vocabulary of at least 258. Throws std::invalid_argument.
+void write_byte_tokenizer(const std::string& dir, bool chatml);
+
 }  // namespace rootspec

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "request.h"
@@ -103,6 +105,13 @@ void for_each_record_field(F&& f) {
   f("verify_ns", &RoundRecord::verify_ns);
   f("commit_ns", &RoundRecord::commit_ns);
 }
+
+// The stage times of one round in ms, by stage name, where the round had them:
+//   root_pass  the target's one-token root pass (ar: its only pass)
+//   draft      the drafter's pool growth (the drafter's clock; it overlaps the root pass)
+//   pool_wait  the target waiting for the pool after its root pass (or after sending Commit)
+//   tree_pass, verify (selection + verification), commit (KV commit)
+std::map<std::string, double> round_stage_ms(const RoundRecord& round);
 
 // The drafter as a round sees it.
 class RoundDrafter {

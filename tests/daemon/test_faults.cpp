@@ -4,7 +4,7 @@
 
 #include <msgpack.hpp>
 
-#include "daemon_fixture.h"
+#include "pair_fixture.h"
 
 namespace rootspec {
 namespace {

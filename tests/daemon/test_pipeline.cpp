@@ -1,10 +1,10 @@
 // The two-process daemon against the one-process reference decoder (rootspec-generate's
 // generate()): greedy identity for every rule × budget × verifier, seeded sampling, the
 // overlapped root pass, request validation, and memory over many requests. Real processes
-// on a random tiny pair (daemon_fixture.h).
+// on a random tiny pair (tests/support/pair_fixture.h).
 #include <gtest/gtest.h>
 
-#include "daemon_fixture.h"
+#include "pair_fixture.h"
 
 namespace rootspec {
 namespace {

@@ -132,6 +132,9 @@ int main(int argc, char** argv) {
               for (int32_t t : d.tokens) std::cout << t << " " << std::flush;
             break;
           }
+          case MessageType::Accepted:  // queued: the Deltas follow
+            m.accepted();
+            break;
           case MessageType::Error: {
             const ErrorBody e = m.error();
             std::cerr << "rootspec-client: error: " << (e.field.empty() ? "" : e.field + ": ") << e.message

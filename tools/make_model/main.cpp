@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   int vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 128, head_dim = 0;
   int shards = 1, keep_layers = 0;
   uint64_t seed = 0;
-  bool tie = false, attention_bias = false, llama3_rope = false, byte_tokenizer = false;
+  bool tie = false, attention_bias = false, llama3_rope = false, byte_tokenizer = false, chatml = false;
   app.add_option("--out", out, "Folder to write")->required();
   app.add_option("--arch", arch, "llama | qwen2 | qwen3 (or the Hugging Face class name)");
   app.add_option("--preset", preset, "tiny (defaults) | 25m (~25M parameters) | 100m (~100M)");
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed");
   app.add_option("--dtype", dtype, "f32 | f16 | bf16 on disk");
   app.add_option("--shards", shards, "write this many shards and model.safetensors.index.json");
+  app.add_flag("--chatml", chatml,
+               "with --byte-tokenizer: <|im_start|> and <|im_end|> as tokens 256 and 257 (the EOS) and a "
+               "ChatML chat template in tokenizer_config.json, so the folder serves chat requests");
   app.add_flag("--byte-tokenizer", byte_tokenizer,
                "mark the folder for the byte tokenizer (ids 0-255 are bytes; needs --vocab >= 256)");
   app.add_option("--from", from, "target folder to truncate into a drafter");
@@ -94,16 +97,12 @@ int main(int argc, char** argv) {
       o.dtype = TensorDtype::BF16;
     else
       throw std::invalid_argument("--dtype '" + dtype + "' is not one of f32, f16, bf16");
-    if (byte_tokenizer && c.vocab_size < 256)
-      throw std::invalid_argument("--byte-tokenizer needs --vocab of at least 256");
+    if (chatml && !byte_tokenizer) throw std::invalid_argument("--chatml needs --byte-tokenizer");
+    if (byte_tokenizer && c.vocab_size < (chatml ? 258 : 256))
+      throw std::invalid_argument(std::string("--byte-tokenizer") + (chatml ? " --chatml" : "") +
+                                  " needs --vocab of at least " + (chatml ? "258" : "256"));
     write_random_model(out, c, o);
-    if (byte_tokenizer) {
-      // config.json gains the key load_tokenizer() reads (common/tokenizer.h).
-      const std::string path = out + "/config.json";
-      nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
-      j["rootspec_tokenizer"] = "bytes";
-      std::ofstream(path) << j.dump(2) << "\n";
-    }
+    if (byte_tokenizer) write_byte_tokenizer(out, chatml);
     std::printf("wrote %s: %s, %lld parameters\n", out.c_str(), arch_name(c.arch),
                 static_cast<long long>(c.parameter_count()));
   } catch (const std::exception& e) {

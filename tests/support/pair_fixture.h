@@ -1,5 +1,6 @@
-// Shared by the daemon tests: a random tiny pair on disk, the two daemons as real processes
-// on ipc endpoints in a temporary folder, and a minimal client speaking the protocol.
+// Shared by the daemon and HTTP tests: random tiny pairs on disk, the two daemons (and the HTTP
+// gateway) as real processes on ipc endpoints in a temporary folder, and a minimal client
+// speaking the protocol.
 #pragma once
 
 #include <fcntl.h>
@@ -63,43 +64,69 @@ inline int wait_exit(pid_t pid, double seconds) {
   return -1;
 }
 
-// The random tiny pair every daemon test uses (made once per test process).
+// A random tiny pair on disk (made once per test process): token ids only, or with the byte
+// tokenizer and ChatML (vocabulary 258), which serves text and chat requests.
 struct PairModels {
-  TempDir dir{"daemon_models"};
+  TempDir dir;
   std::string target, drafter;
-  PairModels() {
+  explicit PairModels(bool chat) : dir(chat ? "chat_models" : "daemon_models") {
     target = dir.sub("target");
     drafter = dir.sub("drafter");
-    ModelConfig c = small_config(ModelArch::Llama, /*vocab=*/256, /*hidden=*/64, /*layers=*/3, /*heads=*/4,
-                                 /*kv_heads=*/2, /*intermediate=*/128);
+    ModelConfig c = small_config(ModelArch::Llama, /*vocab=*/chat ? 258 : 256, /*hidden=*/64, /*layers=*/3,
+                                 /*heads=*/4, /*kv_heads=*/2, /*intermediate=*/128);
     RandomModelOptions o;
     o.seed = 11;
     write_random_model(target, c, o);
+    if (chat) write_byte_tokenizer(target, /*chatml=*/true);
     write_truncated_model(target, drafter, 1);
   }
 };
 inline const PairModels& pair_models() {
-  static const PairModels m;
+  static const PairModels m(false);
+  return m;
+}
+inline const PairModels& chat_models() {
+  static const PairModels m(true);
   return m;
 }
 
-// A config for the random pair with ipc endpoints in `dir` (client.sock, drafter.sock).
-inline std::string write_pair_config(const std::string& dir) {
+// A config for a random pair with ipc endpoints in `dir` (client.sock, drafter.sock) and the
+// HTTP gateway on a free loopback port.
+inline std::string write_pair_config(const std::string& dir, const PairModels& models = pair_models()) {
   const std::string path = dir + "/pair.toml";
-  std::ofstream(path) << "[target]\nmodel = \"" << pair_models().target << "\"\n"
-                      << "[drafter]\nmodel = \"" << pair_models().drafter << "\"\n"
+  std::ofstream(path) << "[target]\nmodel = \"" << models.target << "\"\n"
+                      << "[drafter]\nmodel = \"" << models.drafter << "\"\n"
                       << "[endpoints]\nclient = \"ipc://" << dir << "/client.sock\"\n"
                       << "drafter = \"ipc://" << dir << "/drafter.sock\"\n"
                       << "[decoding]\nmax_context = 256\nmax_new_tokens = 24\nrule = \"root-draw\"\n"
-                      << "[limits]\npeer_timeout_s = 20.0\n";
+                      << "[limits]\npeer_timeout_s = 20.0\n"
+                      << "[http]\nlisten = \"127.0.0.1:0\"\n";
   return path;
 }
 
-// The two daemons on ipc endpoints; stopped (SIGKILL) on destruction.
+// Waits up to `seconds` for `needle` in the file at `path`; false if `pid` exits first.
+inline bool wait_for_line(const std::string& path, const std::string& needle, pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (read_file(path).find(needle) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > end || wait_exit(pid, 0) != -1) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+struct PairOptions {
+  std::vector<std::string> overrides;  // --set section.key=value
+  const PairModels* models = nullptr;  // null: pair_models()
+  bool http = false;                   // also start rootspec-http (ROOTSPEC_HTTP_BIN)
+};
+
+// The two daemons on ipc endpoints (and, asked, the gateway); stopped (SIGKILL) on destruction.
 class Pair {
  public:
-  explicit Pair(const std::vector<std::string>& overrides = {}) : tmp_("daemon_pair"), dir_(tmp_.path()) {
-    config_ = write_pair_config(dir_);
+  explicit Pair(const std::vector<std::string>& overrides = {}) : Pair(PairOptions{overrides}) {}
+  explicit Pair(const PairOptions& opt) : tmp_("daemon_pair"), dir_(tmp_.path()) {
+    const std::vector<std::string>& overrides = opt.overrides;
+    config_ = write_pair_config(dir_, opt.models ? *opt.models : pair_models());
     client_endpoint = "ipc://" + dir_ + "/client.sock";
     std::vector<std::string> extra;
     for (const auto& o : overrides) extra.insert(extra.end(), {"--set", o});
@@ -110,25 +137,35 @@ class Pair {
     };
     drafter_pid = spawn(argv(ROOTSPEC_DRAFTER_BIN), drafter_log());
     target_pid = spawn(argv(ROOTSPEC_TARGET_BIN), target_log());
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (read_file(target_log()).find("ready; clients connect") == std::string::npos) {
-      if (std::chrono::steady_clock::now() > end || wait_exit(target_pid, 0) != -1)
-        throw std::runtime_error("the pair did not start: " + read_file(target_log()) +
-                                 read_file(drafter_log()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!wait_for_line(target_log(), "ready; clients connect", target_pid, 60))
+      throw std::runtime_error("the pair did not start: " + read_file(target_log()) +
+                               read_file(drafter_log()));
+#ifdef ROOTSPEC_HTTP_BIN
+    if (opt.http) {
+      http_pid = spawn(argv(ROOTSPEC_HTTP_BIN), http_log());
+      if (!wait_for_line(http_log(), "listening on http://", http_pid, 30))
+        throw std::runtime_error("the gateway did not start: " + read_file(http_log()));
+      const std::string log = read_file(http_log());
+      const size_t at = log.find("listening on http://") + std::string("listening on ").size();
+      url = log.substr(at, log.find(' ', at) - at);
+      http_port = std::stoi(url.substr(url.rfind(':') + 1));
     }
+#endif
   }
   ~Pair() {
-    for (pid_t p : {target_pid, drafter_pid})
+    for (pid_t p : {http_pid, target_pid, drafter_pid})
       if (p > 0 && kill(p, SIGKILL) == 0) waitpid(p, nullptr, 0);
   }
+  std::string http_log() const { return dir_ + "/http.log"; }
   std::string target_log() const { return dir_ + "/target.log"; }
   std::string drafter_log() const { return dir_ + "/drafter.log"; }
   std::string drafter_endpoint() const { return "ipc://" + dir_ + "/drafter.sock"; }
   const std::string& dir() const { return dir_; }
 
   std::string client_endpoint;
-  pid_t target_pid = -1, drafter_pid = -1;
+  pid_t target_pid = -1, drafter_pid = -1, http_pid = -1;
+  std::string url;  // the gateway's http://127.0.0.1:port
+  int http_port = -1;
 
  private:
   TempDir tmp_;

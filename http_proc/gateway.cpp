@@ -1,0 +1,417 @@
+#include "gateway.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "openai.h"
+#include "protocol.h"
+#include "transport.h"
+
+namespace rootspec {
+
+namespace {
+
+using nlohmann::json;
+using openai::Endpoint;
+using openai::HttpError;
+
+constexpr double kAcceptTimeoutS = 10;  // the target answers a Generate between two rounds
+constexpr int kPollMs = 50;             // how often a waiting request looks at its client
+
+// The client's TCP connection, found among this process's sockets by its addresses: httplib
+// 0.11 (Debian 12) does not say when a client goes away while a handler waits, so the gateway
+// asks the socket itself. closed() is true once the peer closed or reset it.
+class PeerWatch {
+ public:
+  explicit PeerWatch(const httplib::Request& req) {
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return;
+    while (dirent* e = readdir(d)) {
+      const int fd = std::atoi(e->d_name);
+      if (fd <= 2) continue;
+      if (port_of(fd, false) == req.local_port && port_of(fd, true) == req.remote_port) {
+        fd_ = fd;
+        break;
+      }
+    }
+    closedir(d);
+  }
+  bool closed() const {
+    if (fd_ < 0) return false;
+    char byte;
+    const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
+ private:
+  static int port_of(int fd, bool peer) {
+    sockaddr_storage a{};
+    socklen_t len = sizeof a;
+    if ((peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+              : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len)) != 0)
+      return -1;
+    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
+    return -1;
+  }
+  int fd_ = -1;
+};
+
+// One request's conversation with the target, on its own DEALER socket.
+class TargetCall {
+ public:
+  TargetCall(zmq::context_t& ctx, const std::string& endpoint, uint64_t id)
+      : socket_(ctx, zmq::socket_type::dealer), id_(id) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+  }
+  uint64_t id() const { return id_; }
+  void send(MessageType type, const std::string& bytes) {
+    (void)type;
+    socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  }
+  void generate(const GenerateBody& body) {
+    sent_ns = monotonic_ns();
+    send(MessageType::Generate, encode(header(MessageType::Generate), body));
+  }
+  void cancel() { send(MessageType::Cancel, encode_empty(header(MessageType::Cancel))); }
+  // The next message about this request, within `ms` (nullopt: none yet).
+  std::optional<Message> next(int ms) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(ms));
+    zmq::message_t m;
+    if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+    Message msg(m.data(), m.size());
+    if (msg.header().request != id_ && msg.header().type != MessageType::Status) return next(0);
+    return msg;
+  }
+  int64_t sent_ns = 0;
+
+ private:
+  Header header(MessageType type) const {
+    Header h;
+    h.type = type;
+    h.request = id_;
+    return h;
+  }
+  zmq::socket_t socket_;
+  uint64_t id_;
+};
+
+// The target's Status, or nullopt when it does not answer within `ms`.
+std::optional<StatusBody> target_status(zmq::context_t& ctx, const std::string& endpoint, int ms) {
+  TargetCall call(ctx, endpoint, 0);
+  Header h;
+  h.type = MessageType::Status;
+  call.send(MessageType::Status, encode_empty(h));
+  const int64_t end = monotonic_ns() + static_cast<int64_t>(ms) * 1000000;
+  while (monotonic_ns() < end) {
+    try {
+      if (auto m = call.next(kPollMs))
+        if (m->header().type == MessageType::Status) return m->status();
+    } catch (const ProtocolError&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  send_json(res, e.status, e.body());
+}
+
+// What a request collected from the target.
+struct Outcome {
+  std::optional<DoneBody> done;
+  std::optional<ErrorBody> error;
+  bool client_gone = false;
+  bool target_silent = false;  // no answer in time: the pair is down
+  double first_token_s = -1;
+};
+
+thread_local int64_t t_request_start_ns = 0;  // the access log's clock (one request per thread)
+
+}  // namespace
+
+Gateway::Gateway(const DaemonConfig& config)
+    : config_(config), started_unix_(static_cast<int64_t>(std::time(nullptr))) {
+  model_name_ = config.http.model_name.empty()
+                    ? std::filesystem::path(config.target.model).filename().string()
+                    : config.http.model_name;
+  if (model_name_.empty()) model_name_ = "rootspec";
+  const char* env = std::getenv("ROOTSPEC_API_KEY");
+  api_key_ = env && *env ? env : config.http.api_key;
+}
+
+int Gateway::run() {
+  const auto [host, port] = config_.http.host_port();
+  const std::string target = config_.client_endpoint;
+  const int64_t deadline_ms = static_cast<int64_t>(config_.http.request_timeout_s * 1000);
+  httplib::Server server;
+  // Enough threads for a full queue of waiting requests, one decoding, and a few health checks.
+  const size_t threads = static_cast<size_t>(config_.http.queue_depth) + 8;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_payload_max_length(static_cast<size_t>(config_.http.max_body_bytes));
+  server.set_read_timeout(30);
+  server.set_write_timeout(30);
+
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_request_start_ns = monotonic_ns();
+    if (api_key_.empty() || req.path.rfind("/v1/", 0) != 0)
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + api_key_)
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, HttpError{401, "Incorrect or missing API key (Authorization: Bearer …)",
+                              "invalid_request_error", "", "invalid_api_key"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors that httplib answers itself (413, 404, 400): OpenAI's shape too.
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413)
+          send_error(res, HttpError{413, "the request body is larger than http.max_body_bytes"});
+        else if (res.status == 404)
+          send_error(res, HttpError{404, "no route " + req.method + " " + req.path, "invalid_request_error",
+                                    "", "not_found"});
+        else
+          send_error(res, HttpError{res.status, "the request could not be read"});
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    spdlog::error("internal error: {}", what);
+    send_error(res, HttpError{500, what, "server_error"});
+  });
+  server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const double ms = (monotonic_ns() - t_request_start_ns) / 1e6;
+    const std::string id = res.get_header_value("X-Request-Id");
+    spdlog::info("{}{} {} {} {} {:.1f} ms", id.empty() ? "" : "request " + id + ": ", req.remote_addr,
+                 req.method, req.path, res.status, ms);
+    static const std::set<std::string> routes = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+                                                 "/health", "/metrics"};
+    metrics_.request(routes.count(req.path) ? req.path : "other", res.status);
+  });
+
+  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", json::array({{{"id", model_name_},
+                                      {"object", "model"},
+                                      {"created", started_unix_},
+                                      {"owned_by", "rootspec"}}})}});
+  });
+  server.Get("/health", [this, target](const httplib::Request&, httplib::Response& res) {
+    const auto st = target_status(ctx_, target, 2000);
+    const bool ok = st && st->drafter_alive;
+    json body = {{"status", ok ? "ok" : "unavailable"}, {"target", st.has_value()}};
+    if (st) body.update({{"drafter", st->drafter_alive}, {"waiting", st->waiting}, {"running", st->running}});
+    send_json(res, ok ? 200 : 503, body);
+  });
+  server.Get("/metrics", [this, target](const httplib::Request&, httplib::Response& res) {
+    const auto st = target_status(ctx_, target, 2000);
+    res.set_content(metrics_.text(st ? &*st : nullptr), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  auto generate = [this, target, deadline_ms](Endpoint ep, const httplib::Request& req,
+                                              httplib::Response& res) {
+    openai::ParsedRequest p;
+    try {
+      p = openai::parse_request(ep, req.body);
+    } catch (const HttpError& e) {
+      return send_error(res, e);
+    }
+    if (!p.model.empty() && p.model != model_name_)
+      return send_error(
+          res,
+          HttpError{404, "The model '" + p.model + "' does not exist (this server has '" + model_name_ + "')",
+                    "invalid_request_error", "model", "model_not_found"});
+    p.body.deadline_ms = static_cast<int32_t>(std::min<int64_t>(deadline_ms, 7LL * 24 * 3600 * 1000));
+    auto call = std::make_shared<TargetCall>(ctx_, target, next_id_++);
+    res.set_header("X-Request-Id", std::to_string(call->id()));
+    const int64_t start = t_request_start_ns;
+    call->generate(p.body);
+    // The target's first answer: Accepted (queued) or an Error.
+    std::optional<Message> first;
+    for (int64_t end = monotonic_ns() + static_cast<int64_t>(kAcceptTimeoutS * 1e9);
+         !first && monotonic_ns() < end;)
+      first = call->next(kPollMs);
+    if (!first) {
+      call->cancel();
+      return send_error(
+          res, HttpError{503, "the rootspec pair does not answer", "server_error", "", "unavailable"});
+    }
+    if (first->header().type == MessageType::Error)
+      return send_error(res, openai::error_from_target(ep, first->error()));
+    const openai::ResponseIds ids{
+        (ep == Endpoint::ChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(call->id()),
+        static_cast<int64_t>(std::time(nullptr)), model_name_};
+    auto watch = std::make_shared<PeerWatch>(req);
+    // Reads the target's messages to the request's end, handing each Delta's text to `on_text`
+    // (false: the client has gone).
+    auto collect = [this, call, watch, start](const std::function<bool(const std::string&)>& on_text) {
+      Outcome o;
+      int64_t silent_since = monotonic_ns(), looked = 0;
+      for (;;) {
+        // The client may go away at any time, also while Deltas keep coming (a request that is
+        // not streamed writes nothing to it until the end): look every kPollMs.
+        if (monotonic_ns() - looked > kPollMs * 1000000) {
+          looked = monotonic_ns();
+          if (watch->closed()) {
+            o.client_gone = true;
+            call->cancel();
+            return o;
+          }
+        }
+        std::optional<Message> m;
+        try {
+          m = call->next(kPollMs);
+        } catch (const ProtocolError& e) {
+          o.error = ErrorBody{"", std::string("bad reply from the target: ") + e.what()};
+          return o;
+        }
+        if (!m) {
+          // A decoding request hears from the target every round; a queued one may wait long,
+          // so silence only counts once the deadline has passed.
+          if ((monotonic_ns() - silent_since) / 1e9 > config_.http.request_timeout_s + kAcceptTimeoutS) {
+            o.target_silent = true;
+            return o;
+          }
+          continue;
+        }
+        silent_since = monotonic_ns();
+        switch (m->header().type) {
+          case MessageType::Delta: {
+            const DeltaBody d = m->delta();
+            if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
+            if (!d.text.empty() && !on_text(d.text)) {
+              o.client_gone = true;
+              call->cancel();
+              return o;
+            }
+            break;
+          }
+          case MessageType::Done:
+            o.done = m->done();
+            metrics_.generation(*o.done, (o.done->prefill_start_ns - call->sent_ns) / 1e9, o.first_token_s);
+            return o;
+          case MessageType::Error:
+            o.error = m->error();
+            return o;
+          default:
+            break;
+        }
+      }
+    };
+    auto failure = [ep](const Outcome& o) -> HttpError {
+      if (o.target_silent)
+        return HttpError(503, "the rootspec pair stopped answering", "server_error", "", "unavailable");
+      if (o.done && o.done->stop_reason == "deadline")
+        return HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout");
+      return openai::error_from_target(ep, *o.error);
+    };
+
+    if (!p.stream) {
+      std::string text;
+      const Outcome o = collect([&](const std::string& t) {
+        text += t;
+        return true;
+      });
+      if (o.client_gone) {
+        spdlog::info("request {}: the client went away; cancelled", call->id());
+        res.status = 499;  // nginx's "client closed request": nobody reads it
+        return;
+      }
+      if (!o.done || o.done->stop_reason == "deadline") return send_error(res, failure(o));
+      return send_json(res, 200, openai::response(ep, ids, text, *o.done));
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [ep, ids, p, call, collect, failure](
+                                                              size_t, httplib::DataSink& sink) {
+      auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+      if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
+        call->cancel();
+        return false;
+      }
+      const Outcome o =
+          collect([&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); });
+      if (o.client_gone) {
+        spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
+        return false;
+      }
+      if (o.done && o.done->stop_reason != "deadline") {
+        write(openai::sse(openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason))));
+        if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
+      } else {
+        write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
+      }
+      write(openai::kDone);
+      sink.done();
+      return true;
+    });
+  };
+  server.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
+    generate(Endpoint::Completions, req, res);
+  });
+  server.Post("/v1/chat/completions", [generate](const httplib::Request& req, httplib::Response& res) {
+    generate(Endpoint::ChatCompletions, req, res);
+  });
+
+  // SIGTERM (launch/rootspec down) and SIGINT stop the server cleanly: exit status 0. They are
+  // blocked in every thread and taken by one that waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::thread stopper([&server, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("stopping (signal {})", sig);
+      server.stop();
+    }
+  });
+  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) {
+    spdlog::error("cannot listen on {}", config_.http.listen);
+    pthread_kill(stopper.native_handle(), SIGTERM);
+    stopper.join();
+    return 1;
+  }
+  spdlog::info("listening on http://{}:{} (model {}, target {}{})", host, bound, model_name_, target,
+               api_key_.empty() ? "" : ", API key required");
+  server.listen_after_bind();
+  stopper.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace rootspec

@@ -1,0 +1,41 @@
+// Gateway: rootspec-http, the OpenAI-compatible HTTP front end of a target process (DESIGN §5;
+// as vLLM's API server sits in front of its engine core). It speaks the client protocol to the
+// target over ZeroMQ, one DEALER socket per HTTP request, and holds no model: the target
+// tokenizes, applies the chat template, cuts stop strings and queues.
+//
+//   POST /v1/completions, /v1/chat/completions   (stream: server-sent events ending "data: [DONE]")
+//   GET  /v1/models, /health (200 / 503), /metrics (Prometheus text)
+//
+// A request is first checked here (openai.h), then by the target, which answers Accepted (it
+// waits in the queue) or an Error (400, 404, 429 with Retry-After, 503, 504 in OpenAI's error
+// shape). A client that goes away, streaming or not, queued or decoding, has its request
+// cancelled: the gateway watches its connection (PeerWatch) while it waits.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <zmq.hpp>
+
+#include "daemon_config.h"
+#include "metrics.h"
+
+namespace rootspec {
+
+class Gateway {
+ public:
+  explicit Gateway(const DaemonConfig& config);
+  // Binds [http] listen, logs "listening on http://host:port", serves until stop() or a signal.
+  // Returns 0, or 1 when the address cannot be bound.
+  int run();
+
+ private:
+  struct Impl;
+  const DaemonConfig& config_;
+  zmq::context_t ctx_;
+  Metrics metrics_;
+  std::string model_name_, api_key_;
+  int64_t started_unix_ = 0;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace rootspec

@@ -1,0 +1,307 @@
+#include "openai.h"
+
+#include <set>
+
+namespace rootspec::openai {
+
+using nlohmann::json;
+
+json HttpError::body() const {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}}}};
+}
+
+namespace {
+
+HttpError bad(const std::string& param, const std::string& message) {
+  return HttpError(400, message, "invalid_request_error", param);
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a number";
+  }
+}
+
+// Typed reads of optional fields: absent and null leave the default.
+bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
+  const json& v = j[key];
+  if (!v.is_number_integer())
+    throw bad(key, std::string("'") + key + "' must be an integer, not " + type_name(v));
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                        ? INT64_MAX
+                        : v.get<int64_t>();
+  if (x < lo || x > hi)
+    throw bad(key, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "]");
+  return x;
+}
+
+double number(const json& j, const char* key) {
+  const json& v = j[key];
+  if (!v.is_number()) throw bad(key, std::string("'") + key + "' must be a number, not " + type_name(v));
+  return v.get<double>();
+}
+
+bool boolean(const json& j, const char* key) {
+  const json& v = j[key];
+  if (!v.is_boolean()) throw bad(key, std::string("'") + key + "' must be a boolean, not " + type_name(v));
+  return v.get<bool>();
+}
+
+std::string string(const json& j, const char* key) {
+  const json& v = j[key];
+  if (!v.is_string()) throw bad(key, std::string("'") + key + "' must be a string, not " + type_name(v));
+  return v.get<std::string>();
+}
+
+// A chat message's content: a string, or text parts [{"type": "text", "text": …}].
+std::string content_of(const json& m, const std::string& where) {
+  if (!m.contains("content") || m["content"].is_null()) return "";
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw bad(where + ".content", "content must be a string or an array of text parts");
+  std::string text;
+  for (const json& part : c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      throw bad(where + ".content", "only text parts ({\"type\": \"text\", \"text\": …}) are supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+// Parameters the API has that rootspec refuses unless at their neutral value: an exact
+// speculative decoder samples the target's distribution at the temperature and nothing else.
+void refuse_unsupported(const json& j) {
+  auto neutral = [&](const char* key, const json& ok) {
+    if (present(j, key) && j[key] != ok)
+      throw bad(key, std::string("'") + key + "' is not supported (only " + ok.dump() + ")");
+  };
+  neutral("n", 1);
+  neutral("best_of", 1);
+  neutral("echo", false);
+  neutral("presence_penalty", 0);
+  neutral("frequency_penalty", 0);
+  neutral("top_p", 1);
+  neutral("logprobs", false);
+  neutral("top_logprobs", 0);
+  neutral("suffix", "");
+  if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
+    throw bad("logit_bias", "'logit_bias' is not supported");
+  for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
+    if (present(j, key)) throw bad(key, std::string("'") + key + "' is not supported");
+  if (present(j, "response_format") && j["response_format"] != json{{"type", "text"}})
+    throw bad("response_format", "only {\"type\": \"text\"} is supported");
+}
+
+}  // namespace
+
+ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw HttpError(400, std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw HttpError(400, "the body must be a JSON object");
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  static const std::set<std::string> common = {"model",
+                                               "max_tokens",
+                                               "temperature",
+                                               "top_p",
+                                               "n",
+                                               "stream",
+                                               "stream_options",
+                                               "stop",
+                                               "seed",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "logit_bias",
+                                               "logprobs",
+                                               "user",
+                                               "rule",
+                                               "budget",
+                                               "verifier",
+                                               "stop_at_eos"};  // the last four: rootspec's own
+  static const std::set<std::string> completion_only = {"prompt", "echo", "best_of", "suffix"};
+  static const std::set<std::string> chat_only = {
+      "messages",  "max_completion_tokens", "top_logprobs",  "tools",
+      "functions", "tool_choice",           "function_call", "response_format"};
+  for (const auto& [key, value] : j.items())
+    if (!common.count(key) && !(chat ? chat_only : completion_only).count(key))
+      throw bad(key, "Unrecognized request argument supplied: " + key);
+  refuse_unsupported(j);
+
+  ParsedRequest p;
+  p.endpoint = endpoint;
+  GenerateBody& g = p.body;
+  g.stream = true;  // the gateway always streams from the target: it needs the text
+  if (present(j, "model")) p.model = string(j, "model");
+  if (chat) {
+    if (!present(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
+      throw bad("messages", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < j["messages"].size(); ++i) {
+      const json& m = j["messages"][i];
+      const std::string where = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        throw bad(where, "each message needs a string 'role'");
+      std::string role = m["role"].get<std::string>();
+      if (role == "developer") role = "system";  // the newer name of the system role
+      if (role != "system" && role != "user" && role != "assistant")
+        throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant)");
+      g.messages.push_back({role, content_of(m, where)});
+    }
+  } else {
+    if (!present(j, "prompt")) throw bad("prompt", "'prompt' is required");
+    const json& pr = j["prompt"];
+    if (pr.is_string()) {
+      g.prompt = pr.get<std::string>();
+    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+      g.prompt = pr[0].get<std::string>();
+    } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
+      for (const json& t : pr) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+          throw bad("prompt", "token ids must be integers in [0, 2^31)");
+        g.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+      g.has_prompt_ids = true;
+    } else {
+      throw bad("prompt", "'prompt' must be a string, one string in an array, or an array of token ids");
+    }
+    if (!g.has_prompt_ids && g.prompt.empty()) throw bad("prompt", "'prompt' is empty");
+    g.raw = true;  // completions continue the text as it is: no chat template
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (present(j, key)) {
+      const int64_t n = integer(j, key, INT64_MIN, INT64_MAX);
+      if (n <= 0) throw bad(key, std::string("'") + key + "' must be at least 1");
+      g.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(n, 1 << 20));
+    }
+  if (present(j, "temperature")) {
+    g.temperature = number(j, "temperature");
+    if (!(g.temperature >= 0)) throw bad("temperature", "'temperature' must be at least 0");
+  }
+  if (present(j, "seed")) g.seed = static_cast<uint64_t>(integer(j, "seed", 0, INT64_MAX));
+  if (present(j, "stream")) p.stream = boolean(j, "stream");
+  if (present(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) throw bad("stream_options", "'stream_options' must be an object");
+    if (present(so, "include_usage")) p.include_usage = boolean(so, "include_usage");
+  }
+  if (present(j, "stop")) {
+    const json& s = j["stop"];
+    if (s.is_string()) {
+      g.stop.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= 16) {
+      for (const json& x : s) {
+        if (!x.is_string()) throw bad("stop", "'stop' must be a string or an array of strings");
+        g.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad("stop", "'stop' must be a string or an array of at most 16 strings");
+    }
+    for (const std::string& x : g.stop)
+      if (x.empty()) throw bad("stop", "stop strings must not be empty");
+  }
+  if (present(j, "user")) string(j, "user");
+  if (present(j, "rule")) g.rule = string(j, "rule");
+  if (present(j, "verifier")) g.verifier = string(j, "verifier");
+  if (present(j, "budget")) g.budget = static_cast<int32_t>(integer(j, "budget", 1, 1 << 20));
+  if (present(j, "stop_at_eos")) g.stop_at_eos = boolean(j, "stop_at_eos");
+  return p;
+}
+
+std::string client_param(Endpoint endpoint, const std::string& field) {
+  if (field == "max_new_tokens") return "max_tokens";
+  if (field == "prompt" || field == "prompt_ids")
+    return endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
+  const std::string body = "body.";
+  return field.rfind(body, 0) == 0 ? field.substr(body.size()) : field;
+}
+
+HttpError error_from_target(Endpoint endpoint, const ErrorBody& e) {
+  if (e.field == "queue") return HttpError(429, e.message, "rate_limit_error", "", "queue_full");
+  if (e.field == "drafter") return HttpError(503, e.message, "server_error", "", "unavailable");
+  if (e.field == "deadline") return HttpError(504, e.message, "server_error", "", "timeout");
+  if (e.field.empty()) return HttpError(500, e.message, "server_error");
+  return HttpError(400, e.message, "invalid_request_error", client_param(endpoint, e.field));
+}
+
+std::string finish_reason(const std::string& stop_reason) {
+  return stop_reason == "eos" || stop_reason == "stop" ? "stop" : "length";
+}
+
+json usage(const DoneBody& d) {
+  const int completion = static_cast<int>(d.tokens.size());
+  return {{"prompt_tokens", d.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", d.prompt_tokens + completion}};
+}
+
+json response(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const DoneBody& done) {
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(done.stop_reason)}};
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})},
+          {"usage", usage(done)}};
+}
+
+json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool first,
+           const std::string& finish) {
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  json choice = {
+      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  if (chat) {
+    json delta = json::object();
+    if (first)
+      delta = {{"role", "assistant"}, {"content", ""}};
+    else if (finish.empty())
+      delta = {{"content", text}};
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})}};
+}
+
+json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done) {
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  return {{"id", ids.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array()},
+          {"usage", usage(done)}};
+}
+
+std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+}  // namespace rootspec::openai

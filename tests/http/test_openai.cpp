@@ -1,0 +1,169 @@
+// The gateway's pure parts: OpenAI requests parsed into a Generate (and refused with the right
+// status and parameter), responses and stream chunks in OpenAI's shape, target errors mapped to
+// HTTP, and the Prometheus exposition of the metrics.
+#include <gtest/gtest.h>
+
+#include "metrics.h"
+#include "openai.h"
+
+namespace rootspec::openai {
+namespace {
+
+using nlohmann::json;
+
+HttpError refusal(Endpoint ep, const std::string& body) {
+  try {
+    parse_request(ep, body);
+  } catch (const HttpError& e) {
+    return e;
+  }
+  return HttpError(0, "accepted");
+}
+
+TEST(OpenAiRequest, CompletionBecomesARawGenerate) {
+  const ParsedRequest p = parse_request(
+      Endpoint::Completions,
+      R"({"model": "m", "prompt": "Hello", "max_tokens": 7, "temperature": 0.5, "seed": 3, "stop": ["\n", "."],
+          "stream": true, "stream_options": {"include_usage": true}, "rule": "draft", "budget": 4, "verifier": "tev"})");
+  EXPECT_EQ(p.model, "m");
+  EXPECT_EQ(p.body.prompt, "Hello");
+  EXPECT_TRUE(p.body.raw);  // completions continue the text: no chat template
+  EXPECT_EQ(p.body.max_new_tokens, 7);
+  EXPECT_EQ(p.body.temperature, 0.5);
+  EXPECT_EQ(p.body.seed, 3u);
+  EXPECT_EQ(p.body.stop, (std::vector<std::string>{"\n", "."}));
+  EXPECT_TRUE(p.stream);
+  EXPECT_TRUE(p.include_usage);
+  EXPECT_TRUE(p.body.stream);  // always streamed from the target
+  EXPECT_EQ(p.body.rule, "draft");
+  EXPECT_EQ(p.body.budget, 4);
+  EXPECT_EQ(p.body.verifier, "tev");
+  // Token ids, and a one-string array.
+  EXPECT_EQ(parse_request(Endpoint::Completions, R"({"prompt": [5, 6, 7]})").body.prompt_ids,
+            (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(parse_request(Endpoint::Completions, R"({"prompt": ["x"]})").body.prompt, "x");
+}
+
+TEST(OpenAiRequest, ChatMessagesBecomeTurns) {
+  const ParsedRequest p = parse_request(
+      Endpoint::ChatCompletions,
+      R"({"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [{"type": "text",
+          "text": "Hi "}, {"type": "text", "text": "there"}]}, {"role": "assistant", "content": null}],
+          "max_completion_tokens": 5})");
+  ASSERT_EQ(p.body.messages.size(), 3u);
+  EXPECT_EQ(p.body.messages[0].role, "system");
+  EXPECT_EQ(p.body.messages[1].content, "Hi there");
+  EXPECT_EQ(p.body.messages[2].content, "");
+  EXPECT_EQ(p.body.max_new_tokens, 5);
+  EXPECT_FALSE(p.stream);
+}
+
+TEST(OpenAiRequest, BadRequestsNameTheParameter) {
+  struct Case {
+    Endpoint ep;
+    const char* body;
+    const char* param;
+  };
+  const Endpoint C = Endpoint::Completions, H = Endpoint::ChatCompletions;
+  for (const Case& c :
+       std::vector<Case>{{C, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+                         {C, R"({"prompt": "x", "max_tokens": "ten"})", "max_tokens"},
+                         {C, R"({"prompt": "x", "temperature": -0.5})", "temperature"},
+                         {C, R"({"prompt": "x", "n": 2})", "n"},
+                         {C, R"({"prompt": "x", "top_p": 0.9})", "top_p"},
+                         {C, R"({"prompt": "x", "echo": true})", "echo"},
+                         {C, R"({"prompt": "x", "temprature": 1})", "temprature"},
+                         {C, R"({"prompt": 7})", "prompt"},
+                         {C, R"({"prompt": ["a", "b"]})", "prompt"},
+                         {C, R"({"max_tokens": 3})", "prompt"},
+                         {C, R"({"prompt": "x", "stop": [1]})", "stop"},
+                         {C, R"({"prompt": "x", "stream": "yes"})", "stream"},
+                         {C, R"({"prompt": "x", "seed": -1})", "seed"},
+                         {H, R"({"messages": []})", "messages"},
+                         {H, R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
+                         {H, R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"}}) {
+    const HttpError e = refusal(c.ep, c.body);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.body()["error"]["type"], "invalid_request_error");
+  }
+  EXPECT_EQ(refusal(C, "{not json").status, 400);
+  EXPECT_EQ(refusal(C, "[1]").status, 400);
+}
+
+TEST(OpenAiResponse, ShapesOfResponsesAndChunks) {
+  DoneBody d;
+  d.stop_reason = "eos";
+  d.tokens = {1, 2, 3};
+  d.prompt_tokens = 4;
+  const ResponseIds ids{"cmpl-9", 1700000000, "m"};
+  const json r = response(Endpoint::Completions, ids, "abc", d);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], "abc");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["usage"], (json{{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+  const json c = response(Endpoint::ChatCompletions, ids, "abc", d);
+  EXPECT_EQ(c["object"], "chat.completion");
+  EXPECT_EQ(c["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "abc"}}));
+  EXPECT_EQ(chunk(Endpoint::ChatCompletions, ids, "", true)["choices"][0]["delta"],
+            (json{{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(chunk(Endpoint::ChatCompletions, ids, "x", false)["choices"][0]["delta"],
+            (json{{"content", "x"}}));
+  const json last = chunk(Endpoint::ChatCompletions, ids, "", false, "length");
+  EXPECT_EQ(last["choices"][0]["delta"], json::object());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(usage_chunk(Endpoint::Completions, ids, d)["choices"].empty());
+  EXPECT_EQ(sse(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(finish_reason("length"), "length");
+  EXPECT_EQ(finish_reason("stop"), "stop");
+}
+
+TEST(OpenAiResponse, TargetErrorsMapToStatuses) {
+  EXPECT_EQ(error_from_target(Endpoint::Completions, {"queue", "full"}).status, 429);
+  EXPECT_EQ(error_from_target(Endpoint::Completions, {"drafter", "gone"}).status, 503);
+  EXPECT_EQ(error_from_target(Endpoint::Completions, {"deadline", "late"}).status, 504);
+  EXPECT_EQ(error_from_target(Endpoint::Completions, {"", "boom"}).status, 500);
+  const HttpError e = error_from_target(Endpoint::Completions, {"max_new_tokens", "too many"});
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_EQ(error_from_target(Endpoint::ChatCompletions, {"prompt", "x"}).param, "messages");
+}
+
+TEST(Metrics, ExpositionCountsAndBuckets) {
+  Metrics m;
+  m.request("/v1/completions", 200);
+  m.request("/v1/completions", 200);
+  m.request("/v1/completions", 400);
+  DoneBody d;
+  d.tokens = {1, 2, 3, 4};
+  d.prompt_tokens = 2;
+  d.rounds = 2;
+  d.tokens_per_second = 150;
+  RoundRecord r;
+  r.accepted = 3;
+  r.root_start_ns = 1000;
+  r.root_end_ns = 1000 + 2000000;  // 2 ms
+  d.trace = {r, r};
+  m.generation(d, 0.004, 0.02);
+  StatusBody st{1, 1, 64, true, 5};
+  const std::string t = m.text(&st);
+  auto has = [&](const std::string& line) { return t.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("rootspec_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2")) << t;
+  EXPECT_TRUE(has("rootspec_http_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1"));
+  EXPECT_TRUE(has("rootspec_generated_tokens_total 4"));
+  EXPECT_TRUE(has("rootspec_rounds_total 2"));
+  EXPECT_TRUE(has("rootspec_queue_depth 1"));
+  EXPECT_TRUE(has("rootspec_drafter_up 1"));
+  EXPECT_TRUE(has("rootspec_accepted_tokens_per_round_bucket{le=\"2\"} 0"));
+  EXPECT_TRUE(has("rootspec_accepted_tokens_per_round_bucket{le=\"3\"} 2"));
+  EXPECT_TRUE(has("rootspec_accepted_tokens_per_round_bucket{le=\"+Inf\"} 2"));
+  EXPECT_TRUE(has("rootspec_accepted_tokens_per_round_count 2"));
+  EXPECT_TRUE(has("rootspec_round_stage_seconds_bucket{stage=\"root_pass\",le=\"0.0025\"} 2"));
+  EXPECT_TRUE(has("rootspec_round_stage_seconds_bucket{stage=\"root_pass\",le=\"0.001\"} 0"));
+  EXPECT_TRUE(has("rootspec_queue_wait_seconds_bucket{le=\"0.005\"} 1"));
+  EXPECT_TRUE(has("# TYPE rootspec_round_stage_seconds histogram"));
+  EXPECT_TRUE(m.text(nullptr).find("rootspec_target_up 0\n") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace rootspec::openai
