@@ -29,7 +29,6 @@ class Gateway {
   int run();
 
  private:
-  struct Impl;
   const DaemonConfig& config_;
   zmq::context_t ctx_;
   Metrics metrics_;
