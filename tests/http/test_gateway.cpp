@@ -242,11 +242,11 @@ pid_t curl_in_background(const Pair& pair, const std::string& body, const std::s
 }
 
 TEST(Http, ClientsThatGoAwayAreCancelledAndFreeTheirSlot) {
-  Pair pair(http_pair({"decoding.max_context=4096"}));
+  Pair pair(http_pair({"decoding.max_context=16384"}));
   TempDir tmp("gone");
   const std::string long_stream =
-      R"({"prompt": "Once", "max_tokens": 4000, "stream": true, "stop_at_eos": false})";
-  const std::string long_whole = R"({"prompt": "Twice", "max_tokens": 4000, "stop_at_eos": false})";
+      R"({"prompt": "Once", "max_tokens": 16000, "stream": true, "stop_at_eos": false})";
+  const std::string long_whole = R"({"prompt": "Twice", "max_tokens": 16000, "stop_at_eos": false})";
   // A streaming client killed mid-stream.
   pid_t a = curl_in_background(pair, long_stream, tmp.sub("a.out"));
   ASSERT_TRUE(eventually_in(tmp.sub("a.out"), "data: ", 30));
@@ -356,10 +356,10 @@ TEST(Http, BadInputsGetTheirStatusAndTheServerServesTheNext) {
 }
 
 TEST(Http, AFullQueueAnswers429WithRetryAfter) {
-  Pair pair(http_pair({"http.queue_depth=1", "decoding.max_context=4096"}));
+  Pair pair(http_pair({"http.queue_depth=1", "decoding.max_context=16384"}));
   TempDir tmp("full");
   const std::string long_body =
-      R"({"prompt": "Long", "max_tokens": 4000, "stream": true, "stop_at_eos": false})";
+      R"({"prompt": "Long", "max_tokens": 16000, "stream": true, "stop_at_eos": false})";
   pid_t a = curl_in_background(pair, long_body, tmp.sub("a.out"));  // decodes
   ASSERT_TRUE(eventually_in(tmp.sub("a.out"), "data: ", 30));
   pid_t b = curl_in_background(pair, long_body, tmp.sub("b.out"));  // waits: the queue is full
@@ -477,7 +477,7 @@ int count(const std::string& text, const std::string& needle) {
 TEST(Http, NginxSpreadsRequestsOverTwoPairsAndSurvivesOneDying) {
   ASSERT_EQ(shell("command -v nginx").first, 0)
       << "nginx is not installed (launch/setup installs nginx-light)";
-  Pair one(http_pair({"decoding.max_context=4096"})), two(http_pair({"decoding.max_context=4096"}));
+  Pair one(http_pair({"decoding.max_context=16384"})), two(http_pair({"decoding.max_context=16384"}));
   TempDir tmp("nginx");
   const int port = free_port();
   // configs/nginx-pairs.conf with these two upstreams and this port.
@@ -515,7 +515,7 @@ TEST(Http, NginxSpreadsRequestsOverTwoPairsAndSurvivesOneDying) {
   EXPECT_GT(on_two, 0);
   // Long streams on both pairs, then pair two dies: its streams end with an error, none hangs.
   const std::string long_body =
-      R"({"prompt": "Long", "max_tokens": 3000, "stream": true, "stop_at_eos": false})";
+      R"({"prompt": "Long", "max_tokens": 16000, "stream": true, "stop_at_eos": false})";
   std::vector<pid_t> streams;
   for (int i = 0; i < 4; ++i)
     streams.push_back(testing::spawn({"/usr/bin/curl", "-sS", "-N", "-m", "120", url + "/v1/completions",
@@ -527,16 +527,26 @@ TEST(Http, NginxSpreadsRequestsOverTwoPairsAndSurvivesOneDying) {
     waitpid(*p, nullptr, 0);
     *p = -1;
   }
-  int ended = 0;
+  // The streams on pair two end within seconds, with an error (no [DONE]); those on pair one
+  // go on (and are stopped here).
+  std::vector<int> status(streams.size(), -1);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end)
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (status[i] == -1) status[i] = testing::wait_exit(streams[i], 0.05);
+  int failed = 0;
   for (size_t i = 0; i < streams.size(); ++i) {
-    // Streams on pair one finish (3000 tokens); those on pair two end now. None hangs.
-    const int status = testing::wait_exit(streams[i], 90);
-    EXPECT_NE(status, -1) << "stream " << i << " hangs";
-    if (status == -1) kill(streams[i], SIGKILL), waitpid(streams[i], nullptr, 0);
-    const std::string out = read_file(tmp.sub("stream" + std::to_string(i) + ".out"));
-    if (out.find("data: [DONE]") != std::string::npos) ++ended;
+    if (status[i] == -1) {  // on the living pair
+      kill(streams[i], SIGKILL);
+      waitpid(streams[i], nullptr, 0);
+      continue;
+    }
+    ++failed;
+    EXPECT_NE(status[i], 0) << "stream " << i << " ended without an error";
+    EXPECT_EQ(read_file(tmp.sub("stream" + std::to_string(i) + ".out")).find("data: [DONE]"),
+              std::string::npos);
   }
-  EXPECT_LT(ended, 4);  // some streams were on the pair that died, and did not end normally
+  EXPECT_GE(failed, 1);  // least connections sent some of the four streams to pair two
   // New requests all go to the living pair.
   json after = json::array();
   for (int i = 0; i < 8; ++i) after.push_back(completion("After " + std::to_string(i), 10));
@@ -546,9 +556,9 @@ TEST(Http, NginxSpreadsRequestsOverTwoPairsAndSurvivesOneDying) {
 }
 
 TEST(Http, ARequestPastItsDeadlineGets504) {
-  Pair pair(http_pair({"decoding.max_context=4096", "http.request_timeout_s=0.3"}));
+  Pair pair(http_pair({"decoding.max_context=16384", "http.request_timeout_s=0.3"}));
   const auto r =
-      post(pair, "/v1/completions", R"({"prompt": "Long", "max_tokens": 4000, "stop_at_eos": false})");
+      post(pair, "/v1/completions", R"({"prompt": "Long", "max_tokens": 16000, "stop_at_eos": false})");
   EXPECT_EQ(r.first, 504) << r.second.dump();
   EXPECT_EQ(r.second["error"]["code"], "timeout");
   EXPECT_TRUE(eventually_in(pair.target_log(), "deadline", 5)) << read_file(pair.target_log());
