@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -44,13 +45,16 @@ class PeerWatch {
     while (dirent* e = readdir(d)) {
       const int fd = std::atoi(e->d_name);
       if (fd <= 2) continue;
-      if (port_of(fd, false) == req.local_port && port_of(fd, true) == req.remote_port) {
+      if (address_of(fd, false) == std::make_pair(req.local_addr, req.local_port) &&
+          address_of(fd, true) == std::make_pair(req.remote_addr, req.remote_port)) {
         fd_ = fd;
         break;
       }
     }
     closedir(d);
   }
+  // The connection's socket stays open while its request is handled (httplib closes it after),
+  // so fd_ cannot be another connection's meanwhile.
   bool closed() const {
     if (fd_ < 0) return false;
     char byte;
@@ -59,15 +63,25 @@ class PeerWatch {
   }
 
  private:
-  static int port_of(int fd, bool peer) {
+  // The socket's own (or its peer's) address and port, as httplib writes them.
+  static std::pair<std::string, int> address_of(int fd, bool peer) {
     sockaddr_storage a{};
     socklen_t len = sizeof a;
     if ((peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
               : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len)) != 0)
-      return -1;
-    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
-    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
-    return -1;
+      return {"", -1};
+    char text[INET6_ADDRSTRLEN] = "";
+    if (a.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<sockaddr_in*>(&a);
+      inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+      return {text, ntohs(in->sin_port)};
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto* in = reinterpret_cast<sockaddr_in6*>(&a);
+      inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+      return {text, ntohs(in->sin6_port)};
+    }
+    return {"", -1};
   }
   int fd_ = -1;
 };
@@ -77,7 +91,7 @@ class TargetCall {
  public:
   TargetCall(zmq::context_t& ctx, const std::string& endpoint, uint64_t id)
       : socket_(ctx, zmq::socket_type::dealer), id_(id) {
-    socket_.set(zmq::sockopt::linger, 0);
+    socket_.set(zmq::sockopt::linger, 100);  // a Cancel sent just before closing still goes out
     socket_.connect(endpoint);
   }
   uint64_t id() const { return id_; }
@@ -133,7 +147,7 @@ std::optional<StatusBody> target_status(zmq::context_t& ctx, const std::string& 
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(openai::dump(body), "application/json");
 }
 
 void send_error(httplib::Response& res, const HttpError& e) {
@@ -189,14 +203,19 @@ int Gateway::run() {
   // Errors that httplib answers itself (413, 404, 400): OpenAI's shape too.
   server.set_error_handler(
       httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413)
-          send_error(res, HttpError{413, "the request body is larger than http.max_body_bytes"});
-        else if (res.status == 404)
-          send_error(res, HttpError{404, "no route " + req.method + " " + req.path, "invalid_request_error",
-                                    "", "not_found"});
-        else
-          send_error(res, HttpError{res.status, "the request could not be read"});
+        // Runs outside httplib's exception handling: nothing may escape.
+        try {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 413)
+            send_error(res, HttpError{413, "the request body is larger than http.max_body_bytes"});
+          else if (res.status == 404)
+            send_error(res, HttpError{404, "no route " + req.method + " " + req.path, "invalid_request_error",
+                                      "", "not_found"});
+          else
+            send_error(res, HttpError{res.status, "the request could not be read"});
+        } catch (const std::exception& e) {
+          spdlog::error("error handler: {}", e.what());
+        }
         return httplib::Server::HandlerResponse::Handled;
       }));
   server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -290,9 +309,37 @@ int Gateway::run() {
             return o;
           }
         }
+        if (stopping_) {
+          call->cancel();
+          o.error = ErrorBody{"shutdown", "the gateway is stopping"};
+          return o;
+        }
         std::optional<Message> m;
         try {
           m = call->next(kPollMs);
+          if (m && m->header().type == MessageType::Delta) {
+            const DeltaBody d = m->delta();
+            if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
+            silent_since = monotonic_ns();
+            if (!d.text.empty() && !on_text(d.text)) {
+              o.client_gone = true;
+              call->cancel();
+              return o;
+            }
+            continue;
+          }
+          if (m && m->header().type == MessageType::Done) {
+            o.done = m->done();
+            metrics_.generation(*o.done, o.done->ms_queued / 1e3, o.first_token_s);
+            // A cancel the gateway did not ask for: the target is shutting down.
+            if (o.done->stop_reason == "cancelled")
+              o.error = ErrorBody{"shutdown", "the request was cancelled by the server"};
+            return o;
+          }
+          if (m && m->header().type == MessageType::Error) {
+            o.error = m->error();
+            return o;
+          }
         } catch (const ProtocolError& e) {
           o.error = ErrorBody{"", std::string("bad reply from the target: ") + e.what()};
           return o;
@@ -306,36 +353,14 @@ int Gateway::run() {
           }
           continue;
         }
-        silent_since = monotonic_ns();
-        switch (m->header().type) {
-          case MessageType::Delta: {
-            const DeltaBody d = m->delta();
-            if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
-            if (!d.text.empty() && !on_text(d.text)) {
-              o.client_gone = true;
-              call->cancel();
-              return o;
-            }
-            break;
-          }
-          case MessageType::Done:
-            o.done = m->done();
-            metrics_.generation(*o.done, (o.done->prefill_start_ns - call->sent_ns) / 1e9, o.first_token_s);
-            return o;
-          case MessageType::Error:
-            o.error = m->error();
-            return o;
-          default:
-            break;
-        }
+        silent_since = monotonic_ns();  // another message (an Accepted, say): the target lives
       }
     };
     auto failure = [ep](const Outcome& o) -> HttpError {
       if (o.target_silent)
         return HttpError(503, "the rootspec pair stopped answering", "server_error", "", "unavailable");
-      if (o.done && o.done->stop_reason == "deadline")
-        return HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout");
-      return openai::error_from_target(ep, *o.error);
+      if (o.error) return openai::error_from_target(ep, *o.error);
+      return HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout");
     };
 
     if (!p.stream) {
@@ -349,32 +374,39 @@ int Gateway::run() {
         res.status = 499;  // nginx's "client closed request": nobody reads it
         return;
       }
-      if (!o.done || o.done->stop_reason == "deadline") return send_error(res, failure(o));
+      if (!o.done || o.error || o.done->stop_reason == "deadline") return send_error(res, failure(o));
       return send_json(res, 200, openai::response(ep, ids, text, *o.done));
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider("text/event-stream", [ep, ids, p, call, collect, failure](
                                                               size_t, httplib::DataSink& sink) {
-      auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-      if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
+      // Runs outside httplib's exception handling: nothing may escape.
+      try {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
+          call->cancel();
+          return false;
+        }
+        const Outcome o = collect(
+            [&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); });
+        if (o.client_gone) {
+          spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
+          return false;
+        }
+        if (o.done && !o.error && o.done->stop_reason != "deadline") {
+          write(openai::sse(openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason))));
+          if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
+        } else {
+          write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
+        }
+        write(openai::kDone);
+        sink.done();
+        return true;
+      } catch (const std::exception& e) {
+        spdlog::error("request {}: {}", call->id(), e.what());
         call->cancel();
         return false;
       }
-      const Outcome o =
-          collect([&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); });
-      if (o.client_gone) {
-        spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
-        return false;
-      }
-      if (o.done && o.done->stop_reason != "deadline") {
-        write(openai::sse(openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason))));
-        if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
-      } else {
-        write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
-      }
-      write(openai::kDone);
-      sink.done();
-      return true;
     });
   };
   server.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
@@ -391,24 +423,31 @@ int Gateway::run() {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::thread stopper([&server, stop_signals] {
+  std::atomic<bool> listening_done{false};
+  std::thread stopper([this, &server, &listening_done, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    if (sig == SIGTERM || sig == SIGINT) {
-      spdlog::info("stopping (signal {})", sig);
+    spdlog::info("stopping (signal {})", sig);
+    stopping_ = true;  // requests waiting on the target end now (503)
+    // stop() does nothing until the server listens: repeat until listening has ended.
+    while (!listening_done) {
       server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
   const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   if (bound < 0) {
     spdlog::error("cannot listen on {}", config_.http.listen);
-    pthread_kill(stopper.native_handle(), SIGTERM);
+    listening_done = true;
+    pthread_kill(stopper.native_handle(), SIGTERM);  // wakes it: nothing to stop
     stopper.join();
     return 1;
   }
   spdlog::info("listening on http://{}:{} (model {}, target {}{})", host, bound, model_name_, target,
                api_key_.empty() ? "" : ", API key required");
   server.listen_after_bind();
+  listening_done = true;
+  pthread_kill(stopper.native_handle(), SIGTERM);  // wakes it if listening ended without a signal
   stopper.join();
   spdlog::info("stopped");
   return 0;

@@ -35,6 +35,7 @@ class Gateway {
   std::string model_name_, api_key_;
   int64_t started_unix_ = 0;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stopping_{false};  // a stop signal came: waiting requests end
 };
 
 }  // namespace rootspec

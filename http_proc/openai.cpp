@@ -92,7 +92,7 @@ std::string content_of(const json& m, const std::string& where) {
 void refuse_unsupported(const json& j) {
   auto neutral = [&](const char* key, const json& ok) {
     if (present(j, key) && j[key] != ok)
-      throw bad(key, std::string("'") + key + "' is not supported (only " + ok.dump() + ")");
+      throw bad(key, std::string("'") + key + "' is not supported (only " + dump(ok) + ")");
   };
   neutral("n", 1);
   neutral("best_of", 1);
@@ -238,7 +238,8 @@ std::string client_param(Endpoint endpoint, const std::string& field) {
 
 HttpError error_from_target(Endpoint endpoint, const ErrorBody& e) {
   if (e.field == "queue") return HttpError(429, e.message, "rate_limit_error", "", "queue_full");
-  if (e.field == "drafter") return HttpError(503, e.message, "server_error", "", "unavailable");
+  if (e.field == "drafter" || e.field == "shutdown")
+    return HttpError(503, e.message, "server_error", "", "unavailable");
   if (e.field == "deadline") return HttpError(504, e.message, "server_error", "", "timeout");
   if (e.field.empty()) return HttpError(500, e.message, "server_error");
   return HttpError(400, e.message, "invalid_request_error", client_param(endpoint, e.field));
@@ -302,6 +303,8 @@ json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done
           {"usage", usage(done)}};
 }
 
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
 }  // namespace rootspec::openai

@@ -70,6 +70,9 @@ nlohmann::json chunk(Endpoint endpoint, const ResponseIds& ids, const std::strin
                      const std::string& finish_reason = "");
 // The usage chunk that stream_options.include_usage asks for (choices empty).
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done);
+// JSON text of a response: invalid UTF-8 from a client (echoed in an error, say) becomes U+FFFD
+// instead of an exception.
+std::string dump(const nlohmann::json& json);
 // A server-sent event carrying `json` ("data: …\n\n"); the stream ends with kDone.
 std::string sse(const nlohmann::json& json);
 constexpr const char* kDone = "data: [DONE]\n\n";

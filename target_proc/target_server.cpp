@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "request.h"
@@ -138,7 +139,10 @@ void TargetServer::accept(const std::string& client, uint64_t id, const Generate
   h.type = MessageType::Accepted;
   h.request = id;
   const int32_t position = static_cast<int32_t>(queue_.size()) + (decoding ? 1 : 0);
-  send_routed(clients_, client, encode(h, AcceptedBody{position}));
+  if (!send_routed(clients_, client, encode(h, AcceptedBody{position}))) {
+    spdlog::info("request {}: its client is gone; not queued", id);
+    return;
+  }
   spdlog::debug("request {}: accepted, {} prompt tokens, {} ahead", id, p.request.prompt.size(), position);
   queue_.push_back(std::move(p));
 }
@@ -185,6 +189,9 @@ void TargetServer::drain_clients(const Pending* current) {
           msg->empty_body();
           shutdown_ = true;
           cancel_current_ = true;
+          for (const Pending& q : queue_)
+            reply_error(q.client, q.id, "shutdown", "the target is shutting down");
+          queue_.clear();
           break;
         default:
           reply_error(frame->identity, h.request, "type",
@@ -211,7 +218,7 @@ void TargetServer::drain_clients(const Pending* current) {
 void TargetServer::serve(const Pending& req) {
   const ResolvedRequest& r = req.request;
   const RequestOptions& o = r.options;
-  cancel_current_ = false;
+  cancel_current_ = shutdown_;
   Rng rng(o.seed);  // the request's one generator (rng.h contract)
   RequestOutput output(o, target_.config().eos_token_ids,
                        config_.max_context - static_cast<int>(r.prompt.size()));
@@ -243,9 +250,17 @@ void TargetServer::serve(const Pending& req) {
   done.prefill_start_ns = monotonic_ns();
   try {
     if (!o.autoregressive) drafter.start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng));
-    // Target cache: C minus the root token, which is the last of C.
+    // Target cache: C minus the root token, which is the last of C. A long prompt is prefilled in
+    // parts, reading the clients in between (a Status, a Cancel, new requests wait no longer).
+    constexpr size_t kPrefillPart = 512;
     target_.truncate(0);
-    if (r.prompt.size() > 1) target_.prefill(std::vector<int32_t>(r.prompt.begin(), r.prompt.end() - 1));
+    for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !cancel_current_;) {
+      const size_t n = std::min(kPrefillPart, r.prompt.size() - 1 - done_tokens);
+      target_.prefill(
+          std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
+      done_tokens += n;
+      drain_clients(&req);
+    }
     int32_t root = r.prompt.back();
     done.ms_prefill = ms_since(done.prefill_start_ns);
     int64_t round_start = monotonic_ns();  // ar: a round starts when the previous one ends
@@ -262,10 +277,10 @@ void TargetServer::serve(const Pending& req) {
       root = out.continuation;
       add_round(done, record);
       stream(output.take(out.emitted));
-      if (o.autoregressive) {
-        drain_clients(&req);
-        round_start = monotonic_ns();
-      }
+      // Clients are read every round (a speculative round may find its pool ready and never
+      // wait for it): Cancels, Statuses and new requests are answered within a round.
+      drain_clients(&req);
+      if (o.autoregressive) round_start = monotonic_ns();
     }
   } catch (const DrafterGone&) {
     reply_error(req.client, req.id, "drafter", "the drafter process is gone; request failed");
@@ -279,11 +294,11 @@ void TargetServer::serve(const Pending& req) {
   done.tokens = output.tokens();
   done.prompt_tokens = static_cast<int32_t>(r.prompt.size());
   done.tokens_to_first_eos = output.tokens_to_first_eos();
+  done.ms_queued = (done.prefill_start_ns - req.received_ns) / 1e6;
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
   done.tokens_per_second = seconds > 0 ? done.tokens_to_first_eos / seconds : 0.0;
   spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms", req.id,
-               done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second,
-               (done.prefill_start_ns - req.received_ns) / 1e6);
+               done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued);
   reply_done(req.client, req.id, std::move(done));
 }
 
@@ -300,7 +315,7 @@ int TargetServer::run() {
   spdlog::info("ready; clients connect to {}", config_.client_endpoint);
   while (!shutdown_) {
     drain_clients(nullptr);
-    if (!queue_.empty()) {
+    if (!queue_.empty() && !shutdown_) {
       const Pending req = std::move(queue_.front());
       queue_.pop_front();
       try {

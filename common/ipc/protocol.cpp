@@ -660,6 +660,7 @@ const Fields<DoneBody>& done_fields() {
           .integer("prompt_tokens", &D::prompt_tokens, 0, kMaxTokens)
           .integer("tokens_to_first_eos", &D::tokens_to_first_eos, 0, kMaxTokens)
           .integer("rounds", &D::rounds, 0, kMaxTokens)
+          .number("ms_queued", &D::ms_queued, 0, kInf)
           .number("ms_prefill", &D::ms_prefill, 0, kInf)
           .number("ms_drafter_wait", &D::ms_drafter_wait, 0, kInf)
           .number("ms_root_pass", &D::ms_root_pass, 0, kInf)
@@ -745,10 +746,11 @@ struct Message::Impl {
   const msgpack::object* body = nullptr;
 };
 
-Message::Message(const void* data, size_t size) : impl_(new Impl) {
+Message::Message(const void* data, size_t size) : impl_(nullptr) {
   if (size > kMaxMessageBytes)
     throw ProtocolError("message", std::to_string(size) + " bytes, more than the limit of " +
                                        std::to_string(kMaxMessageBytes));
+  impl_ = new Impl;
   try {
     const msgpack::unpack_limit limit(kMaxTokens + 16, 64, kMaxMessageBytes, kMaxMessageBytes, 0, 8);
     std::size_t offset = 0;

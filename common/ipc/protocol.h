@@ -137,6 +137,7 @@ struct DoneBody {
   int32_t prompt_tokens = 0;        // the prompt's tokens (after the chat template)
   int32_t tokens_to_first_eos = 0;  // tokens before the first EOS (RequestOutput: D.14's count)
   int32_t rounds = 0;
+  double ms_queued = 0;  // from the target's receipt of the Generate to its prefill
   double ms_prefill = 0, ms_drafter_wait = 0, ms_root_pass = 0, ms_tree_pass = 0, ms_verify = 0,
          ms_commit = 0;
   int64_t prefill_start_ns = 0, last_commit_ns = 0;

@@ -252,13 +252,13 @@ TEST(Protocol, DoneTraceEntriesAreCheckedByName) {
   // falses in for_each_record_field's order.
   auto done_with = [](const std::function<void(Packer&)>& entry) {
     return raw_with_header(kProtocolVersion, "done", [&](Packer& pk) {
-      pk.pack_map(15);
+      pk.pack_map(16);
       pk.pack("stop_reason"), pk.pack("eos");
       pk.pack("tokens"), pk.pack_array(0);
       for (const char* k :
            {"prompt_tokens", "tokens_to_first_eos", "rounds", "prefill_start_ns", "last_commit_ns"})
         pk.pack(k), pk.pack(0);
-      for (const char* k : {"ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify",
+      for (const char* k : {"ms_queued", "ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify",
                             "ms_commit", "tokens_per_second"})
         pk.pack(k), pk.pack(0.0);
       pk.pack("trace"), pk.pack_array(1);

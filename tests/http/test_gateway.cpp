@@ -564,5 +564,33 @@ TEST(Http, ARequestPastItsDeadlineGets504) {
   EXPECT_TRUE(eventually_in(pair.target_log(), "deadline", 5)) << read_file(pair.target_log());
 }
 
+TEST(Http, AShutdownAnswersEveryRequestAndTheGatewayStopsOnSigterm) {
+  Pair pair(http_pair({"decoding.max_context=16384"}));
+  TempDir tmp("shutdown");
+  const std::string long_body =
+      R"({"prompt": "Long", "max_tokens": 16000, "stream": true, "stop_at_eos": false})";
+  pid_t a = curl_in_background(pair, long_body, tmp.sub("a.out"));  // decodes
+  ASSERT_TRUE(eventually_in(tmp.sub("a.out"), "data: ", 30));
+  std::pair<int, json> queued;
+  std::thread b(
+      [&] { queued = post(pair, "/v1/completions", R"({"prompt": "Queued", "max_tokens": 16000})"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  testing::Client admin(pair.client_endpoint);  // kept open: its socket drops unsent messages when closed
+  admin.send(encode_empty(Header{kProtocolVersion, MessageType::Shutdown, 1, 0}));
+  b.join();
+  expect_error(queued, 503, "", "queued at shutdown");
+  EXPECT_EQ(testing::wait_exit(a, 10), 0);  // the stream ended with an error event, then [DONE]
+  const std::string stream = read_file(tmp.sub("a.out"));
+  EXPECT_NE(stream.find("\"error\""), std::string::npos)
+      << stream.substr(stream.size() > 300 ? stream.size() - 300 : 0);
+  EXPECT_NE(stream.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(testing::wait_exit(pair.target_pid, 10), 0);
+  pair.target_pid = -1;
+  kill(pair.http_pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(pair.http_pid, 10), 0) << read_file(pair.http_log());
+  pair.http_pid = -1;
+  EXPECT_NE(read_file(pair.http_log()).find("stopping (signal 15)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace rootspec
