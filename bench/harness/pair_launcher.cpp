@@ -20,11 +20,16 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The last n lines of `text` (all of it when it has fewer; "" for "").
 std::string last_lines(const std::string& text, int n) {
-  size_t pos = text.size();
-  if (pos > 0 && text[pos - 1] == '\n') --pos;
-  for (int i = 0; i < n && pos != std::string::npos && pos > 0; ++i) pos = text.rfind('\n', pos - 1);
-  return pos == std::string::npos ? text : text.substr(pos + 1);
+  size_t start = text.size();
+  if (start > 0 && text[start - 1] == '\n') --start;  // the final line break ends the last line
+  for (int i = 0; i < n; ++i) {
+    const size_t nl = start == 0 ? std::string::npos : text.rfind('\n', start - 1);
+    if (nl == std::string::npos) return text;
+    start = nl;
+  }
+  return text.substr(start + 1);
 }
 
 }  // namespace
@@ -65,7 +70,9 @@ std::string PairLauncher::start(const LaunchOptions& opt, const std::atomic<bool
   if (pid_ > 0) throw LaunchError("a pair is already launched");
   int fds[2];
   if (pipe(fds) != 0) throw LaunchError(std::string("pipe: ") + std::strerror(errno));
-  std::vector<std::string> args = {opt.script, "up", "--config", opt.config};
+  // The bench speaks the client protocol: the pair's HTTP gateway takes any free port, so that
+  // it never collides with a server on its default one.
+  std::vector<std::string> args = {opt.script, "up", "--config", opt.config, "--set", "http.listen=127.0.0.1:0"};
   for (const std::string& s : opt.sets) {
     args.push_back("--set");
     args.push_back(s);
@@ -104,7 +111,6 @@ std::string PairLauncher::start(const LaunchOptions& opt, const std::atomic<bool
   status_ = -1;
   output_.clear();
 
-  const std::string marker = "the pair is up; clients connect to ";
   const double deadline = now_s() + opt.start_timeout_s;
   for (;;) {
     if (out_fd_ >= 0) {
@@ -114,12 +120,7 @@ std::string PairLauncher::start(const LaunchOptions& opt, const std::atomic<bool
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     const bool running = alive();
-    const size_t at = output_.find(marker);
-    if (at != std::string::npos) {
-      const size_t from = at + marker.size();
-      const size_t end = output_.find_first_of(" \n", from);
-      if (end != std::string::npos) return output_.substr(from, end - from);
-    }
+    if (const std::string endpoint = endpoint_in_launcher_output(output_); !endpoint.empty()) return endpoint;
     if (!running) {
       const int code = WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
       throw LaunchError("the launcher exited (status " + std::to_string(code) +

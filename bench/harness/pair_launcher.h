@@ -13,6 +13,17 @@
 namespace rootspec {
 namespace harness {
 
+// The client endpoint in launch/rootspec's output: the word after "the pair is up; clients
+// connect to " (up to a space, ';' or the line's end); "" while that line is not complete.
+inline std::string endpoint_in_launcher_output(const std::string& output) {
+  const std::string marker = "the pair is up; clients connect to ";
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t from = at + marker.size();
+  const size_t end = output.find_first_of(" ;\n", from);
+  return end == std::string::npos ? "" : output.substr(from, end - from);
+}
+
 struct LaunchOptions {
   std::string script;             // launch/rootspec
   std::string config;             // absolute path of the pair's TOML config

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "../../bench/harness/decode_record.h"
+#include "../../bench/harness/pair_launcher.h"
 
 namespace rootspec {
 namespace harness {
@@ -208,6 +209,17 @@ TEST(HarnessOptions, ParsesGridLists) {
   const auto g = expand_grid(split_list("ar,draft,pearl,root-draw,root", "d"), parse_temperatures("0,1"),
                              parse_budgets("8,59"));
   EXPECT_EQ(g.size(), 18u);
+}
+
+// launch/rootspec up's line, as it prints it now (with the HTTP gateway's URL after a ';').
+TEST(HarnessLaunch, ReadsTheEndpointFromTheLaunchersLine) {
+  EXPECT_EQ(endpoint_in_launcher_output("rootspec: the pair is up; clients connect to tcp://127.0.0.1:5600; "
+                                        "OpenAI-compatible HTTP at http://127.0.0.1:8000/v1\n"),
+            "tcp://127.0.0.1:5600");
+  EXPECT_EQ(endpoint_in_launcher_output("rootspec: the pair is up; clients connect to ipc:///tmp/c.sock\n"),
+            "ipc:///tmp/c.sock");
+  EXPECT_EQ(endpoint_in_launcher_output("rootspec: the pair is up; clients connect to tcp://127.0"), "");
+  EXPECT_EQ(endpoint_in_launcher_output("rootspec: starting"), "");
 }
 
 }  // namespace
