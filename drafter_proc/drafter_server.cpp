@@ -65,7 +65,11 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
           return refuse(identity, h, "body.vocab",
                         "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
                             std::to_string(rt_.vocab_size()));
+        // A Hello starts over (a target that lost its link connects again): no request is open.
         target_pid_ = b.pid;
+        request_ = 0;
+        shm_.reset();
+        nccl_.reset();
         if (!b.nccl_id.empty()) {
 #ifdef ROOTSPEC_WITH_NCCL
           const int device = cuda_device_index(config_.drafter.device);

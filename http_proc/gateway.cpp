@@ -92,9 +92,13 @@ class TargetCall {
   TargetCall(zmq::context_t& ctx, const std::string& endpoint, uint64_t id)
       : socket_(ctx, zmq::socket_type::dealer), id_(id) {
     socket_.set(zmq::sockopt::linger, 100);  // a Cancel sent just before closing still goes out
+    watch_.emplace(ctx, socket_, "gateway-target");
     socket_.connect(endpoint);
   }
   uint64_t id() const { return id_; }
+  // True once the connection to the target dropped (it died or restarted): a restarted target
+  // knows nothing of this request.
+  bool target_gone() { return watch_->poll_disconnected(); }
   void send(MessageType type, const std::string& bytes) {
     (void)type;
     socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
@@ -124,6 +128,7 @@ class TargetCall {
     return h;
   }
   zmq::socket_t socket_;
+  std::optional<DisconnectWatch> watch_;
   uint64_t id_;
 };
 
@@ -248,11 +253,14 @@ int Gateway::run() {
                                       {"owned_by", "rootspec"}}})}});
   });
   server.Get("/health", [this, target](const httplib::Request&, httplib::Response& res) {
+    // Without a drafter the target still serves, exactly, with ar: "degraded" but up.
     const auto st = target_status(ctx_, target, 2000);
-    const bool ok = st && st->drafter_alive;
-    json body = {{"status", ok ? "ok" : "unavailable"}, {"target", st.has_value()}};
+    json body = {{"status", !st                 ? "unavailable"
+                            : st->drafter_alive ? "ok"
+                                                : "degraded"},
+                 {"target", st.has_value()}};
     if (st) body.update({{"drafter", st->drafter_alive}, {"waiting", st->waiting}, {"running", st->running}});
-    send_json(res, ok ? 200 : 503, body);
+    send_json(res, st ? 200 : 503, body);
   });
   server.Get("/metrics", [this, target](const httplib::Request&, httplib::Response& res) {
     const auto st = target_status(ctx_, target, 2000);
@@ -273,6 +281,11 @@ int Gateway::run() {
           HttpError{404, "The model '" + p.model + "' does not exist (this server has '" + model_name_ + "')",
                     "invalid_request_error", "model", "model_not_found"});
     p.body.deadline_ms = static_cast<int32_t>(std::min<int64_t>(deadline_ms, 7LL * 24 * 3600 * 1000));
+    const HttpError unavailable{503, "the rootspec pair does not answer", "server_error", "", "unavailable"};
+    if (target_down_) {  // one quick look instead of kAcceptTimeoutS per request
+      if (!target_status(ctx_, target, 500)) return send_error(res, unavailable);
+      target_down_ = false;
+    }
     auto call = std::make_shared<TargetCall>(ctx_, target, next_id_++);
     res.set_header("X-Request-Id", std::to_string(call->id()));
     const int64_t start = t_request_start_ns;
@@ -284,8 +297,8 @@ int Gateway::run() {
       first = call->next(kPollMs);
     if (!first) {
       call->cancel();
-      return send_error(
-          res, HttpError{503, "the rootspec pair does not answer", "server_error", "", "unavailable"});
+      target_down_ = true;
+      return send_error(res, unavailable);
     }
     if (first->header().type == MessageType::Error)
       return send_error(res, openai::error_from_target(ep, first->error()));
@@ -295,7 +308,9 @@ int Gateway::run() {
     auto watch = std::make_shared<PeerWatch>(req);
     // Reads the target's messages to the request's end, handing each Delta's text to `on_text`
     // (false: the client has gone).
-    auto collect = [this, call, watch, start](const std::function<bool(const std::string&)>& on_text) {
+    // `on_notice` gets a Delta's notice (decoding changed course), when given.
+    auto collect = [this, call, watch, start](const std::function<bool(const std::string&)>& on_text,
+                                              const std::function<void(const std::string&)>& on_notice) {
       Outcome o;
       int64_t silent_since = monotonic_ns(), looked = 0;
       for (;;) {
@@ -319,6 +334,7 @@ int Gateway::run() {
           m = call->next(kPollMs);
           if (m && m->header().type == MessageType::Delta) {
             const DeltaBody d = m->delta();
+            if (!d.notice.empty() && on_notice) on_notice(d.notice);
             if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
             silent_since = monotonic_ns();
             if (!d.text.empty() && !on_text(d.text)) {
@@ -344,6 +360,11 @@ int Gateway::run() {
           o.error = ErrorBody{"", std::string("bad reply from the target: ") + e.what()};
           return o;
         }
+        if (!m && call->target_gone()) {
+          target_down_ = true;
+          o.error = ErrorBody{"target", "the target went away; the request was lost"};
+          return o;
+        }
         if (!m) {
           // A decoding request hears from the target every round; a queued one may wait long,
           // so silence only counts once the deadline has passed.
@@ -365,10 +386,12 @@ int Gateway::run() {
 
     if (!p.stream) {
       std::string text;
-      const Outcome o = collect([&](const std::string& t) {
-        text += t;
-        return true;
-      });
+      const Outcome o = collect(
+          [&](const std::string& t) {
+            text += t;
+            return true;
+          },
+          nullptr);  // the response's "rootspec" field says it
       if (o.client_gone) {
         spdlog::info("request {}: the client went away; cancelled", call->id());
         res.status = 499;  // nginx's "client closed request": nobody reads it
@@ -378,36 +401,39 @@ int Gateway::run() {
       return send_json(res, 200, openai::response(ep, ids, text, *o.done));
     }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [ep, ids, p, call, collect, failure](
-                                                              size_t, httplib::DataSink& sink) {
-      // Runs outside httplib's exception handling: nothing may escape.
-      try {
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
-          call->cancel();
-          return false;
-        }
-        const Outcome o = collect(
-            [&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); });
-        if (o.client_gone) {
-          spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
-          return false;
-        }
-        if (o.done && !o.error && o.done->stop_reason != "deadline") {
-          write(openai::sse(openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason))));
-          if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
-        } else {
-          write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
-        }
-        write(openai::kDone);
-        sink.done();
-        return true;
-      } catch (const std::exception& e) {
-        spdlog::error("request {}: {}", call->id(), e.what());
-        call->cancel();
-        return false;
-      }
-    });
+    res.set_chunked_content_provider(
+        "text/event-stream", [ep, ids, p, call, collect, failure](size_t, httplib::DataSink& sink) {
+          // Runs outside httplib's exception handling: nothing may escape.
+          try {
+            auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+            if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
+              call->cancel();
+              return false;
+            }
+            const Outcome o = collect(
+                [&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); },
+                [&](const std::string& notice) { write(openai::sse_comment("rootspec: " + notice)); });
+            if (o.client_gone) {
+              spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
+              return false;
+            }
+            if (o.done && !o.error && o.done->stop_reason != "deadline") {
+              json last = openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason));
+              openai::add_degraded(last, *o.done);
+              write(openai::sse(last));
+              if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
+            } else {
+              write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
+            }
+            write(openai::kDone);
+            sink.done();
+            return true;
+          } catch (const std::exception& e) {
+            spdlog::error("request {}: {}", call->id(), e.what());
+            call->cancel();
+            return false;
+          }
+        });
   };
   server.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
     generate(Endpoint::Completions, req, res);

@@ -4,12 +4,15 @@
 // tokenizes, applies the chat template, cuts stop strings and queues.
 //
 //   POST /v1/completions, /v1/chat/completions   (stream: server-sent events ending "data: [DONE]")
-//   GET  /v1/models, /health (200 / 503), /metrics (Prometheus text)
+//   GET  /v1/models, /health (200 "ok" or "degraded": no drafter, ar only; 503 without a
+//        target), /metrics (Prometheus text)
 //
 // A request is first checked here (openai.h), then by the target, which answers Accepted (it
 // waits in the queue) or an Error (400, 404, 429 with Retry-After, 503, 504 in OpenAI's error
 // shape). A client that goes away, streaming or not, queued or decoding, has its request
-// cancelled: the gateway watches its connection (PeerWatch) while it waits.
+// cancelled: the gateway watches its connection (PeerWatch) while it waits. While the target is
+// down every request is answered 503 at once (after the first that found it so); a request whose
+// target goes away while it waits is answered 503 when the connection drops.
 #pragma once
 
 #include <atomic>
@@ -35,7 +38,8 @@ class Gateway {
   std::string model_name_, api_key_;
   int64_t started_unix_ = 0;
   std::atomic<uint64_t> next_id_{1};
-  std::atomic<bool> stopping_{false};  // a stop signal came: waiting requests end
+  std::atomic<bool> stopping_{false};     // a stop signal came: waiting requests end
+  std::atomic<bool> target_down_{false};  // the last request found no target: probe first
 };
 
 }  // namespace rootspec

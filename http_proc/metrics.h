@@ -40,6 +40,7 @@ class Metrics {
   Histogram queue_wait_, first_token_, accepted_, tokens_per_second_;
   std::map<std::string, Histogram> stages_;  // by stage name
   uint64_t generations_ = 0, prompt_tokens_ = 0, tokens_ = 0, rounds_ = 0;
+  uint64_t degraded_ = 0;  // generations that decoded with ar because the drafter was gone
 };
 
 }  // namespace rootspec

@@ -117,7 +117,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw HttpError(400, std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw HttpError(400, "the body must be a JSON object");
@@ -238,7 +238,7 @@ std::string client_param(Endpoint endpoint, const std::string& field) {
 
 HttpError error_from_target(Endpoint endpoint, const ErrorBody& e) {
   if (e.field == "queue") return HttpError(429, e.message, "rate_limit_error", "", "queue_full");
-  if (e.field == "drafter" || e.field == "shutdown")
+  if (e.field == "drafter" || e.field == "target" || e.field == "shutdown")
     return HttpError(503, e.message, "server_error", "", "unavailable");
   if (e.field == "deadline") return HttpError(504, e.message, "server_error", "", "timeout");
   if (e.field.empty()) return HttpError(500, e.message, "server_error");
@@ -263,12 +263,25 @@ json response(Endpoint endpoint, const ResponseIds& ids, const std::string& text
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
-  return {{"id", ids.id},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices", json::array({choice})},
-          {"usage", usage(done)}};
+  json r = {{"id", ids.id},
+            {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", ids.created},
+            {"model", ids.model},
+            {"choices", json::array({choice})},
+            {"usage", usage(done)}};
+  add_degraded(r, done);
+  return r;
+}
+
+void add_degraded(json& response, const DoneBody& done) {
+  if (!done.degraded.empty())
+    response["rootspec"] = {{"degraded", done.degraded}, {"degraded_at", done.degraded_at}};
+}
+
+std::string sse_comment(const std::string& text) {
+  std::string line = ": ";
+  for (char c : text) line += c == '\n' || c == '\r' ? ' ' : c;  // one line: a newline would end it
+  return line + "\n\n";
 }
 
 json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool first,

@@ -61,13 +61,19 @@ struct ResponseIds {
   std::string model;
 };
 nlohmann::json usage(const DoneBody& done);
-// The whole response of a request that was not streamed.
+// The whole response of a request that was not streamed. A request that finished with plain
+// decoding because the drafter was gone says so in an extra field (clients ignore unknown
+// fields): "rootspec": {"degraded": why, "degraded_at": tokens before}.
 nlohmann::json response(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
                         const DoneBody& done);
 // One stream chunk: text (or, for chat, the opening role chunk with `first`), or the last chunk
 // with the finish reason.
 nlohmann::json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool first,
                      const std::string& finish_reason = "");
+// The "rootspec" field above, added to `response` (a stream's last chunk) when `done` degraded.
+void add_degraded(nlohmann::json& response, const DoneBody& done);
+// A server-sent comment (": …"): clients skip it; a stream shows its notices so.
+std::string sse_comment(const std::string& text);
 // The usage chunk that stream_options.include_usage asks for (choices empty).
 nlohmann::json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done);
 // JSON text of a response: invalid UTF-8 from a client (echoed in an error, say) becomes U+FFFD

@@ -31,7 +31,8 @@ void add_round(DoneBody& done, const RoundRecord& r) {
 // The drafter process as one request's rounds see it: start() sends the Prefill (the drafter
 // then drafts the first pool while the target prefills); wait_pool() reads the round's Pool
 // while the server keeps reading its clients; round_done() sends the Commit, unless the
-// tokens end the request, before the target's KV commit and streaming.
+// tokens end the request, before the target's KV commit and streaming. A Commit that cannot be
+// sent does not stop the round (its tokens are the target's): lost() says so after it.
 class TargetServer::RemoteDrafter : public RoundDrafter {
  public:
   RemoteDrafter(TargetServer& server, const Pending& request, const RequestOutput& output, DoneBody& done)
@@ -42,8 +43,8 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
   const Pool& wait_pool(RoundRecord& record) override {
     const int64_t start = monotonic_ns();
-    pool_ = server_.drafter_.wait_pool(id_, round_, server_.clients_,
-                                       [this] { server_.drain_clients(&request_); });
+    pool_ = server_.drafter_->wait_pool(id_, round_, server_.clients_,
+                                        [this] { server_.drain_clients(&request_); });
     done_.ms_drafter_wait += ms_since(start);
     record.commit_sent_ns = commit_sent_ns_;
     record.draft_start_ns = pool_.draft_start_ns;
@@ -53,8 +54,13 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   void round_done(const std::vector<int32_t>& tokens) override {
     ++round_;
     if (server_.cancel_current_ || output_.would_end(tokens)) return;  // no next pool needed
-    send(encode(header(MessageType::Commit), CommitBody{tokens}));
+    try {
+      send(encode(header(MessageType::Commit), CommitBody{tokens}));
+    } catch (const DrafterGone& e) {
+      lost_.emplace(e);
+    }
   }
+  const std::optional<DrafterGone>& lost() const { return lost_; }
 
  private:
   Header header(MessageType type) const {
@@ -66,7 +72,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
   void send(const std::string& bytes) {
     commit_sent_ns_ = monotonic_ns();  // stamped before sending: the drafter may start at once
-    server_.drafter_.send(bytes);
+    server_.drafter_->send(bytes);
   }
 
   TargetServer& server_;
@@ -77,6 +83,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   uint32_t round_ = 0;  // the round whose pool comes next
   int64_t commit_sent_ns_ = 0;
   PoolBody pool_;
+  std::optional<DrafterGone> lost_;
 };
 
 TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
@@ -87,8 +94,8 @@ TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, con
       tokenizer_(tokenizer),
       chat_(chat),
       clients_(ctx_, zmq::socket_type::router),
-      drafter_(ctx_, DrafterLinkOptions{config.drafter_endpoint, config.pool_transport, config.target.device,
-                                        config.drafter.device, config.peer_timeout_s, target.vocab_size()}) {
+      link_options_{config.drafter_endpoint, config.pool_transport, config.target.device,
+                    config.drafter.device,   config.peer_timeout_s, target.vocab_size()} {
   clients_.set(zmq::sockopt::router_mandatory, 1);
   clients_.set(zmq::sockopt::linger, 0);
 }
@@ -181,7 +188,7 @@ void TargetServer::drain_clients(const Pending* current) {
         case MessageType::Status: {
           msg->empty_body();
           const StatusBody st{static_cast<int32_t>(queue_.size()), current ? 1 : 0, config_.http.queue_depth,
-                              drafter_.alive(), served_};
+                              drafter_ && drafter_->alive(), served_};
           send_routed(clients_, frame->identity, encode(h, st));
           break;
         }
@@ -217,7 +224,7 @@ void TargetServer::drain_clients(const Pending* current) {
 
 void TargetServer::serve(const Pending& req) {
   const ResolvedRequest& r = req.request;
-  const RequestOptions& o = r.options;
+  RequestOptions o = r.options;  // autoregressive from the round the drafter is lost
   cancel_current_ = shutdown_;
   Rng rng(o.seed);  // the request's one generator (rng.h contract)
   RequestOutput output(o, target_.config().eos_token_ids,
@@ -226,7 +233,17 @@ void TargetServer::serve(const Pending& req) {
   std::optional<TokenStreamDecoder> text;
   if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
   StopStrings stops(r.stop);
-  RemoteDrafter drafter(*this, req, output, done);
+  std::optional<RemoteDrafter> drafter;
+  std::string notice;  // for the next Delta
+  // Plain decoding (ar) from here on: exact all the same (it needs no drafter), and said so.
+  auto degrade = [&](const std::string& why) {
+    o.autoregressive = true;
+    drafter.reset();
+    done.degraded = why;
+    done.degraded_at = static_cast<int32_t>(output.tokens().size());
+    notice = why + "; continuing with ar (exact) from token " + std::to_string(done.degraded_at);
+    spdlog::warn("request {}: {}", req.id, notice);
+  };
   // Streams the tokens a round adds to the request, their text cut before a stop string.
   auto stream = [&](const std::vector<int32_t>& tokens) {
     DeltaBody delta;
@@ -240,6 +257,8 @@ void TargetServer::serve(const Pending& req) {
       if (output.finished() && !stops.stopped()) delta.text += stops.flush();
     }
     if (!r.stream || delta.tokens.empty()) return;
+    delta.notice = std::move(notice);
+    notice.clear();
     Header h;
     h.type = MessageType::Delta;
     h.request = req.id;
@@ -248,43 +267,64 @@ void TargetServer::serve(const Pending& req) {
   };
 
   done.prefill_start_ns = monotonic_ns();
-  try {
-    if (!o.autoregressive) drafter.start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng));
-    // Target cache: C minus the root token, which is the last of C. A long prompt is prefilled in
-    // parts, reading the clients in between (a Status, a Cancel, new requests wait no longer).
-    constexpr size_t kPrefillPart = 512;
-    target_.truncate(0);
-    for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !cancel_current_;) {
-      const size_t n = std::min(kPrefillPart, r.prompt.size() - 1 - done_tokens);
-      target_.prefill(
-          std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
-      done_tokens += n;
-      drain_clients(&req);
-    }
-    int32_t root = r.prompt.back();
-    done.ms_prefill = ms_since(done.prefill_start_ns);
-    int64_t round_start = monotonic_ns();  // ar: a round starts when the previous one ends
-    while (!output.finished() && !cancel_current_ && !stops.stopped()) {
-      if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
-        done.stop_reason = "deadline";
-        break;
+  if (!o.autoregressive) {
+    if (!drafter_) {
+      degrade("no drafter is connected");
+    } else {
+      drafter.emplace(*this, req, output, done);
+      try {
+        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng));
+      } catch (const DrafterGone& e) {
+        drafter_lost(e);
+        degrade(e.what());
       }
-      RoundRecord record;
-      record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
-      const RoundOutcome out =
-          run_round(o, root, scorer_, o.autoregressive ? nullptr : &drafter, rng, &record);
-      done.last_commit_ns = monotonic_ns();
-      root = out.continuation;
-      add_round(done, record);
-      stream(output.take(out.emitted));
-      // Clients are read every round (a speculative round may find its pool ready and never
-      // wait for it): Cancels, Statuses and new requests are answered within a round.
-      drain_clients(&req);
-      if (o.autoregressive) round_start = monotonic_ns();
     }
-  } catch (const DrafterGone&) {
-    reply_error(req.client, req.id, "drafter", "the drafter process is gone; request failed");
-    throw;
+  }
+  // Target cache: C minus the root token, which is the last of C. A long prompt is prefilled in
+  // parts, reading the clients in between (a Status, a Cancel, new requests wait no longer).
+  constexpr size_t kPrefillPart = 512;
+  target_.truncate(0);
+  for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !cancel_current_;) {
+    const size_t n = std::min(kPrefillPart, r.prompt.size() - 1 - done_tokens);
+    target_.prefill(std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
+    done_tokens += n;
+    drain_clients(&req);
+  }
+  int32_t root = r.prompt.back();
+  done.ms_prefill = ms_since(done.prefill_start_ns);
+  int64_t round_start = monotonic_ns();  // ar: a round starts when the previous one ends
+  while (!output.finished() && !cancel_current_ && !stops.stopped()) {
+    if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
+      done.stop_reason = "deadline";
+      break;
+    }
+    RoundRecord record;
+    record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
+    RoundOutcome out;
+    try {
+      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record);
+    } catch (const DrafterGone& e) {
+      // No pool came: the round ends before its tree pass. Its root pass committed the root
+      // token; the cache goes back to C minus it and the round runs again with ar.
+      drafter_lost(e);
+      degrade(e.what());
+      target_.truncate(static_cast<int>(r.prompt.size() + output.tokens().size()) - 1);
+      round_start = monotonic_ns();
+      continue;
+    }
+    done.last_commit_ns = monotonic_ns();
+    root = out.continuation;
+    add_round(done, record);
+    if (drafter && drafter->lost()) {  // the round is whole; the Commit did not reach the drafter
+      const DrafterGone why = *drafter->lost();
+      drafter_lost(why);
+      degrade(why.what());
+    }
+    stream(output.take(out.emitted));
+    // Clients are read every round (a speculative round may find its pool ready and never
+    // wait for it): Cancels, Statuses and new requests are answered within a round.
+    drain_clients(&req);
+    if (o.autoregressive) round_start = monotonic_ns();
   }
   if (done.stop_reason.empty())
     done.stop_reason = stops.stopped()                         ? "stop"
@@ -297,16 +337,55 @@ void TargetServer::serve(const Pending& req) {
   done.ms_queued = (done.prefill_start_ns - req.received_ns) / 1e6;
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
   done.tokens_per_second = seconds > 0 ? done.tokens_to_first_eos / seconds : 0.0;
-  spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms", req.id,
-               done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued);
+  spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms{}", req.id,
+               done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued,
+               done.degraded.empty() ? "" : ", ar from token " + std::to_string(done.degraded_at));
   reply_done(req.client, req.id, std::move(done));
 }
 
-int TargetServer::run() {
+void TargetServer::drafter_lost(const DrafterGone& why) {
+  if (!drafter_) return;
+  // A drafter that stopped answering would never come back by itself: killed, the launcher
+  // restarts it.
+  const bool killed = why.silent && drafter_->kill_unresponsive();
+  spdlog::error("{}{}; decoding with ar until a drafter is back", why.what(),
+                killed ? " (killed it: it did not answer)" : "");
+  drafter_.reset();
+  reconnecting_.reset();
+  next_reconnect_ns_ = 0;
+}
+
+void TargetServer::poll_reconnect() {
+  if (drafter_) return;
+  const int64_t now = monotonic_ns();
+  const int64_t timeout_ns = static_cast<int64_t>(config_.peer_timeout_s * 1e9);
+  // A Hello that a drafter took and never answered (it died meanwhile): send a new one.
+  if (reconnecting_ && now - reconnect_since_ns_ > timeout_ns) reconnecting_.reset();
+  if (!reconnecting_ && now < next_reconnect_ns_) return;
   try {
-    const ReadyBody ready = drafter_.connect();
+    if (!reconnecting_) {
+      reconnecting_ = std::make_unique<DrafterLink>(ctx_, link_options_);
+      reconnecting_->begin_connect();  // ZeroMQ keeps the Hello until a drafter binds
+      reconnect_since_ns_ = now;
+    }
+    if (const auto ready = reconnecting_->poll_ready(0)) {
+      drafter_ = std::move(reconnecting_);
+      spdlog::info("drafter back (pid {}, model {}); speculating again, messages over {}", ready->pid,
+                   ready->model, drafter_->transport_name());
+    }
+  } catch (const DrafterGone& e) {
+    spdlog::warn("reconnecting to the drafter: {}; trying again in 1 s", e.what());
+    reconnecting_.reset();
+    next_reconnect_ns_ = now + 1000000000;
+  }
+}
+
+int TargetServer::run() {
+  drafter_ = std::make_unique<DrafterLink>(ctx_, link_options_);
+  try {
+    const ReadyBody ready = drafter_->connect();
     spdlog::info("drafter ready (pid {}, model {}); messages travel over {}", ready.pid, ready.model,
-                 drafter_.transport_name());
+                 drafter_->transport_name());
   } catch (const DrafterGone& e) {
     spdlog::error("{}", e.what());
     return 3;
@@ -315,33 +394,28 @@ int TargetServer::run() {
   spdlog::info("ready; clients connect to {}", config_.client_endpoint);
   while (!shutdown_) {
     drain_clients(nullptr);
+    if (drafter_ && !drafter_->alive()) drafter_lost(DrafterGone("the drafter process is gone"));
+    poll_reconnect();
     if (!queue_.empty() && !shutdown_) {
       const Pending req = std::move(queue_.front());
       queue_.pop_front();
       try {
         serve(req);
-      } catch (const DrafterGone& e) {
-        spdlog::error("{}; failing {} queued request(s)", e.what(), queue_.size());
-        for (const Pending& q : queue_) reply_error(q.client, q.id, "drafter", "the drafter process is gone");
-        return 3;
       } catch (const std::exception& e) {
         spdlog::error("request {}: target failure: {}", req.id, e.what());
         reply_error(req.client, req.id, "", std::string("target failure: ") + e.what());
       }
       continue;
     }
-    if (!drafter_.alive()) {
-      spdlog::error("the drafter process is gone");
-      return 3;
-    }
-    zmq::pollitem_t items[] = {{clients_.handle(), 0, ZMQ_POLLIN, 0},
-                               {drafter_.disconnect_events().handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, std::chrono::milliseconds(200));
+    zmq::pollitem_t items[] = {
+        {clients_.handle(), 0, ZMQ_POLLIN, 0},
+        {drafter_ ? drafter_->disconnect_events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, drafter_ ? 2 : 1, std::chrono::milliseconds(drafter_ ? 200 : 50));
   }
   Header h;
   h.type = MessageType::Shutdown;
   try {
-    drafter_.send(encode_empty(h));
+    if (drafter_) drafter_->send(encode_empty(h));
   } catch (const DrafterGone&) {
   }
   spdlog::info("shutdown");

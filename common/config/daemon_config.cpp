@@ -2,7 +2,9 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <climits>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace rootspec {
@@ -18,7 +20,10 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
   };
   auto integer = [&]() -> int {
     if (!v.is_integer()) throw ConfigError(where + ": must be an integer");
-    return static_cast<int>(*v.value<int64_t>());
+    const int64_t x = *v.value<int64_t>();
+    // Never narrowed silently: 4294967304 must not load as 8.
+    if (x < INT_MIN || x > INT_MAX) throw ConfigError(where + ": " + std::to_string(x) + " is out of range");
+    return static_cast<int>(x);
   };
   auto number = [&]() -> double {
     if (!v.is_number()) throw ConfigError(where + ": must be a number");
@@ -94,18 +99,26 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
 }  // namespace
 
 DaemonConfig DaemonConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) return parse("", "", std::filesystem::current_path().string(), overrides);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw ConfigError(path + ": cannot open");
+  std::ostringstream text;
+  text << f.rdbuf();
+  return parse(text.str(), path, std::filesystem::absolute(path).parent_path().string(), overrides);
+}
+
+DaemonConfig DaemonConfig::parse(const std::string& toml_text, const std::string& path,
+                                 const std::string& base, const std::vector<std::string>& overrides) {
   DaemonConfig c;
-  std::filesystem::path base = std::filesystem::current_path();
-  if (!path.empty()) {
+  if (!toml_text.empty()) {
     toml::table t;
     try {
-      t = toml::parse_file(path);
+      t = toml::parse(toml_text, path);
     } catch (const toml::parse_error& e) {
       std::ostringstream msg;
       msg << path << ":" << e.source().begin.line << ": " << e.description();
       throw ConfigError(msg.str());
     }
-    base = std::filesystem::absolute(path).parent_path();
     // [pool] kind first, so that rheo_m given alongside it wins.
     for (const auto& [sec, node] : t) {
       const std::string section(sec.str());
@@ -136,7 +149,7 @@ DaemonConfig DaemonConfig::load(const std::string& path, const std::vector<std::
   }
   for (ProcessConfig* p : {&c.target, &c.drafter})
     if (!p->model.empty() && std::filesystem::path(p->model).is_relative())
-      p->model = (base / p->model).lexically_normal().string();
+      p->model = (std::filesystem::path(base) / p->model).lexically_normal().string();
   return c;
 }
 
@@ -144,11 +157,13 @@ void DaemonConfig::validate() const {
   if (const OptionProblem p = check_request_options(decoding))
     throw ConfigError("decoding." + p.option + ": " + p.message);
   if (max_context < 2) throw ConfigError("decoding.max_context: must be at least 2");
-  if (pool.top_k < 1 || pool.depth < 1 || pool.expand < 1)
-    throw ConfigError("pool: top_k, depth and expand must be at least 1");
+  if (pool.top_k < 1) throw ConfigError("pool.top_k: must be at least 1");
+  if (pool.depth < 1) throw ConfigError("pool.depth: must be at least 1");
+  if (pool.expand < 1) throw ConfigError("pool.expand: must be at least 1");
   if (pool.rheo_m >= pool.top_k) throw ConfigError("pool.rheo_m: must be below top_k");
   if (pool.sparse < 0) throw ConfigError("pool.sparse: must be at least 0");
-  if (target.threads < 1 || drafter.threads < 1) throw ConfigError("threads: must be at least 1");
+  if (target.threads < 1) throw ConfigError("target.threads: must be at least 1");
+  if (drafter.threads < 1) throw ConfigError("drafter.threads: must be at least 1");
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");

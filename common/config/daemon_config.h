@@ -72,6 +72,10 @@ struct DaemonConfig {
   // Reads `path` (may be empty: defaults only), then applies "section.key=value" overrides.
   // Throws ConfigError naming the file, key and problem.
   static DaemonConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  // The same from a file's text: `path` names it in errors, relative model folders are resolved
+  // against `base`.
+  static DaemonConfig parse(const std::string& toml_text, const std::string& path, const std::string& base,
+                            const std::vector<std::string>& overrides);
   // Checks values (rule and verifier names, ranges); throws ConfigError naming the key.
   void validate() const;
 };

@@ -32,7 +32,7 @@ inline int daemon_main(int argc, char** argv, const std::string& name, const std
     if (!log_level.empty()) overrides.push_back("log.level=\"" + log_level + "\"");
     const DaemonConfig config = DaemonConfig::load(config_path, overrides);
     config.validate();
-    spdlog::level::level_enum level;
+    spdlog::level::level_enum level = spdlog::level::info;  // validate() checked the name
     parse_log_level(config.log_level, &level);
     spdlog::set_level(level);
     return serve(config);

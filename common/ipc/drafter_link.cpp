@@ -1,8 +1,10 @@
 #include "drafter_link.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 #include <chrono>
+#include <fstream>
 
 namespace rootspec {
 
@@ -23,6 +25,15 @@ const char* DrafterLink::transport_name() const {
 }
 
 ReadyBody DrafterLink::connect() {
+  begin_connect();
+  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
+  while (monotonic_ns() < deadline)
+    if (auto ready = poll_ready(200)) return *ready;
+  throw DrafterGone("no answer from the drafter at " + opt_.endpoint + " within " +
+                    std::to_string(opt_.peer_timeout_s) + " s");
+}
+
+void DrafterLink::begin_connect() {
   socket_.connect(opt_.endpoint);
   HelloBody hello{static_cast<int32_t>(getpid()), opt_.vocab, "", ""};
   // Pools over NCCL when both processes sit on different CUDA devices (or when asked).
@@ -62,29 +73,36 @@ ReadyBody DrafterLink::connect() {
     nccl_ = std::make_shared<PoolChannel>(hello.nccl_id, PoolChannel::kTargetRank, target_device,
                                           opt_.peer_timeout_s);
 #endif
-  const int64_t deadline = monotonic_ns() + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
-  while (monotonic_ns() < deadline) {
-    zmq::message_t reply;
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(200));
-    if (!socket_.recv(reply, zmq::recv_flags::dontwait)) continue;
-    try {
-      const Message m(reply.data(), reply.size());
-      if (m.header().type == MessageType::Error)
-        throw DrafterGone("the drafter refused: " + m.error().message);
-      const ReadyBody ready = m.ready();
-      drafter_pid_ = ready.pid;
-      if (shm_) {
-        shm_->unlink();  // the drafter has it mapped: nothing to leave behind
-        shm_open_ = true;
-      }
-      return ready;
-    } catch (const ProtocolError& e) {
-      throw DrafterGone(std::string("bad reply from the drafter: ") + e.what());
+}
+
+std::optional<ReadyBody> DrafterLink::poll_ready(int wait_ms) {
+  zmq::message_t reply;
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+  if (!socket_.recv(reply, zmq::recv_flags::dontwait)) return std::nullopt;
+  try {
+    const Message m(reply.data(), reply.size());
+    if (m.header().type == MessageType::Error) throw DrafterGone("the drafter refused: " + m.error().message);
+    const ReadyBody ready = m.ready();
+    drafter_pid_ = ready.pid;
+    if (shm_) {
+      shm_->unlink();  // the drafter has it mapped: nothing to leave behind
+      shm_open_ = true;
     }
+    return ready;
+  } catch (const ProtocolError& e) {
+    throw DrafterGone(std::string("bad reply from the drafter: ") + e.what());
   }
-  throw DrafterGone("no answer from the drafter at " + opt_.endpoint + " within " +
-                    std::to_string(opt_.peer_timeout_s) + " s");
+}
+
+bool DrafterLink::kill_unresponsive() {
+  if (drafter_pid_ <= 0 || !same_host_endpoint(opt_.endpoint) || !process_alive(drafter_pid_)) return false;
+  // The pid may have been reused since the Ready: only a rootspec-drafter is killed.
+  std::ifstream comm("/proc/" + std::to_string(drafter_pid_) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  if (name.rfind("rootspec-drafte", 0) != 0) return false;  // comm keeps 15 characters
+  return ::kill(drafter_pid_, SIGKILL) == 0;
 }
 
 void DrafterLink::send(const std::string& bytes) {
@@ -144,7 +162,8 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
     if (!alive()) throw DrafterGone("the drafter process is gone");
     if (monotonic_ns() > deadline)
       throw DrafterGone("no pool from the drafter within " + std::to_string(opt_.peer_timeout_s) + " s (" +
-                        std::to_string(ms_since(start)) + " ms)");
+                            std::to_string(ms_since(start)) + " ms)",
+                        /*silent=*/true);
     if (shm_ && !rang) {
       idle();  // a Cancel is seen within a sleep slice
       shm_->wait(bell, kSleepSliceNs, kSpinNs);

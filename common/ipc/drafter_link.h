@@ -25,9 +25,12 @@
 
 namespace rootspec {
 
-// The drafter is gone or misbehaved: the request in flight fails and the target exits.
+// The drafter is gone or misbehaved: the target finishes the request in flight with plain
+// decoding (ar) and connects to a drafter again (target_server.h).
 struct DrafterGone : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit DrafterGone(const std::string& what, bool silent_ = false)
+      : std::runtime_error(what), silent(silent_) {}
+  bool silent;  // the process may live but did not answer within peer_timeout_s (SIGSTOP, a hang)
 };
 
 struct DrafterLinkOptions {
@@ -48,6 +51,12 @@ class DrafterLink {
   // wrong (a refusal, a bad reply, no answer within peer_timeout_s, a transport that cannot be
   // set up).
   ReadyBody connect();
+  // The same in two steps, for a target that serves meanwhile: begin_connect() sends the Hello
+  // (ZeroMQ keeps it until a drafter binds the endpoint); poll_ready() returns the Ready once it
+  // came (within `wait_ms`), nullopt before, and throws DrafterGone as connect() does. With
+  // NCCL, begin_connect() blocks until the drafter joins (the communicator is collective).
+  void begin_connect();
+  std::optional<ReadyBody> poll_ready(int wait_ms);
   // Sends one message (Prefill, Commit, Cancel, Shutdown). Throws DrafterGone when the drafter
   // takes no messages.
   void send(const std::string& bytes);
@@ -59,6 +68,9 @@ class DrafterLink {
                      const std::function<void()>& idle);
   // False once the drafter process is gone.
   bool alive();
+  // Kills a drafter that stopped answering (SIGSTOP, a hang), so that the launcher restarts it:
+  // only a process of this host that is still a rootspec-drafter. Returns whether it did.
+  bool kill_unresponsive();
   // For the server's idle poll: readable when the drafter's connection closes.
   zmq::socket_t& disconnect_events() { return watch_->events(); }
   const char* transport_name() const;  // "shared memory", "NCCL" or "ZeroMQ"

@@ -1,6 +1,7 @@
 #include "protocol.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -75,9 +76,26 @@ bool is_int(const msgpack::object& o) {
 // Reads one msgpack map with validation; every error names its field path.
 class MapReader {
  public:
+  // A key as errors and logs show it: bytes outside printable ASCII as \xNN (a NUL would cut
+  // the message short), the empty key as "".
+  static std::string printable(const std::string& key) {
+    if (key.empty()) return "\"\"";  // an empty key still names something
+    std::string out;
+    for (unsigned char c : key.substr(0, 64)) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        char hex[5];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
+    }
+    return key.size() > 64 ? out + "…" : out;
+  }
+
   MapReader(const msgpack::object& o, std::string path) : path_(std::move(path)) {
     if (o.type != msgpack::type::MAP)
-      throw ProtocolError(path_, std::string("must be a map, not ") + kind(o));
+      throw ProtocolError(where(), std::string("must be a map, not ") + kind(o));
     map_ = &o.via.map;
   }
 
@@ -86,9 +104,9 @@ class MapReader {
     std::set<std::string> k(known.begin(), known.end());
     for (uint32_t i = 0; i < map_->size; ++i) {
       const auto& key = map_->ptr[i].key;
-      if (key.type != msgpack::type::STR) throw ProtocolError(path_, "keys must be strings");
+      if (key.type != msgpack::type::STR) throw ProtocolError(where(), "keys must be strings");
       const std::string name(key.via.str.ptr, key.via.str.size);
-      if (!k.count(name)) throw ProtocolError(at(name), "unknown field");
+      if (!k.count(name)) throw ProtocolError(at(printable(name)), "unknown field");
     }
   }
 
@@ -187,6 +205,8 @@ class MapReader {
   }
   MapReader map(const char* key) const { return MapReader(need(key), at(key)); }
   std::string at(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // The map itself in errors: the whole message for the top level.
+  std::string where() const { return path_.empty() ? "message" : path_; }
   std::string element(const char* key, uint32_t i) const { return at(key) + "[" + std::to_string(i) + "]"; }
 
  private:
@@ -600,7 +620,9 @@ const Fields<DeltaBody>& delta_fields() {
   static const Fields<DeltaBody> f =
       Fields<DeltaBody>()
           .int_array("tokens", &DeltaBody::tokens, kMaxTokens, 0, kMaxVocab - 1)
-          .string("text", &DeltaBody::text, 16u << 20);
+          .string("text", &DeltaBody::text, 16u << 20)
+          .string("notice", &DeltaBody::notice, 1024)
+          .optional([](const DeltaBody& b) { return !b.notice.empty(); });
   return f;
 }
 
@@ -673,6 +695,10 @@ const Fields<DoneBody>& done_fields() {
           .custom(
               "trace", [](Packer& pk, const D& b) { write_trace(pk, b.trace); },
               [](const MapReader& r, const char* k, D& b) { b.trace = read_trace(r, k); })
+          .string("degraded", &D::degraded, 1024)
+          .optional([](const D& b) { return !b.degraded.empty(); })
+          .integer("degraded_at", &D::degraded_at, -1, kMaxTokens)
+          .optional([](const D& b) { return !b.degraded.empty(); })
           .check([](const MapReader& r, D& b) {
             if (b.tokens_to_first_eos > static_cast<int32_t>(b.tokens.size()))
               throw ProtocolError(r.at("tokens_to_first_eos"), "exceeds the tokens sent");

@@ -128,7 +128,8 @@ struct StatusBody {
 };
 struct DeltaBody {
   std::vector<int32_t> tokens;
-  std::string text;  // complete UTF-8 characters only
+  std::string text;    // complete UTF-8 characters only
+  std::string notice;  // once, when decoding changed course ("the drafter is gone; continuing with ar")
 };
 
 struct DoneBody {
@@ -143,6 +144,10 @@ struct DoneBody {
   int64_t prefill_start_ns = 0, last_commit_ns = 0;
   double tokens_per_second = 0;    // tokens_to_first_eos / (last commit − prefill start), D.14
   std::vector<RoundRecord> trace;  // one per round
+  // Set when the request decoded with plain decoding (ar) from token `degraded_at` on because
+  // the drafter was gone (exact all the same): why. Empty otherwise.
+  std::string degraded;
+  int32_t degraded_at = -1;
 };
 
 std::string encode(const Header& h, const HelloBody& b);

@@ -1,8 +1,10 @@
 #include "model_config.h"
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -14,24 +16,39 @@ namespace {
   throw std::runtime_error(source + ": " + what);
 }
 
+// A key's value as T. Integers must be JSON integers within T's range: a float or a huge value
+// is an error, never converted (nlohmann converts with undefined behaviour, or wraps).
+template <typename T>
+T checked_value(const nlohmann::json& v, const char* key, const std::string& source) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!v.is_number_integer())
+      fail(source, std::string("bad value for \"") + key + "\": must be an integer, not " + v.dump());
+    const bool in_range = v.is_number_unsigned()
+                              ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                              : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                    v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    if (!in_range)
+      fail(source, std::string("bad value for \"") + key + "\": " + v.dump() + " is out of range");
+    return static_cast<T>(v.get<int64_t>());
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const std::exception& e) {
+      fail(source, std::string("bad value for \"") + key + "\": " + e.what());
+    }
+  }
+}
+
 template <typename T>
 T get_required(const nlohmann::json& j, const char* key, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) fail(source, std::string("missing key \"") + key + "\"");
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception& e) {
-    fail(source, std::string("bad value for \"") + key + "\": " + e.what());
-  }
+  return checked_value<T>(j[key], key, source);
 }
 
 template <typename T>
 T get_optional(const nlohmann::json& j, const char* key, T fallback, const std::string& source) {
   if (!j.contains(key) || j[key].is_null()) return fallback;
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception& e) {
-    fail(source, std::string("bad value for \"") + key + "\": " + e.what());
-  }
+  return checked_value<T>(j[key], key, source);
 }
 
 // bos_token_id / eos_token_id: an int, a list of ints, or absent.
@@ -40,11 +57,11 @@ std::vector<int32_t> token_ids(const nlohmann::json& j, const char* key, const s
   if (!j.contains(key) || j[key].is_null()) return ids;
   const auto& v = j[key];
   if (v.is_number_integer()) {
-    ids.push_back(v.get<int32_t>());
+    ids.push_back(checked_value<int32_t>(v, key, source));
   } else if (v.is_array()) {
     for (const auto& e : v) {
       if (!e.is_number_integer()) fail(source, std::string("\"") + key + "\" holds a non-integer");
-      ids.push_back(e.get<int32_t>());
+      ids.push_back(checked_value<int32_t>(e, key, source));
     }
   } else {
     fail(source, std::string("\"") + key + "\" must be an integer or a list of integers");

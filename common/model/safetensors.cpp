@@ -72,12 +72,40 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     base_ = nullptr;
     fail(path, std::string("mmap failed: ") + std::strerror(errno));
   }
-  const auto* bytes = static_cast<const uint8_t*>(base_);
+  try {
+    tensors_ = parse_safetensors(static_cast<const uint8_t*>(base_), size_, path);
+  } catch (...) {
+    ::munmap(base_, size_);  // the destructor does not run for a throwing constructor
+    base_ = nullptr;
+    throw;
+  }
+}
+
+namespace {
+
+// A JSON list of integers (a shape, data offsets): floats and values past int64 are errors
+// (nlohmann would convert them with undefined behaviour).
+std::vector<int64_t> integers(const nlohmann::json& v, const std::string& path, const std::string& what) {
+  if (!v.is_array()) fail(path, what + " must be a list of integers");
+  std::vector<int64_t> out;
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || (x.is_number_unsigned() && x.get<uint64_t>() > INT64_MAX))
+      fail(path, what + " holds " + x.dump() + ", not a 64-bit integer");
+    out.push_back(x.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, TensorView> parse_safetensors(const uint8_t* bytes, size_t size,
+                                                    const std::string& path) {
+  if (size < 8) fail(path, "truncated file: " + std::to_string(size) + " bytes, no header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes, 8);  // little-endian u64
-  if (header_len > size_ - 8)
+  if (header_len > size - 8)
     fail(path, "truncated file: header of " + std::to_string(header_len) + " bytes but only " +
-                   std::to_string(size_ - 8) + " follow");
+                   std::to_string(size - 8) + " follow");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
@@ -86,7 +114,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   if (!header.is_object()) fail(path, "bad safetensors header: not an object");
   const size_t data_start = 8 + header_len;
-  const size_t data_size = size_ - data_start;
+  const size_t data_size = size - data_start;
+  std::map<std::string, TensorView> tensors;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const auto& e = it.value();
@@ -95,27 +124,39 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     t.file = path;
     try {
       t.dtype_text = e.at("dtype").get<std::string>();
-      t.shape = e.at("shape").get<std::vector<int64_t>>();
-      const auto off = e.at("data_offsets").get<std::vector<uint64_t>>();
+      t.shape = integers(e.at("shape"), path, "tensor '" + t.name + "': shape");
+      const std::vector<int64_t> offsets =
+          integers(e.at("data_offsets"), path, "tensor '" + t.name + "': data_offsets");
+      for (int64_t o : offsets)
+        if (o < 0) fail(path, "tensor '" + t.name + "': negative data offset");
+      const std::vector<uint64_t> off(offsets.begin(), offsets.end());
       if (off.size() != 2 || off[0] > off[1]) fail(path, "tensor '" + t.name + "': bad data_offsets");
       if (off[1] > data_size)
         fail(path, "truncated file: tensor '" + t.name + "' ends at byte " +
-                       std::to_string(data_start + off[1]) + " of " + std::to_string(size_));
+                       std::to_string(data_start + off[1]) + " of " + std::to_string(size));
       t.data = bytes + data_start + off[0];
       t.nbytes = off[1] - off[0];
     } catch (const nlohmann::json::exception& ex) {
       fail(path, "tensor '" + t.name + "': bad header entry: " + ex.what());
     }
+    // Dimensions are counts: never negative, and their product (times the element size) must
+    // not wrap around to a byte count that happens to match.
+    uint64_t n = 1;
+    for (int64_t d : t.shape) {
+      if (d < 0) fail(path, "tensor '" + t.name + "': negative dimension " + std::to_string(d));
+      if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n))
+        fail(path, "tensor '" + t.name + "': its shape has more elements than 2^64");
+    }
     t.dtype = parse_dtype(t.dtype_text);
     if (t.dtype != TensorDtype::Other) {
-      uint64_t n = 1;
-      for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-      if (n * dtype_size(t.dtype) != t.nbytes)
+      uint64_t total = 0;
+      if (__builtin_mul_overflow(n, static_cast<uint64_t>(dtype_size(t.dtype)), &total) || total != t.nbytes)
         fail(path, "tensor '" + t.name + "': " + std::to_string(t.nbytes) +
                        " bytes do not match its shape and dtype");
     }
-    tensors_.emplace(t.name, std::move(t));
+    tensors.emplace(t.name, std::move(t));
   }
+  return tensors;
 }
 
 SafetensorsFile::~SafetensorsFile() {

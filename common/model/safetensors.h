@@ -50,6 +50,13 @@ class SafetensorsFile {
   std::map<std::string, TensorView> tensors_;
 };
 
+// The tensors of a safetensors file's bytes (header length, JSON header, data), pointing into
+// `bytes`; throws std::runtime_error naming `path` for a truncated file, a bad header, a
+// negative dimension, a shape whose element count overflows, offsets past the end, or a byte
+// count that does not match the shape and dtype. SafetensorsFile parses its mapping with it.
+std::map<std::string, TensorView> parse_safetensors(const uint8_t* bytes, size_t size,
+                                                    const std::string& path);
+
 // A model folder's weights: model.safetensors, or the shards listed by
 // model.safetensors.index.json ("weight_map": tensor → shard file).
 class SafetensorsFolder {

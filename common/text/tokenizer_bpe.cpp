@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 
 namespace rootspec {
@@ -122,18 +124,57 @@ void BpeTokenizer::add_merge(token_id a, token_id b, int32_t rank, token_id merg
   }
 }
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const std::string& config_path) {
-  std::ifstream f(path);
+namespace {
+
+std::string read_whole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   if (!f) fail(path, "cannot open");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Token ids are dense in real vocabularies ([0, entries), added tokens after them): an id past
+// twice the entries (plus slack) is refused, so that a hostile file cannot make the loader size
+// its tables by it.
+token_id checked_id(const json& v, size_t entries, const std::string& path, const std::string& what) {
+  if (!v.is_number_integer()) fail(path, what + ": the id must be an integer, not " + v.dump());
+  const int64_t limit = static_cast<int64_t>(std::min<size_t>(2 * entries + 1024, INT32_MAX));
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() < static_cast<uint64_t>(limit)
+                                               : v.get<int64_t>() >= 0 && v.get<int64_t>() < limit;
+  if (!in_range) fail(path, what + ": id " + v.dump() + " is outside [0, " + std::to_string(limit) + ")");
+  return static_cast<token_id>(v.get<int64_t>());
+}
+
+}  // namespace
+
+std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const std::string& config_path) {
+  return from_text(read_whole(path), path, config_path.empty() ? "" : read_whole(config_path), config_path);
+}
+
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_text(const std::string& text, const std::string& path,
+                                                      const std::string& config_text,
+                                                      const std::string& config_path) {
   json j;
   try {
-    j = json::parse(f);
+    j = json::parse(text);
   } catch (const std::exception& e) {
     fail(path, std::string("not valid JSON: ") + e.what());
   }
+  try {
+    return from_json(j, path, config_text, config_path);
+  } catch (const json::exception& e) {  // a missing key or a wrong type somewhere in the file
+    fail(path, e.what());
+  }
+}
+
+std::unique_ptr<BpeTokenizer> BpeTokenizer::from_json(const json& j, const std::string& path,
+                                                      const std::string& config_text,
+                                                      const std::string& config_path) {
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
 
   // model
+  if (!j.is_object()) fail(path, "not a JSON object");
   const json& model = j.at("model");
   if (model.value("type", "") != "BPE")
     fail(path, "model.type must be BPE, got " + model.value("type", std::string("(none)")));
@@ -145,8 +186,12 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const 
   }
   t->ignore_merges_ = model.value("ignore_merges", false);
 
+  const json& vocab = model.at("vocab");
+  if (!vocab.is_object()) fail(path, "model.vocab must be an object");
+  const json added = j.value("added_tokens", json::array());
+  if (!added.is_array()) fail(path, "added_tokens must be an array");
+  const size_t entries = vocab.size() + added.size();
   auto set_id = [&](token_id id, std::string raw, uint8_t kind) {
-    if (id < 0) fail(path, "negative token id");
     if (static_cast<size_t>(id) >= t->bytes_.size()) {
       t->bytes_.resize(id + 1);
       t->kind_.resize(id + 1, 0);
@@ -155,8 +200,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const 
     t->kind_[id] = kind;
   };
   std::string raw;
-  for (const auto& [text, idj] : model.at("vocab").items()) {
-    const token_id id = idj.get<token_id>();
+  for (const auto& [text, idj] : vocab.items()) {
+    const token_id id = checked_id(idj, entries, path, "model.vocab \"" + text + "\"");
     // A token that is not byte-level can never come out of BPE on bytes; it keeps its text.
     if (byte_level_decode(text, raw)) {
       t->by_bytes_.emplace(raw, id);
@@ -174,6 +219,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const 
   }
 
   const json& merges = model.at("merges");
+  if (!merges.is_array()) fail(path, "model.merges must be an array");
   size_t cap = 16;
   while (cap < merges.size() * 2) cap <<= 1;
   t->merges_.assign(cap, Merge{});
@@ -206,10 +252,10 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const 
   }
 
   // added tokens
-  for (const json& a : j.value("added_tokens", json::array())) {
+  for (const json& a : added) {
     AddedToken at;
     at.content = a.at("content").get<std::string>();
-    at.id = a.at("id").get<token_id>();
+    at.id = checked_id(a.at("id"), entries, path, "added token \"" + at.content + "\"");
     at.special = a.value("special", false);
     at.lstrip = a.value("lstrip", false);
     at.rstrip = a.value("rstrip", false);
@@ -315,15 +361,21 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, const 
   const json dec = j.value("decoder", json());
   if (dec.is_null() || dec.value("type", "") != "ByteLevel") fail(path, "decoder must be ByteLevel");
 
-  if (!config_path.empty()) {
-    std::ifstream cf(config_path);
+  if (!config_text.empty()) {
     json cfg;
     try {
-      cfg = json::parse(cf);
-    } catch (const std::exception& e) {
+      cfg = json::parse(config_text);
+      if (!cfg.is_object()) fail(config_path, "not a JSON object");
+    } catch (const json::exception& e) {
       fail(config_path, std::string("not valid JSON: ") + e.what());
     }
-    const std::string bos = config_token(cfg, "bos_token"), eos = config_token(cfg, "eos_token");
+    std::string bos, eos;
+    try {
+      bos = config_token(cfg, "bos_token");
+      eos = config_token(cfg, "eos_token");
+    } catch (const json::exception& e) {
+      fail(config_path, e.what());
+    }
     if (!bos.empty()) t->bos_ = t->find_token(bos);
     if (!eos.empty()) t->eos_ = t->find_token(eos);
   }

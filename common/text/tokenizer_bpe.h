@@ -13,6 +13,8 @@
 #include "tokenizer.h"
 #include "tokenizer_regex.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <array>
 #include <memory>
 #include <mutex>
@@ -24,9 +26,15 @@ namespace rootspec {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  // config_path may be empty; it only supplies bos_token / eos_token.
+  // config_path may be empty; it only supplies bos_token / eos_token. Every problem (a missing
+  // key, a wrong type, an id out of range) throws std::runtime_error naming the file.
   static std::unique_ptr<BpeTokenizer> load(const std::string& tokenizer_json_path,
                                             const std::string& config_path);
+  // The same from the files' text (`config_text` may be empty); `path` and `config_path` name
+  // them in errors.
+  static std::unique_ptr<BpeTokenizer> from_text(const std::string& text, const std::string& path,
+                                                 const std::string& config_text = "",
+                                                 const std::string& config_path = "");
 
   // Serialised by a mutex: the word cache and the regex buffers are shared.
   std::vector<token_id> encode(std::string_view text, bool add_special) const override;
@@ -40,6 +48,9 @@ class BpeTokenizer final : public Tokenizer {
   ~BpeTokenizer() override;
 
  private:
+  static std::unique_ptr<BpeTokenizer> from_json(const nlohmann::json& j, const std::string& path,
+                                                 const std::string& config_text,
+                                                 const std::string& config_path);
   BpeTokenizer() = default;
 
   struct AddedToken {

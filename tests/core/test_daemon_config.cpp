@@ -50,6 +50,19 @@ TEST(DaemonConfig, ErrorsNameTheKey) {
             std::string::npos);
 }
 
+// Fuzzing finding (issue 17): 64-bit integers were narrowed to int, so 4294967304 loaded as 8
+// and passed validation.
+TEST(DaemonConfig, IntegersOutsideIntAreErrorsNotNarrowed) {
+  EXPECT_NE(error_of({"target.idle_drafter_threads=4294967297"})
+                .find("target.idle_drafter_threads: 4294967297 is out of range"),
+            std::string::npos)
+      << error_of({"target.idle_drafter_threads=4294967297"});
+  EXPECT_NE(error_of({"decoding.budget=4294967304"}).find("decoding.budget: 4294967304 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of({"target.idle_drafter_threads=-9223372036854775808"}).find("out of range"),
+            std::string::npos);
+}
+
 TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {
   const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
   EXPECT_NO_THROW(c.validate());

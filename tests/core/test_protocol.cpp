@@ -35,7 +35,7 @@ std::string field_of_error(const std::string& bytes, bool body_generate = false)
 
 TEST(Protocol, RoundTripsEveryMessage) {
   {
-    const Message m = parse(encode(header(MessageType::Hello), HelloBody{123, 32000}));
+    const Message m = parse(encode(header(MessageType::Hello), HelloBody{123, 32000, "", ""}));
     EXPECT_EQ(m.header().type, MessageType::Hello);
     EXPECT_EQ(m.header().request, 7u);
     EXPECT_EQ(m.header().round, 3u);
@@ -44,7 +44,7 @@ TEST(Protocol, RoundTripsEveryMessage) {
   }
   {
     const std::string id(128, '\x07');  // NCCL ids are raw bytes
-    const HelloBody b = parse(encode(header(MessageType::Hello), HelloBody{5, 6, id})).hello();
+    const HelloBody b = parse(encode(header(MessageType::Hello), HelloBody{5, 6, id, ""})).hello();
     EXPECT_EQ(b.nccl_id, id);
     const Message a = parse(encode_nccl_announcement(header(MessageType::Pool), 12345));
     EXPECT_TRUE(a.is_nccl_announcement());
@@ -102,8 +102,11 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_EQ(parse(encode(header(MessageType::Generate), g)).generate().prompt_ids, g.prompt_ids);
   }
   {
-    const DeltaBody d = parse(encode(header(MessageType::Delta), DeltaBody{{1}, "a"})).delta();
+    const DeltaBody d =
+        parse(encode(header(MessageType::Delta), DeltaBody{{1}, "a", "the drafter is gone"})).delta();
     EXPECT_EQ(d.text, "a");
+    EXPECT_EQ(d.notice, "the drafter is gone");
+    EXPECT_EQ(parse(encode(header(MessageType::Delta), DeltaBody{{1}, "a", ""})).delta().notice, "");
   }
   {
     DoneBody d;
@@ -127,6 +130,13 @@ TEST(Protocol, RoundTripsEveryMessage) {
       EXPECT_EQ(r.trace[1].*member, t.*member) << name;
       EXPECT_EQ(r.trace[0].*member, RoundRecord{}.*member) << name;
     });
+    EXPECT_EQ(r.degraded, "");
+    EXPECT_EQ(r.degraded_at, -1);
+    d.degraded = "the drafter process is gone";
+    d.degraded_at = 2;
+    const DoneBody g = parse(encode(header(MessageType::Done), d)).done();
+    EXPECT_EQ(g.degraded, d.degraded);
+    EXPECT_EQ(g.degraded_at, 2);
   }
   parse(encode_empty(header(MessageType::Cancel))).empty_body();
 }
@@ -187,7 +197,7 @@ TEST(Protocol, BadMessagesNameTheField) {
   };
   expect_field("", "message");
   expect_field("\xc1garbage", "message");
-  std::string hello = encode(header(MessageType::Hello), HelloBody{1, 2});
+  std::string hello = encode(header(MessageType::Hello), HelloBody{1, 2, "", ""});
   expect_field(hello.substr(0, hello.size() - 1), "message");  // truncated
   expect_field(hello + "x", "message");                        // trailing bytes
   expect_field(raw_with_header(99, "hello", empty_map), "v");
@@ -199,7 +209,14 @@ TEST(Protocol, BadMessagesNameTheField) {
                  pk.pack(1), pk.pack("round"), pk.pack(0);
                }),
                "body");
-  expect_field(raw_message([](auto& pk) { pk.pack_array(1), pk.pack(1); }), "");
+  expect_field(raw_message([](auto& pk) { pk.pack_array(1), pk.pack(1); }), "message");
+  // Fuzzing findings (issue 17): a top-level key that is not a string named no field; an
+  // unknown key with a NUL byte cut the error message short; the empty key named nothing.
+  expect_field(raw_message([](auto& pk) { pk.pack_map(1), pk.pack(1), pk.pack(2); }), "message");
+  expect_field(
+      raw_message([](auto& pk) { pk.pack_map(1), pk.pack(std::string("req\0\x01", 5)), pk.pack(2); }),
+      "req\\x00\\x01");
+  expect_field(raw_message([](auto& pk) { pk.pack_map(1), pk.pack(std::string()), pk.pack(2); }), "\"\"");
   std::string oversized(kMaxMessageBytes + 1, '\0');
   expect_field(oversized, "message");
 }
@@ -258,8 +275,8 @@ TEST(Protocol, DoneTraceEntriesAreCheckedByName) {
       for (const char* k :
            {"prompt_tokens", "tokens_to_first_eos", "rounds", "prefill_start_ns", "last_commit_ns"})
         pk.pack(k), pk.pack(0);
-      for (const char* k : {"ms_queued", "ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass", "ms_verify",
-                            "ms_commit", "tokens_per_second"})
+      for (const char* k : {"ms_queued", "ms_prefill", "ms_drafter_wait", "ms_root_pass", "ms_tree_pass",
+                            "ms_verify", "ms_commit", "tokens_per_second"})
         pk.pack(k), pk.pack(0.0);
       pk.pack("trace"), pk.pack_array(1);
       std::vector<std::function<void()>> columns;

@@ -1,5 +1,6 @@
-// Faults with real processes: a killed drafter or target, a client that goes away, malformed
-// messages on every socket, and the launcher tearing the pair down.
+// Faults with real processes: a killed or stopped drafter (the target goes on with ar and takes up
+// a new drafter), a killed target, a client that goes away, malformed messages on every socket,
+// and the launcher restarting a drafter, restarting the pair (--restart) or tearing it down.
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -18,21 +19,95 @@ GenerateBody long_request() {
   return generate_body(test_prompts()[1], "root-draw", "residual", 59, 1.0, 5, 240);
 }
 
-TEST(Faults, KilledDrafterFailsTheRequestWithinFiveSeconds) {
-  Pair pair;
+// A greedy request long enough to be mid-way when the drafter is stopped after its first Delta.
+GenerateBody greedy_request(const std::string& rule) {
+  return generate_body(test_prompts()[1], rule, "greedy", 8, 0.0, 0, 200);
+}
+
+int rounds_with_accepted_drafts(const DoneBody& done) {
+  int n = 0;
+  for (const RoundRecord& r : done.trace) n += r.accepted > 0;
+  return n;
+}
+
+// The drafter dies (SIGKILL) or stops answering (SIGSTOP past peer_timeout_s) mid-request: the
+// request finishes with ar from its committed context, exact (the greedy output of ar), and
+// says so; the next request is served with ar; a new drafter is taken up and speculation
+// resumes (rounds with accepted draft tokens again).
+void drafter_fails_mid_request(bool stop_only) {
+  Pair pair({"limits.peer_timeout_s=2"});
   Client client(pair.client_endpoint);
-  client.start(long_request());
-  ASSERT_TRUE(client.receive(20)) << "no first Delta";
-  kill(pair.drafter_pid, SIGKILL);
-  waitpid(pair.drafter_pid, nullptr, 0);
-  const auto killed = Clock::now();
-  const Reply r = client.collect(10);
-  ASSERT_TRUE(r.error) << "no Error after the drafter died";
-  EXPECT_EQ(r.error->field, "drafter");
-  EXPECT_LT(seconds_since(killed), 5.0);
-  EXPECT_EQ(wait_exit(pair.target_pid, 5), 3) << read_file(pair.target_log());
-  pair.target_pid = -1;
-  pair.drafter_pid = -1;
+  const Reply ar = client.generate(greedy_request("ar"));
+  ASSERT_TRUE(ar.done) << (ar.error ? ar.error->message : "timeout");
+  ASSERT_EQ(ar.done->tokens.size(), 200u);
+
+  client.start(greedy_request("root-draw"));
+  ASSERT_TRUE(client.receive(20)) << "no Accepted";
+  Reply mid;
+  while (mid.deltas == 0 && !mid.done) {  // up to the first Delta
+    auto m = client.receive(20);
+    ASSERT_TRUE(m) << "no first Delta";
+    const Message msg(m->data(), m->size());
+    if (msg.header().type == MessageType::Delta) {
+      const auto d = msg.delta();
+      mid.tokens.insert(mid.tokens.end(), d.tokens.begin(), d.tokens.end());
+      ++mid.deltas;
+    }
+  }
+  // Stopped first, so that at most the pool in flight arrives: the request is mid-way.
+  kill(pair.drafter_pid, SIGSTOP);
+  const auto stopped = Clock::now();
+  if (!stop_only) {
+    kill(pair.drafter_pid, SIGKILL);
+    waitpid(pair.drafter_pid, nullptr, 0);
+  }
+  const Reply rest = client.collect(30);
+  ASSERT_TRUE(rest.done) << (rest.error ? rest.error->message : "timeout") << read_file(pair.target_log());
+  const DoneBody& done = *rest.done;
+  EXPECT_EQ(done.tokens, ar.done->tokens) << "the degraded request's greedy output differs from ar";
+  EXPECT_EQ(done.stop_reason, "length");
+  EXPECT_FALSE(done.degraded.empty());
+  EXPECT_GT(done.degraded_at, 0) << "degraded before any speculative round";
+  EXPECT_LT(done.degraded_at, 200) << "not mid-request";
+  EXPECT_GT(rounds_with_accepted_drafts(done), 0) << "no speculation before the failure";
+  // The stream said so, once: the first Delta after the failure carries the notice.
+  ASSERT_EQ(rest.notices.size(), 1u);
+  EXPECT_NE(rest.notices[0].find("continuing with ar (exact) from token " + std::to_string(done.degraded_at)),
+            std::string::npos)
+      << rest.notices[0];
+  if (stop_only) {
+    // peer_timeout_s (2 s) of silence, then the target killed the stopped drafter.
+    EXPECT_LT(seconds_since(stopped), 10.0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pair.drafter_pid, &status, 0), pair.drafter_pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << read_file(pair.target_log());
+    EXPECT_NE(read_file(pair.target_log()).find("killed it: it did not answer"), std::string::npos);
+  }
+
+  // Served with ar while no drafter is there.
+  const Reply later = client.generate(greedy_request("root-draw"));
+  ASSERT_TRUE(later.done) << (later.error ? later.error->message : "timeout");
+  EXPECT_EQ(later.done->tokens, ar.done->tokens);
+  EXPECT_EQ(later.done->degraded, "no drafter is connected");
+  EXPECT_EQ(later.done->degraded_at, 0);
+
+  // A new drafter (the launcher's restart): speculation resumes.
+  pair.restart_drafter();
+  ASSERT_TRUE(wait_for_line(pair.target_log(), "drafter back", pair.target_pid, 30))
+      << read_file(pair.target_log());
+  const Reply again = client.generate(greedy_request("root-draw"));
+  ASSERT_TRUE(again.done) << (again.error ? again.error->message : "timeout");
+  EXPECT_EQ(again.done->tokens, ar.done->tokens);
+  EXPECT_TRUE(again.done->degraded.empty()) << again.done->degraded;
+  EXPECT_GT(rounds_with_accepted_drafts(*again.done), 0);
+}
+
+TEST(Faults, KilledDrafterMidRequestFinishesWithArExactlyAndSpeculationResumesAfterARestart) {
+  drafter_fails_mid_request(/*stop_only=*/false);
+}
+
+TEST(Faults, StoppedDrafterPastPeerTimeoutIsKilledAndTheRequestFinishesWithArExactly) {
+  drafter_fails_mid_request(/*stop_only=*/true);
 }
 
 TEST(Faults, KilledTargetIsNoticedByTheClientAndTheDrafter) {
@@ -125,13 +200,15 @@ struct LaunchedPair {
   std::string dir = tmp.path(), log = dir + "/launcher.log";
   pid_t launcher = -1, drafter = 0, target = 0;
 
-  LaunchedPair() {
+  explicit LaunchedPair(const std::vector<std::string>& options = {}) {
     const std::string config = write_pair_config(dir);
     setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
     setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
     setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
-    const pid_t pid = spawn(
-        {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up", "--config", config}, log);
+    std::vector<std::string> argv = {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up",
+                                     "--config", config};
+    argv.insert(argv.end(), options.begin(), options.end());
+    const pid_t pid = spawn(argv, log);
     const auto start = Clock::now();
     while (read_file(log).find("the pair is up") == std::string::npos) {
       if (seconds_since(start) > 60 || wait_exit(pid, 0) != -1) {
@@ -144,37 +221,120 @@ struct LaunchedPair {
     std::istringstream pids(read_file(dir + "/run/pids"));
     pids >> drafter >> target;
   }
+  ~LaunchedPair() {
+    if (launcher > 0 && wait_exit(launcher, 0) == -1) {  // a test that failed half-way: stop it all
+      kill(launcher, SIGTERM);
+      if (wait_exit(launcher, 10) == -1) kill(launcher, SIGKILL);
+    }
+  }
+  // The pids the launcher runs now: drafter, target, gateway (its pid file).
+  std::vector<pid_t> current_pids() const {
+    std::istringstream in(read_file(dir + "/run/pids"));
+    std::vector<pid_t> pids;
+    for (pid_t p; in >> p;) pids.push_back(p);
+    return pids;
+  }
+  std::string client_endpoint() const {
+    const std::string log = read_file(dir + "/run/target.log");
+    const std::string key = "clients connect to ";
+    const size_t at = log.find(key) + key.size();
+    return log.substr(at, log.find('\n', at) - at);
+  }
+  // Waits until `needle` is in the launcher's (or a process's) log `count` times.
+  bool wait_for(const std::string& file, const std::string& needle, int count, double seconds) const {
+    const auto start = Clock::now();
+    for (;;) {
+      const std::string text = read_file(file);
+      int n = 0;
+      for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+      if (n >= count) return true;
+      if (seconds_since(start) > seconds) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  void down() const {
+    const pid_t d = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"},
+                          dir + "/down.log");
+    EXPECT_EQ(wait_exit(d, 20), 0) << read_file(dir + "/down.log");
+    EXPECT_EQ(wait_exit(launcher, 20), 0) << read_file(log);
+  }
 };
 
-// launch/rootspec up: if either process dies, the launcher stops the other and exits non-zero.
-void launcher_tears_down_after_killing(bool kill_drafter) {
+// A speculative greedy request through the pair's client endpoint: its Done.
+std::optional<DoneBody> speculative_request(const std::string& endpoint) {
+  Client client(endpoint);
+  const Reply r = client.generate(generate_body(test_prompts()[0], "root-draw", "greedy", 8, 0.0, 0, 64));
+  if (!r.done) ADD_FAILURE() << (r.error ? r.error->message : "timeout");
+  return r.done;
+}
+
+// launch/rootspec up: the target's death ends the pair (its KV state is gone): the launcher
+// stops the drafter and exits non-zero.
+TEST(Faults, LauncherTearsDownThePairWhenTheTargetDies) {
   const LaunchedPair p;
   ASSERT_GT(p.launcher, 0);
   ASSERT_GT(p.drafter, 0);
   ASSERT_GT(p.target, 0);
-  kill(kill_drafter ? p.drafter : p.target, SIGKILL);
+  kill(p.target, SIGKILL);
   const int status = wait_exit(p.launcher, 15);
   EXPECT_NE(status, 0) << read_file(p.log);
   EXPECT_NE(status, -1) << "the launcher did not exit";
   EXPECT_FALSE(process_alive(p.drafter));
   EXPECT_FALSE(process_alive(p.target));
+  EXPECT_NE(read_file(p.log).find("killed by signal 9 (KILL)"), std::string::npos) << read_file(p.log);
   EXPECT_NE(read_file(p.log).find("last log lines"), std::string::npos) << read_file(p.log);
-  if (status == -1) kill(p.launcher, SIGKILL);
+}
+
+// launch/rootspec up restarts a dead drafter and says why; the target takes it up and
+// speculates again; `down` still stops everything cleanly.
+TEST(Faults, LauncherRestartsADeadDrafterAndSpeculationResumes) {
+  const LaunchedPair p;
+  ASSERT_GT(p.launcher, 0);
+  kill(p.drafter, SIGKILL);
+  ASSERT_TRUE(p.wait_for(p.log, "restarting the drafter in 1 s", 1, 15)) << read_file(p.log);
+  EXPECT_NE(read_file(p.log).find("the drafter exited (killed by signal 9 (KILL))"), std::string::npos)
+      << read_file(p.log);
+  ASSERT_TRUE(p.wait_for(p.dir + "/run/target.log", "drafter back", 1, 30))
+      << read_file(p.dir + "/run/target.log");
+  const std::vector<pid_t> now = p.current_pids();
+  ASSERT_GE(now.size(), 2u);
+  EXPECT_NE(now[0], p.drafter);
+  EXPECT_TRUE(process_alive(now[0]));
+  EXPECT_EQ(now[1], p.target) << "the target was restarted too";
+  const auto done = speculative_request(p.client_endpoint());
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->degraded.empty()) << done->degraded;
+  EXPECT_GT(rounds_with_accepted_drafts(*done), 0);
+  p.down();
+}
+
+// With --restart, a dead target is started again with a new drafter (the gateway stays).
+TEST(Faults, LauncherWithRestartStartsTheTargetAgain) {
+  const LaunchedPair p({"--restart"});
+  ASSERT_GT(p.launcher, 0);
+  const pid_t gateway = p.current_pids().at(2);
+  kill(p.target, SIGKILL);
+  ASSERT_TRUE(p.wait_for(p.log, "restarting the drafter and the target", 1, 15)) << read_file(p.log);
+  ASSERT_TRUE(p.wait_for(p.dir + "/run/target.log", "ready; clients connect", 2, 60))
+      << read_file(p.dir + "/run/target.log");
+  const std::vector<pid_t> now = p.current_pids();
+  EXPECT_NE(now.at(0), p.drafter);
+  EXPECT_NE(now.at(1), p.target);
+  EXPECT_EQ(now.at(2), gateway);
+  EXPECT_FALSE(process_alive(p.drafter));
+  const auto done = speculative_request(p.client_endpoint());
+  ASSERT_TRUE(done);
+  EXPECT_GT(rounds_with_accepted_drafts(*done), 0);
+  p.down();
 }
 
 TEST(Faults, LauncherDownStopsThePairCleanly) {
   const LaunchedPair p;
   ASSERT_GT(p.launcher, 0);
-  const pid_t down = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"},
-                           p.dir + "/down.log");
-  EXPECT_EQ(wait_exit(down, 20), 0) << read_file(p.dir + "/down.log");
-  EXPECT_EQ(wait_exit(p.launcher, 20), 0) << read_file(p.log);
+  p.down();
   EXPECT_FALSE(process_alive(p.drafter));
   EXPECT_FALSE(process_alive(p.target));
 }
-
-TEST(Faults, LauncherTearsDownThePairWhenTheDrafterDies) { launcher_tears_down_after_killing(true); }
-TEST(Faults, LauncherTearsDownThePairWhenTheTargetDies) { launcher_tears_down_after_killing(false); }
 
 }  // namespace
 }  // namespace rootspec

@@ -592,5 +592,60 @@ TEST(Http, AShutdownAnswersEveryRequestAndTheGatewayStopsOnSigterm) {
   EXPECT_NE(read_file(pair.http_log()).find("stopping (signal 15)"), std::string::npos);
 }
 
+// The drafter dies: a stream in flight says so in a comment and in its last chunk, and ends
+// normally; /health is 200 "degraded"; requests are served with ar. The target dies: a request
+// waiting on it and every later one get 503, the later ones at once; /health is 503.
+TEST(Http, WithoutADrafterRequestsDegradeAndWithoutATargetTheyGet503) {
+  Pair pair(http_pair({"decoding.max_context=16384"}));
+  TempDir tmp("degraded");
+  const std::string body = R"({"prompt": "Long", "max_tokens": 2000, "stream": true, "stop_at_eos": false})";
+  const pid_t stream = curl_in_background(pair, body, tmp.sub("stream.out"));
+  ASSERT_TRUE(eventually_in(tmp.sub("stream.out"), "data: ", 30));
+  kill(pair.drafter_pid, SIGKILL);
+  waitpid(pair.drafter_pid, nullptr, 0);
+  pair.drafter_pid = -1;
+  EXPECT_EQ(testing::wait_exit(stream, 60), 0);
+  const std::string out = read_file(tmp.sub("stream.out"));
+  EXPECT_EQ(count(out, ": rootspec: "), 1) << out.substr(0, 400);
+  EXPECT_NE(out.find("continuing with ar (exact)"), std::string::npos);
+  EXPECT_NE(out.find("\"rootspec\":{\"degraded\""), std::string::npos);
+  EXPECT_NE(out.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(out.find("data: [DONE]"), std::string::npos);
+
+  httplib::Client http("127.0.0.1", pair.http_port);
+  auto health = http.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "degraded") << health->body;
+  const auto later = post(pair, "/v1/completions", R"({"prompt": "Later", "max_tokens": 20})");
+  EXPECT_EQ(later.first, 200) << later.second.dump();
+  EXPECT_EQ(later.second["rootspec"]["degraded"], "no drafter is connected") << later.second.dump();
+  const auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("rootspec_degraded_generations_total 2"), std::string::npos);
+  EXPECT_NE(metrics->body.find("rootspec_drafter_up 0"), std::string::npos);
+
+  std::pair<int, json> waiting;
+  std::thread waiter([&] {
+    waiting =
+        post(pair, "/v1/completions", R"({"prompt": "Long", "max_tokens": 16000, "stop_at_eos": false})");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  kill(pair.target_pid, SIGKILL);
+  waitpid(pair.target_pid, nullptr, 0);
+  pair.target_pid = -1;
+  auto t0 = std::chrono::steady_clock::now();
+  waiter.join();
+  expect_error(waiting, 503, "", "decoding when the target died");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  t0 = std::chrono::steady_clock::now();
+  expect_error(post(pair, "/v1/completions", R"({"prompt": "x", "max_tokens": 5})"), 503, "", "no target");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0)
+      << "the gateway waited for a target it knew was down";
+  health = http.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+}
+
 }  // namespace
 }  // namespace rootspec

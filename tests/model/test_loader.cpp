@@ -2,6 +2,7 @@
 // errors for bad folders, each naming the file and the problem.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -164,6 +165,17 @@ TEST_F(Loader, ConfigErrorsNameTheProblem) {
   j = base;
   j["num_key_value_heads"] = 3;
   EXPECT_NE(msg(j).find("not a multiple of \"num_key_value_heads\""), std::string::npos) << msg(j);
+  // Integers are never converted from floats or narrowed (issue 17).
+  j = base;
+  j["hidden_size"] = 2.5e20;
+  EXPECT_NE(msg(j).find("bad value for \"hidden_size\": must be an integer"), std::string::npos) << msg(j);
+  j = base;
+  j["num_hidden_layers"] = 4294967300LL;
+  EXPECT_NE(msg(j).find("bad value for \"num_hidden_layers\": 4294967300 is out of range"), std::string::npos)
+      << msg(j);
+  j = base;
+  j["eos_token_id"] = {2, 3000000000LL};
+  EXPECT_NE(msg(j).find("\"eos_token_id\": 3000000000 is out of range"), std::string::npos) << msg(j);
 }
 
 TEST_F(Loader, UnsupportedArchitectureInFolder) {
@@ -314,3 +326,43 @@ TEST_F(Loader, TruncatedDrafterKeepsSharedTensors) {
 
 }  // namespace
 }  // namespace rootspec
+
+// Fuzzing findings (issue 17): a negative dimension, or a shape whose element count wraps
+// around 2^64 to a byte count that matches, was accepted.
+TEST(SafetensorsHeader, NegativeAndOverflowingShapesAreRefused) {
+  auto parse = [](const std::string& header, size_t data_bytes) -> std::string {
+    std::string file(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(file.data(), &n, 8);
+    file += header + std::string(data_bytes, '\0');
+    try {
+      rootspec::parse_safetensors(reinterpret_cast<const uint8_t*>(file.data()), file.size(),
+                                  "w.safetensors");
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // [-1, -4] F32: the product 4 times 4 bytes = 16 matched before.
+  std::string e = parse(R"({"t":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}})", 16);
+  EXPECT_NE(e.find("w.safetensors: tensor 't': negative dimension -1"), std::string::npos) << e;
+  // 2^62 * 4 * 4 bytes wraps to 0; so does 2^32 * 2^32.
+  e = parse(R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0);
+  EXPECT_NE(e.find("w.safetensors: tensor 't': its shape has more elements than 2^64"), std::string::npos)
+      << e;
+  e = parse(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0);
+  EXPECT_NE(e.find("more elements than 2^64"), std::string::npos) << e;
+  e = parse(R"({"t":{"dtype":"F16","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", 0);
+  EXPECT_NE(e.find("w.safetensors: tensor 't': 0 bytes do not match its shape and dtype"), std::string::npos)
+      << e;
+  // A float dimension (the fuzzer's 4.6e20) was converted with undefined behaviour.
+  e = parse(R"({"t":{"dtype":"F32","shape":[461168601842738790444],"data_offsets":[8,0]}})", 0);
+  EXPECT_NE(e.find("w.safetensors: tensor 't': shape holds 4.611686018427388e+20, not a 64-bit integer"),
+            std::string::npos)
+      << e;
+  e = parse(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", 4);
+  EXPECT_NE(e.find("negative data offset"), std::string::npos) << e;
+  // A well-formed header still parses.
+  EXPECT_EQ(parse(R"({"t":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", 16), "");
+  EXPECT_NE(parse("", 0).find("w.safetensors"), std::string::npos);
+}

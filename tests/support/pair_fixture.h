@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <chrono>
 #include <filesystem>
@@ -52,16 +53,18 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::string& log)
   return pid;
 }
 
-// Waits up to `seconds` for `pid` to exit; returns its exit status, or −1 if still running.
+// Waits up to `seconds` (0: just looks) for `pid` to exit; returns its exit status (128 + the
+// signal when killed), −1 if still running, −2 if it is no child of ours (reaped already).
 inline int wait_exit(pid_t pid, double seconds) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
+  for (;;) {
     int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 && errno == ECHILD) return -2;
+    if (std::chrono::steady_clock::now() >= end) return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return -1;
 }
 
 // A random tiny pair on disk (made once per test process): token ids only, or with the byte
@@ -135,7 +138,8 @@ class Pair {
       a.insert(a.end(), extra.begin(), extra.end());
       return a;
     };
-    drafter_pid = spawn(argv(ROOTSPEC_DRAFTER_BIN), drafter_log());
+    drafter_argv_ = argv(ROOTSPEC_DRAFTER_BIN);
+    drafter_pid = spawn(drafter_argv_, drafter_log());
     target_pid = spawn(argv(ROOTSPEC_TARGET_BIN), target_log());
     if (!wait_for_line(target_log(), "ready; clients connect", target_pid, 60))
       throw std::runtime_error("the pair did not start: " + read_file(target_log()) +
@@ -156,6 +160,8 @@ class Pair {
     for (pid_t p : {http_pid, target_pid, drafter_pid})
       if (p > 0 && kill(p, SIGKILL) == 0) waitpid(p, nullptr, 0);
   }
+  // Starts a new drafter (the old one dead), as the launcher does; its log is appended.
+  void restart_drafter() { drafter_pid = spawn(drafter_argv_, drafter_log()); }
   std::string http_log() const { return dir_ + "/http.log"; }
   std::string target_log() const { return dir_ + "/target.log"; }
   std::string drafter_log() const { return dir_ + "/drafter.log"; }
@@ -170,6 +176,7 @@ class Pair {
  private:
   TempDir tmp_;
   std::string dir_, config_;
+  std::vector<std::string> drafter_argv_;
 };
 
 struct Reply {
@@ -177,6 +184,7 @@ struct Reply {
   std::optional<DoneBody> done;
   std::optional<ErrorBody> error;
   int deltas = 0;
+  std::vector<std::string> notices;  // the Deltas' notices
   bool timed_out = false;
 };
 
@@ -207,6 +215,7 @@ class Client {
         const DeltaBody d = msg.delta();
         r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
         ++r.deltas;
+        if (!d.notice.empty()) r.notices.push_back(d.notice);
       } else if (msg.header().type == MessageType::Done) {
         r.done = msg.done();
         return r;

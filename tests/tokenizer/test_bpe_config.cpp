@@ -107,3 +107,60 @@ TEST(BpeConfig, LoadErrorsNameTheFile) {
   j["model"]["type"] = "Unigram";
   expect_error(j, "BPE");
 }
+
+// Fuzzing findings (issue 17), each as its minimised input: an id sized a table without a
+// bound (out of memory), overflowed at INT32_MAX or wrapped above it; a float id was converted
+// with undefined behaviour; a malformed structure let nlohmann's exception escape without the
+// file's name.
+TEST(BpeConfig, HostileIdsAndStructureAreErrorsNamingTheFile) {
+  peer::TempDir tmp;
+  const std::string file = (std::filesystem::path(tmp.path()) / "tokenizer.json").string();
+  auto error_of = [&](const json& j) -> std::string {
+    try {
+      load_json(tmp, j);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto with_vocab_id = [](const json& id) {
+    json j = tiny(true);
+    j["model"]["vocab"]["zz"] = id;
+    return j;
+  };
+  for (const json& id : {json(100000000), json(2147483647), json(4294967296ULL + 7), json(-1)}) {
+    const std::string e = error_of(with_vocab_id(id));
+    EXPECT_NE(e.find(file), std::string::npos) << id << ": " << e;
+    EXPECT_NE(e.find("is outside [0, "), std::string::npos) << id << ": " << e;
+  }
+  for (const json& id : {json(2e56), json(3.5), json("7"), json(true)}) {
+    const std::string e = error_of(with_vocab_id(id));
+    EXPECT_NE(e.find(file), std::string::npos) << id << ": " << e;
+    EXPECT_NE(e.find("must be an integer"), std::string::npos) << id << ": " << e;
+  }
+  json j = tiny(true);
+  j["added_tokens"][0]["id"] = 1u << 30;
+  EXPECT_NE(error_of(j).find("added token \"<s>\": id 1073741824 is outside"), std::string::npos)
+      << error_of(j);
+  // Structure: each of these threw nlohmann's type_error / out_of_range without the file name.
+  std::vector<json> malformed;
+  malformed.push_back(json::array());
+  malformed.push_back(tiny(true));
+  malformed.back()["model"].erase("vocab");
+  malformed.push_back(tiny(true));
+  malformed.back()["model"]["vocab"] = json::array({1, 2});
+  malformed.push_back(tiny(true));
+  malformed.back()["model"]["merges"] = 5;
+  malformed.push_back(tiny(true));
+  malformed.back()["added_tokens"] = json::object();
+  malformed.push_back(tiny(true));
+  malformed.back()["added_tokens"][0].erase("content");
+  malformed.push_back(tiny(true));
+  malformed.back()["model"]["merges"][0] = 17;
+  for (const json& m : malformed) {
+    const std::string e = error_of(m);
+    EXPECT_NE(e.find(file), std::string::npos) << m.dump().substr(0, 80) << ": " << e;
+  }
+  // The largest id the bound allows still loads (dense vocabularies are never refused).
+  EXPECT_EQ(error_of(with_vocab_id(400)), "");
+}
