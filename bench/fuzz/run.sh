@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Long fuzzing runs (issue 17): every libFuzzer harness of tests/fuzz, one after another, for
-# SECONDS each (default 600), from its committed seeds plus a corpus kept between runs in
-# .cache/fuzz/<harness>. Builds build-asan (clang, ASan + UBSan, libFuzzer) when needed.
+# Long fuzzing runs (issue 17): every libFuzzer harness of tests/fuzz for SECONDS each (default
+# 600) or ROOTSPEC_FUZZ_RUNS executions, whichever comes first, ROOTSPEC_FUZZ_JOBS at a time
+# (default 1), from its committed seeds plus a corpus kept between runs in .cache/fuzz/<harness>.
+# Builds build-asan (clang, ASan + UBSan, libFuzzer) when needed.
 #   bench/fuzz/run.sh [SECONDS] [harness…]       e.g. bench/fuzz/run.sh 60 fuzz_protocol
 # Prints and saves (bench/results/fuzz/<date>.md) each harness's executions and findings; a
 # finding's input is in build-asan/tests/fuzz/fuzz-artifacts/. Exits non-zero on any finding.
@@ -23,35 +24,50 @@ machine="$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 mkdir -p "$root/bench/results/fuzz"
 report=$root/bench/results/fuzz/$(date -u +%Y-%m-%d).md
 {
-  echo "# Fuzzing, $(date -u +%Y-%m-%d), $machine, ${seconds} s per harness (bench/fuzz/run.sh)"
+  echo "# Fuzzing, $(date -u +%Y-%m-%d), $machine: up to ${seconds} s or ${ROOTSPEC_FUZZ_RUNS:-unlimited} executions per harness, ${ROOTSPEC_FUZZ_JOBS:-1} at a time (bench/fuzz/run.sh)"
   echo
   echo "| harness | executions | execs/s | corpus | findings |"
   echo "|---|---:|---:|---:|---|"
 } > "$report"
-failed=0
 mkdir -p "$asan/tests/fuzz/fuzz-artifacts"
-for h in "${harnesses[@]}"; do
-  corpus=$root/.cache/fuzz/$h
+rows=$(mktemp -d)
+trap 'rm -rf "$rows"' EXIT
+# One harness: its report row in $rows/<harness>; exit status non-zero on a finding.
+fuzz_one() {
+  local h=$1 corpus=$root/.cache/fuzz/$1 log=$rows/$1.log status=0
   mkdir -p "$corpus"
-  log=$(mktemp)
-  echo "bench/fuzz: $h for $seconds s" >&2
-  status=0
+  echo "bench/fuzz: $h for up to $seconds s" >&2
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$asan/tests/fuzz/$h" -max_total_time="$seconds" -timeout=10 -malloc_limit_mb=512 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$asan/tests/fuzz/fuzz-artifacts/$h-" "$corpus" \
-    "$root/tests/fuzz/corpus/$h" >"$log" 2>&1 || status=$?
+    "$asan/tests/fuzz/$h" -max_total_time="$seconds" -runs="${ROOTSPEC_FUZZ_RUNS:--1}" -timeout=10 \
+    -malloc_limit_mb=512 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$asan/tests/fuzz/fuzz-artifacts/$h-" "$corpus" "$root/tests/fuzz/corpus/$h" \
+    >"$log" 2>&1 || status=$?
+  local execs rate size finding=none
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   size=$(find "$corpus" -type f | wc -l)
-  finding=none
   if [ "$status" != 0 ]; then
     finding="exit $status: $(grep -m1 -E 'ERROR|contract broken|Sanitizer|out-of-memory|timeout' "$log" || echo see log)"
-    failed=1
     cp "$log" "$asan/tests/fuzz/fuzz-artifacts/$h.log"
   fi
-  echo "| $h | ${execs:-?} | ${rate:-?} | $size | $finding |" >> "$report"
-  rm -f "$log"
+  echo "| $h | ${execs:-?} | ${rate:-?} | $size | $finding |" > "$rows/$h"
+  return "$status"
+}
+failed=0
+running=0
+for h in "${harnesses[@]}"; do
+  if [ "$running" -ge "${ROOTSPEC_FUZZ_JOBS:-1}" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$h" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for h in "${harnesses[@]}"; do cat "$rows/$h" >> "$report"; done
 cat "$report"
 echo "bench/fuzz: saved $report" >&2
 exit $failed

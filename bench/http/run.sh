@@ -9,6 +9,7 @@ config=$root/configs/random-cpu.toml
 bash "$root/tests/prepare/http_peer.sh" >&2
 peer=${ROOTSPEC_HTTP_PEER:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rootspec/npm-http}
 export ROOTSPEC_RUN_DIR=${ROOTSPEC_RUN_DIR:-$(mktemp -d)}
+mkdir -p "$ROOTSPEC_RUN_DIR"
 "$root/launch/rootspec" up --config "$config" --set http.listen=127.0.0.1:0 >"$ROOTSPEC_RUN_DIR/up.out" 2>&1 &
 launcher=$!
 trap '"$root/launch/rootspec" down >/dev/null 2>&1 || true; wait $launcher 2>/dev/null || true' EXIT

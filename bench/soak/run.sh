@@ -9,8 +9,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 config=$root/configs/small-cpu.toml
 [ "${1:-}" = --config ] && { config=$2; shift 2; }
 export ROOTSPEC_RUN_DIR=${ROOTSPEC_RUN_DIR:-$(mktemp -d)}
+mkdir -p "$ROOTSPEC_RUN_DIR"
 # Enough queue for every client (a 429 would count as a failure), and a short peer timeout.
-"$root/launch/rootspec" up --config "$config" --set http.listen=127.0.0.1:0 --set http.queue_depth=64 \
+"$root/launch/rootspec" up --config "$config" --set http.listen=127.0.0.1:0 --set http.queue_depth=${ROOTSPEC_SOAK_QUEUE_DEPTH:-64} \
   >"$ROOTSPEC_RUN_DIR/up.out" 2>&1 &
 launcher=$!
 trap '"$root/launch/rootspec" down >/dev/null 2>&1 || true; wait $launcher 2>/dev/null || true' EXIT
