@@ -1,0 +1,185 @@
+// kernels/cuda on a GPU: each kernel against its CPU reference (kernels.h lists them), float32.
+// Skips, saying why, where no CUDA device is.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu_attention.h"
+#include "kernels.h"
+#include "reference.h"
+#include "rows.h"
+#include "tree_index.h"
+
+namespace rootspec {
+namespace {
+
+#define CUDA_OK(call)                                               \
+  do {                                                              \
+    const cudaError_t status_ = (call);                             \
+    ASSERT_EQ(status_, cudaSuccess) << cudaGetErrorString(status_); \
+  } while (0)
+
+void skip_without_gpu() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0)
+    GTEST_SKIP() << "no CUDA device here (" << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
+                 << ")";
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// A device copy of a host vector, freed with the object.
+template <typename T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(const std::vector<T>& host) : n(host.size()) {
+    check(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)), "cudaMalloc");
+    check(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  std::vector<T> host() const {
+    std::vector<T> out(n);
+    // Synchronises: a kernel's failure shows here.
+    check(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    return out;
+  }
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tolerance) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tolerance) << "element " << i;
+}
+
+TEST(CudaKernels, RmsNormMatchesTheCpuKernel) {
+  skip_without_gpu();
+  const int rows = 5, n = 1000;
+  const auto x = random_floats(rows * n, 1), w = random_floats(n, 2);
+  std::vector<float> want(x.size());
+  cpu_rms_norm(x.data(), w.data(), 1e-5f, rows, n, want.data());
+  DeviceArray<float> dx(x), dw(w), dout(std::vector<float>(x.size()));
+  CUDA_OK(cuda::rms_norm(dx.ptr, dw.ptr, 1e-5f, rows, n, dout.ptr, nullptr));
+  expect_near(dout.host(), want, 1e-4f);
+}
+
+TEST(CudaKernels, SiluMulMatchesTheCpuKernel) {
+  skip_without_gpu();
+  const int rows = 3, inter = 700;
+  const auto gu = random_floats(rows * 2 * inter, 3);
+  std::vector<float> want(rows * inter);
+  cpu_silu_mul(gu.data(), rows, inter, want.data());
+  DeviceArray<float> dgu(gu), dout(std::vector<float>(want.size()));
+  CUDA_OK(cuda::silu_mul(dgu.ptr, rows, inter, dout.ptr, nullptr));
+  expect_near(dout.host(), want, 1e-5f);
+}
+
+TEST(CudaKernels, AddInPlaceAddsEveryElement) {
+  skip_without_gpu();
+  const auto x = random_floats(1001, 4), y = random_floats(1001, 5);
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] + y[i];
+  DeviceArray<float> dx(x), dy(y);
+  CUDA_OK(cuda::add_in_place(dx.ptr, dy.ptr, static_cast<int64_t>(x.size()), nullptr));
+  expect_near(dx.host(), want, 0.0f);
+}
+
+TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
+  skip_without_gpu();
+  const int rows = 4, vocab = 5000;
+  auto logits = random_floats(rows * vocab, 6, 3.0f);
+  logits[vocab + 17] = logits[vocab + 4000] = 50.0f;  // a tie: greedy takes the lower id
+  DeviceArray<float> dl(logits);
+  for (const double t : {0.0, 0.7, 1.0}) {
+    std::vector<float> want(logits.size());
+    for (int r = 0; r < rows; ++r)
+      probs_from_logits(logits.data() + r * vocab, vocab, t, want.data() + r * vocab);
+    DeviceArray<float> dout(std::vector<float>(logits.size()));
+    CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, static_cast<float>(t), dout.ptr, nullptr));
+    expect_near(dout.host(), want, 1e-6f);
+  }
+}
+
+TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
+  skip_without_gpu();
+  const int slots = 64, row_floats = 2 * 128;
+  auto k = random_floats(slots * row_floats, 7), v = random_floats(slots * row_floats, 8);
+  const std::vector<int32_t> from = {40, 41, 44, 50}, to = {30, 40, 41, 42};
+  DeviceArray<float> dk(k), dv(v);
+  DeviceArray<int32_t> dfrom(from), dto(to);
+  CUDA_OK(cuda::move_kv_rows(dk.ptr, dv.ptr, dfrom.ptr, dto.ptr, 4, row_floats, nullptr));
+  cuda::reference_move_kv_rows(k.data(), v.data(), from.data(), to.data(), 4, row_floats);
+  expect_near(dk.host(), k, 0.0f);
+  expect_near(dv.host(), v, 0.0f);
+}
+
+// Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
+// serves two contexts through `dims` in device memory (as a replayed graph would).
+TEST(CudaKernels, TreeAttentionMatchesTheReference) {
+  skip_without_gpu();
+  constexpr int n_heads = 8, n_kv = 2, hd = 128, capacity = 5000, bucket = 16, rows = 11, mask_words = 2;
+  std::mt19937 rng(9);
+  std::vector<int32_t> parent(rows);
+  std::vector<uint64_t> mask(bucket * mask_words, 0);
+  for (int r = 0; r < rows; ++r) {
+    parent[r] = r == 0 ? -1 : static_cast<int>(rng() % (r + 1)) - 1;
+    if (parent[r] >= 0)
+      for (int w = 0; w < mask_words; ++w) mask[r * mask_words + w] = mask[parent[r] * mask_words + w];
+    mask[r * mask_words + r / 64] |= uint64_t{1} << (r % 64);
+  }
+  const auto q = random_floats(bucket * n_heads * hd, 10),
+             k = random_floats(size_t{capacity} * n_kv * hd, 11),
+             v = random_floats(size_t{capacity} * n_kv * hd, 12);
+  DeviceArray<float> dq(q), dk(k), dv(v), dout(std::vector<float>(q.size()));
+  DeviceArray<uint64_t> dmask(mask);
+  for (const int context : {3, 4000}) {
+    std::vector<int32_t> slots(bucket);
+    for (int r = 0; r < bucket; ++r) slots[r] = context + r;
+    const std::vector<int32_t> dims = {context, rows};
+    DeviceArray<int32_t> dslots(slots), ddims(dims);
+    cuda::TreeAttention a;
+    a.bucket = bucket;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.mask_words = mask_words;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.q = dq.ptr;
+    a.k_cache = dk.ptr;
+    a.v_cache = dv.ptr;
+    a.slots = dslots.ptr;
+    a.tree_mask = dmask.ptr;
+    a.dims = ddims.ptr;
+    a.out = dout.ptr;
+    CUDA_OK(cuda::tree_attention(a, nullptr));
+    std::vector<float> want(q.size());
+    cuda::TreeAttention h = a;
+    h.q = q.data();
+    h.k_cache = k.data();
+    h.v_cache = v.data();
+    h.slots = slots.data();
+    h.tree_mask = mask.data();
+    h.dims = dims.data();
+    h.out = want.data();
+    cuda::reference_tree_attention(h);
+    expect_near(dout.host(), want, 1e-4f);
+  }
+}
+
+}  // namespace
+}  // namespace rootspec
