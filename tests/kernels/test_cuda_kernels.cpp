@@ -24,13 +24,19 @@ namespace {
     ASSERT_EQ(status_, cudaSuccess) << cudaGetErrorString(status_); \
   } while (0)
 
-void skip_without_gpu() {
+// Why no GPU test can run here ("" when a CUDA device is there).
+std::string no_gpu_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0)
-    GTEST_SKIP() << "no CUDA device here (" << (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices")
-                 << ")";
+  if (e != cudaSuccess) return std::string("no CUDA device here (") + cudaGetErrorString(e) + ")";
+  return n == 0 ? "no CUDA device here (0 devices)" : "";
 }
+
+// In the test body: GTEST_SKIP returns from the function it is written in.
+#define SKIP_WITHOUT_GPU()                                                          \
+  do {                                                                              \
+    if (const std::string why = no_gpu_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -68,7 +74,7 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 TEST(CudaKernels, RmsNormMatchesTheCpuKernel) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   const int rows = 5, n = 1000;
   const auto x = random_floats(rows * n, 1), w = random_floats(n, 2);
   std::vector<float> want(x.size());
@@ -79,7 +85,7 @@ TEST(CudaKernels, RmsNormMatchesTheCpuKernel) {
 }
 
 TEST(CudaKernels, SiluMulMatchesTheCpuKernel) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   const int rows = 3, inter = 700;
   const auto gu = random_floats(rows * 2 * inter, 3);
   std::vector<float> want(rows * inter);
@@ -90,7 +96,7 @@ TEST(CudaKernels, SiluMulMatchesTheCpuKernel) {
 }
 
 TEST(CudaKernels, AddInPlaceAddsEveryElement) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   const auto x = random_floats(1001, 4), y = random_floats(1001, 5);
   std::vector<float> want(x.size());
   for (size_t i = 0; i < x.size(); ++i) want[i] = x[i] + y[i];
@@ -100,7 +106,7 @@ TEST(CudaKernels, AddInPlaceAddsEveryElement) {
 }
 
 TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   const int rows = 4, vocab = 5000;
   auto logits = random_floats(rows * vocab, 6, 3.0f);
   logits[vocab + 17] = logits[vocab + 4000] = 50.0f;  // a tie: greedy takes the lower id
@@ -116,7 +122,7 @@ TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
 }
 
 TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   const int slots = 64, row_floats = 2 * 128;
   auto k = random_floats(slots * row_floats, 7), v = random_floats(slots * row_floats, 8);
   const std::vector<int32_t> from = {40, 41, 44, 50}, to = {30, 40, 41, 42};
@@ -131,7 +137,7 @@ TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
 // Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
 // serves two contexts through `dims` in device memory (as a replayed graph would).
 TEST(CudaKernels, TreeAttentionMatchesTheReference) {
-  skip_without_gpu();
+  SKIP_WITHOUT_GPU();
   constexpr int n_heads = 8, n_kv = 2, hd = 128, capacity = 5000, bucket = 16, rows = 11, mask_words = 2;
   std::mt19937 rng(9);
   std::vector<int32_t> parent(rows);

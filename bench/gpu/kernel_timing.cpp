@@ -1,0 +1,177 @@
+// rootspec-gpu-kernel-timing: kernels/cuda's tree attention on a GPU, per layer, for the head
+// shapes of Llama-3.2-1B (32 heads, 8 KV heads, head_dim 64) and Llama-3.1-8B (32, 8, 128) at a
+// 4096-slot context: 1, 8, 32 and 64 query rows, each launched eagerly and as a replayed CUDA
+// graph (one captured launch), and the memory floor of reading that layer's K and V (float32)
+// at the H200's 4.8 TB/s. A benchmark, not a test: it prints a table and writes JSON.
+//   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+struct Shape {
+  const char* name;
+  int n_heads, n_kv_heads, head_dim;
+};
+
+struct Timing {
+  std::string shape;
+  int rows;
+  double eager_us, graph_us, kv_floor_us;
+};
+
+// Microseconds per launch of `launch`, over `n` launches after a warm-up.
+template <typename F>
+double per_launch_us(F launch, int n, cudaStream_t stream) {
+  for (int i = 0; i < 10; ++i) launch();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (int i = 0; i < n; ++i) launch();
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / n;
+}
+
+Timing time_tree_attention(const Shape& s, int context, int rows, int launches, cudaStream_t stream) {
+  using rootspec::cuda::TreeAttention;
+  const int bucket = rows, mask_words = 1;
+  const size_t kv = static_cast<size_t>(context + bucket) * s.n_kv_heads * s.head_dim;
+  const size_t q = static_cast<size_t>(bucket) * s.n_heads * s.head_dim;
+  float *dq, *dk, *dv, *dout;
+  int32_t *dslots, *ddims;
+  uint64_t* dmask;
+  check(cudaMalloc(reinterpret_cast<void**>(&dq), q * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&dout), q * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&dk), kv * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&dv), kv * sizeof(float)), "cudaMalloc");
+  check(cudaMemset(dq, 0, q * sizeof(float)), "cudaMemset");
+  check(cudaMemset(dk, 0, kv * sizeof(float)), "cudaMemset");
+  check(cudaMemset(dv, 0, kv * sizeof(float)), "cudaMemset");
+  std::vector<int32_t> slots(bucket);
+  std::vector<uint64_t> mask(bucket * mask_words);
+  for (int r = 0; r < bucket; ++r) {
+    slots[r] = context + r;
+    mask[r] = (r == 63 ? ~uint64_t{0} : (uint64_t{1} << (r + 1)) - 1);  // a chain: row r sees rows 0..r
+  }
+  const int32_t dims[2] = {context, rows};
+  check(cudaMalloc(reinterpret_cast<void**>(&dslots), bucket * sizeof(int32_t)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&dmask), mask.size() * sizeof(uint64_t)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&ddims), sizeof(dims)), "cudaMalloc");
+  check(cudaMemcpy(dslots, slots.data(), bucket * sizeof(int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(dmask, mask.data(), mask.size() * sizeof(uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(ddims, dims, sizeof(dims), cudaMemcpyHostToDevice), "cudaMemcpy");
+  TreeAttention a;
+  a.bucket = bucket;
+  a.n_heads = s.n_heads;
+  a.n_kv_heads = s.n_kv_heads;
+  a.head_dim = s.head_dim;
+  a.mask_words = mask_words;
+  a.q = dq;
+  a.k_cache = dk;
+  a.v_cache = dv;
+  a.slots = dslots;
+  a.tree_mask = dmask;
+  a.dims = ddims;
+  a.scale = 0.125f;
+  a.out = dout;
+  Timing t;
+  t.shape = s.name;
+  t.rows = rows;
+  t.eager_us = per_launch_us([&] { check(rootspec::cuda::tree_attention(a, stream), "tree_attention"); },
+                             launches, stream);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  check(rootspec::cuda::tree_attention(a, stream), "tree_attention (capture)");
+  check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  t.graph_us =
+      per_launch_us([&] { check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); }, launches, stream);
+  // K and V of the keys every row reads, float32, at 4.8 TB/s.
+  t.kv_floor_us = 2.0 * context * s.n_kv_heads * s.head_dim * sizeof(float) / 4.8e12 * 1e6;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (void* p :
+       {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dout),
+        static_cast<void*>(dslots), static_cast<void*>(dmask), static_cast<void*>(ddims)})
+    cudaFree(p);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out;
+  int context = 4096, launches = 200;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else if (arg == "--context" && i + 1 < argc) {
+      context = std::atoi(argv[++i]);
+    } else if (arg == "--launches" && i + 1 < argc) {
+      launches = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]\n");
+      return 2;
+    }
+  }
+  try {
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    cudaDeviceProp prop;
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    cudaStream_t stream;
+    check(cudaStreamCreate(&stream), "cudaStreamCreate");
+    const Shape shapes[] = {{"llama-3.2-1b", 32, 8, 64}, {"llama-3.1-8b", 32, 8, 128}};
+    std::vector<Timing> timings;
+    std::printf("tree attention, one layer, context %d, float32, %s\n", context, prop.name);
+    std::printf("%-14s %5s %10s %10s %10s %12s\n", "shape", "rows", "eager us", "graph us", "KV floor",
+                "vs 1 row");
+    for (const Shape& s : shapes) {
+      double one_row = 0;
+      for (const int rows : {1, 8, 32, 64}) {
+        const Timing t = time_tree_attention(s, context, rows, launches, stream);
+        if (rows == 1) one_row = t.graph_us;
+        std::printf("%-14s %5d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), rows, t.eager_us, t.graph_us,
+                    t.kv_floor_us, t.graph_us / one_row);
+        timings.push_back(t);
+      }
+    }
+    if (!out.empty()) {
+      std::ofstream f(out);
+      f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
+        << ", \"dtype\": \"float32\", \"tree_attention\": [";
+      for (size_t i = 0; i < timings.size(); ++i) {
+        const Timing& t = timings[i];
+        f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"rows\": " << t.rows
+          << ", \"eager_us\": " << t.eager_us << ", \"graph_us\": " << t.graph_us
+          << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
+      }
+      f << "]}\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rootspec-gpu-kernel-timing: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
