@@ -3,12 +3,7 @@
 # packages. kernels/cuda, what its GPU tests compare with (kernels/cpu, common/spec: plain C++),
 # GoogleTest built from the source the check carries (bench/gpu/prepare.sh), the GPU tests
 # (tests/kernels) and the kernel timing (bench/gpu).
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES 80 90)
-endif()
-enable_language(CUDA)
-set(CMAKE_CUDA_STANDARD 17)
-find_package(CUDAToolkit REQUIRED)
+rootspec_enable_cuda()
 find_package(Threads REQUIRED)
 set(ROOTSPEC_WITH_CUDA ON)
 
