@@ -7,6 +7,7 @@ namespace rootspec::cuda {
 namespace {
 
 constexpr int kThreads = 128;  // threads per block of every kernel here (four warps)
+constexpr int kMaxHeadDim = 256;
 
 // Block-wide sum / max of one value per thread; every thread gets the result. `scratch` holds
 // kThreads / 32 floats.
@@ -99,11 +100,44 @@ __global__ void move_kv_rows_kernel(float* k, float* v, const int32_t* from, con
   }
 }
 
+// One block per (row, head of q, k or v): the head into shared memory (normalised when its
+// norm is given), then rotated into q_out or the K cache; v heads are copied to the V cache.
+__global__ void rope_kv_write_kernel(RopeKvWrite a) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ float x[kMaxHeadDim];
+  const int r = blockIdx.x, h = blockIdx.y, d = a.head_dim, half = d / 2;
+  const int heads = a.n_heads + 2 * a.n_kv_heads;
+  const float* in = a.qkv + (static_cast<int64_t>(r) * heads + h) * d;
+  const int slot = a.slots[r];
+  if (h >= a.n_heads + a.n_kv_heads) {  // a v head
+    float* out = a.v_cache + kv_index(slot, h - a.n_heads - a.n_kv_heads, 0, a.n_kv_heads, d);
+    for (int i = threadIdx.x; i < d; i += kThreads) out[i] = in[i];
+    return;
+  }
+  const bool is_q = h < a.n_heads;
+  const float* norm = is_q ? a.q_norm : a.k_norm;
+  float inv = 1.0f;
+  if (norm) {
+    float sq = 0;
+    for (int i = threadIdx.x; i < d; i += kThreads) sq += in[i] * in[i];
+    inv = rsqrtf(block_sum(sq, scratch) / d + a.eps);
+  }
+  for (int i = threadIdx.x; i < d; i += kThreads) x[i] = norm ? norm[i] * (in[i] * inv) : in[i];
+  __syncthreads();
+  const float* cos = a.cos + static_cast<int64_t>(a.positions[r]) * d;
+  const float* sin = a.sin + static_cast<int64_t>(a.positions[r]) * d;
+  float* out = is_q ? a.q_out + (static_cast<int64_t>(r) * a.n_heads + h) * d
+                    : a.k_cache + kv_index(slot, h - a.n_heads, 0, a.n_kv_heads, d);
+  for (int i = threadIdx.x; i < d; i += kThreads) {
+    const float rotated = i < half ? -x[i + half] : x[i - half];  // rotate_half
+    out[i] = x[i] * cos[i] + rotated * sin[i];
+  }
+}
+
 // One block per (row, head): keys in chunks of kThreads, one key per thread, with the running
 // maximum and sum of flash attention's online softmax; each thread accumulates head dimensions
 // d ≡ threadIdx.x (mod kThreads). The bounds come from a.dims in device memory.
 // TODO(issue 15): split-K over long contexts, so that a 1-row pass fills the GPU.
-constexpr int kMaxHeadDim = 256;
 __global__ void tree_attention_kernel(TreeAttention a) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float q[kMaxHeadDim];
@@ -190,6 +224,14 @@ cudaError_t move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, co
                          int row_floats, cudaStream_t stream) {
   if (n_moves <= 0) return cudaSuccess;
   move_kv_rows_kernel<<<1, kThreads, 0, stream>>>(k_cache, v_cache, from, to, n_moves, row_floats);
+  return cudaGetLastError();
+}
+
+cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
+  if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.head_dim % 2 != 0 || a.n_kv_heads <= 0)
+    return cudaErrorInvalidValue;
+  if (a.rows <= 0) return cudaSuccess;
+  rope_kv_write_kernel<<<dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

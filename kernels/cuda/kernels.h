@@ -8,6 +8,7 @@
 //   add_in_place    a loop
 //   tempered_rows   probs_from_logits (common/spec/rows.h)
 //   move_kv_rows    reference_move_kv_rows (reference.h)
+//   rope_kv_write   reference_rope_kv_write (reference.h); both references chained against cpu_attention
 //   tree_attention  reference_tree_attention (reference.h), itself checked against cpu_attention
 // Layouts and the mask: tree_index.h.
 #pragma once
@@ -40,6 +41,9 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
 // order (a later move may read a slot an earlier one wrote to, never the reverse: KvMove).
 cudaError_t move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, const int32_t* to, int n_moves,
                          int row_floats, cudaStream_t stream);
+
+// RoPE on q and k (after Qwen3's q/k norm when given), k and v into the caches.
+cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream);
 
 // Attention of `bucket` query rows over the cache, each row over the keys it sees.
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream);

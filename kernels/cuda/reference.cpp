@@ -43,6 +43,38 @@ void reference_tree_attention(const TreeAttention& a) {
   }
 }
 
+void reference_rope_kv_write(const RopeKvWrite& a) {
+  const int d = a.head_dim, half = d / 2, heads = a.n_heads + 2 * a.n_kv_heads;
+  std::vector<double> x(d);
+  for (int r = 0; r < a.rows; ++r) {
+    const float* cos = a.cos + static_cast<int64_t>(a.positions[r]) * d;
+    const float* sin = a.sin + static_cast<int64_t>(a.positions[r]) * d;
+    for (int h = 0; h < heads; ++h) {
+      const float* in = a.qkv + (static_cast<int64_t>(r) * heads + h) * d;
+      const bool is_q = h < a.n_heads, is_k = !is_q && h < a.n_heads + a.n_kv_heads;
+      if (!is_q && !is_k) {  // a v head: copied
+        const int kvh = h - a.n_heads - a.n_kv_heads;
+        std::copy_n(in, d, a.v_cache + kv_index(a.slots[r], kvh, 0, a.n_kv_heads, d));
+        continue;
+      }
+      const float* norm = is_q ? a.q_norm : a.k_norm;
+      double inv = 1;
+      if (norm) {
+        double sq = 0;
+        for (int i = 0; i < d; ++i) sq += double(in[i]) * in[i];
+        inv = 1 / std::sqrt(sq / d + a.eps);
+      }
+      for (int i = 0; i < d; ++i) x[i] = norm ? norm[i] * (in[i] * inv) : in[i];
+      float* out = is_q ? a.q_out + (static_cast<int64_t>(r) * a.n_heads + h) * d
+                        : a.k_cache + kv_index(a.slots[r], h - a.n_heads, 0, a.n_kv_heads, d);
+      for (int i = 0; i < d; ++i) {
+        const double rotated = i < half ? -x[i + half] : x[i - half];  // rotate_half
+        out[i] = static_cast<float>(x[i] * cos[i] + rotated * sin[i]);
+      }
+    }
+  }
+}
+
 void reference_move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, const int32_t* to,
                             int n_moves, int row_floats) {
   for (int m = 0; m < n_moves; ++m) {

@@ -12,6 +12,9 @@ namespace rootspec::cuda {
 // slots s row r sees (tree_index.h); every pointer in `a`, dims included, is host memory.
 void reference_tree_attention(const TreeAttention& a);
 
+// The RoPE + KV write kernel's law, in double; every pointer host memory.
+void reference_rope_kv_write(const RopeKvWrite& a);
+
 // The KV commit's moves, one after another.
 void reference_move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, const int32_t* to,
                             int n_moves, int row_floats);

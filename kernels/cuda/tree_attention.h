@@ -1,10 +1,28 @@
-// The arguments of tree attention, shared by the CUDA kernel (kernels.h) and its CPU reference
-// (reference.h). Plain C++: no CUDA header.
+// The arguments of the attention kernels (RoPE with the KV write, tree attention), shared by the
+// CUDA kernels (kernels.h) and their CPU references (reference.h). Plain C++: no CUDA header.
 #pragma once
 
 #include <cstdint>
 
 namespace rootspec::cuda {
+
+// A pass's q and k rotated by RoPE (Hugging Face rotate_half), Qwen3's q/k RMSNorm first when
+// given, k and v written to the rows' cache slots.
+struct RopeKvWrite {
+  int rows = 0;  // rows run (a graph's bucket: padded rows write their own slots harmlessly)
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* qkv = nullptr;          // [rows, (n_heads + 2·n_kv_heads)·head_dim]: q, k, v heads
+  const int32_t* positions = nullptr;  // [rows] RoPE positions (device memory for the kernel)
+  const int32_t* slots = nullptr;      // [rows] cache slots
+  const float* cos = nullptr;          // [max positions, head_dim] (rope.h's table, rotate-half)
+  const float* sin = nullptr;          // [max positions, head_dim]
+  const float* q_norm = nullptr;       // [head_dim] Qwen3's per-head RMSNorm weights, or null
+  const float* k_norm = nullptr;       // [head_dim], or null
+  float eps = 1e-6f;
+  float* q_out = nullptr;    // [rows, n_heads, head_dim]
+  float* k_cache = nullptr;  // [capacity, n_kv_heads, head_dim] (tree_index.h)
+  float* v_cache = nullptr;
+};
 
 struct TreeAttention {
   int bucket = 0;  // query rows run (a captured graph's row bucket)

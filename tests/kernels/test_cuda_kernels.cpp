@@ -134,6 +134,57 @@ TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
   expect_near(dv.host(), v, 0.0f);
 }
 
+// Qwen3's q/k norm on and off; positions far apart and slots out of order.
+TEST(CudaKernels, RopeKvWriteMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n_heads = 8, n_kv = 2, hd = 128, rows = 16, positions_max = 5000, capacity = 64;
+  const auto qkv = random_floats(rows * (n_heads + 2 * n_kv) * hd, 13);
+  auto cos = random_floats(positions_max * hd, 14), sin = random_floats(positions_max * hd, 15);
+  const auto q_norm = random_floats(hd, 16), k_norm = random_floats(hd, 17);
+  std::vector<int32_t> positions(rows), slots(rows);
+  for (int r = 0; r < rows; ++r) positions[r] = (r * 337) % positions_max, slots[r] = (r * 5) % capacity;
+  DeviceArray<float> dqkv(qkv), dcos(cos), dsin(sin), dqn(q_norm), dkn(k_norm);
+  DeviceArray<int32_t> dpos(positions), dslots(slots);
+  for (const bool norm : {false, true}) {
+    const size_t kv = size_t{capacity} * n_kv * hd;
+    DeviceArray<float> dq(std::vector<float>(rows * n_heads * hd)), dk(std::vector<float>(kv, 0.0f)),
+        dv(std::vector<float>(kv, 0.0f));
+    cuda::RopeKvWrite a;
+    a.rows = rows;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv;
+    a.head_dim = hd;
+    a.qkv = dqkv.ptr;
+    a.positions = dpos.ptr;
+    a.slots = dslots.ptr;
+    a.cos = dcos.ptr;
+    a.sin = dsin.ptr;
+    a.q_norm = norm ? dqn.ptr : nullptr;
+    a.k_norm = norm ? dkn.ptr : nullptr;
+    a.eps = 1e-6f;
+    a.q_out = dq.ptr;
+    a.k_cache = dk.ptr;
+    a.v_cache = dv.ptr;
+    CUDA_OK(cuda::rope_kv_write(a, nullptr));
+    std::vector<float> q(rows * n_heads * hd), k(kv), v(kv);
+    cuda::RopeKvWrite h = a;
+    h.qkv = qkv.data();
+    h.positions = positions.data();
+    h.slots = slots.data();
+    h.cos = cos.data();
+    h.sin = sin.data();
+    h.q_norm = norm ? q_norm.data() : nullptr;
+    h.k_norm = norm ? k_norm.data() : nullptr;
+    h.q_out = q.data();
+    h.k_cache = k.data();
+    h.v_cache = v.data();
+    cuda::reference_rope_kv_write(h);
+    expect_near(dq.host(), q, 1e-4f);
+    expect_near(dk.host(), k, 1e-4f);
+    expect_near(dv.host(), v, 0.0f);
+  }
+}
+
 // Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
 // serves two contexts through `dims` in device memory (as a replayed graph would).
 TEST(CudaKernels, TreeAttentionMatchesTheReference) {

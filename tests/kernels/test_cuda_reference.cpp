@@ -12,6 +12,7 @@
 #include "cpu_attention.h"
 #include "pass_backend.h"
 #include "reference.h"
+#include "rope.h"
 #include "tree_index.h"
 
 namespace rootspec {
@@ -80,24 +81,46 @@ TEST(CudaTreeIndex, KvIndexIsSlotMajorAndHeadsShareByGroups) {
   EXPECT_EQ(cuda::kv_head_of(7, 8, 2), 1);
 }
 
-// reference_tree_attention against the fused CPU kernel (cpu_attention) on the same pass: a
-// prefill of `context` rows writes the caches, then a tree pass; RoPE is the identity (cos 1,
-// sin 0) so that both see the same q and k.
-TEST(CudaTreeAttentionReference, MatchesTheCpuKernelOnATreePass) {
+// The references of RoPE + KV write and of tree attention, chained, against the fused CPU path
+// on the same pass (what FusedCpuBackend runs: Qwen3's q/k RMSNorm per head with cpu_rms_norm,
+// then cpu_attention, which rotates and writes its own caches): a prefill of `context` rows, then
+// a tree pass with tree positions (context + depth − 1), with real RoPE tables (rope.h).
+void expect_references_match_the_cpu_path(bool qk_norm) {
   constexpr int n_heads = 4, n_kv = 2, hd = 32, capacity = 128, context = 37, rows = 9, bucket = 16;
-  const int stride = (n_heads + 2 * n_kv) * hd;
+  const int heads = n_heads + 2 * n_kv, stride = heads * hd;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
   const RandomTreePass tree(context, rows, bucket, rng);
   const int total = context + bucket;
   std::vector<float> qkv(static_cast<size_t>(total) * stride);  // prefill rows, then the tree's
   for (float& x : qkv) x = normal(rng);
+  std::vector<float> q_norm(hd), k_norm(hd);
+  for (int i = 0; i < hd; ++i) q_norm[i] = 1.0f + 0.1f * normal(rng), k_norm[i] = 1.0f + 0.1f * normal(rng);
+  std::vector<int32_t> positions(total), slots(total);
+  for (int i = 0; i < total; ++i) positions[i] = slots[i] = i;
+  for (int r = 0; r < bucket; ++r) {
+    int depth = 0;  // the tree row's ancestors and itself: its depth below the anchor
+    for (int w = 0; w < tree.mask_words; ++w)
+      depth += __builtin_popcountll(tree.mask[r * tree.mask_words + w]);
+    positions[context + r] = context + std::max(depth, 1) - 1;  // padded rows: the next position
+  }
+  ModelConfig config;
+  config.head_dim = hd;
+  config.rope_theta = 10000.0;
+  const RopeTable table = rope_table(config, capacity);
+  const std::vector<float> cos(table.cos.begin(), table.cos.end()), sin(table.sin.begin(), table.sin.end());
 
-  std::vector<float> cos(capacity * hd, 1.0f), sin(capacity * hd, 0.0f);
+  // The CPU path.
+  std::vector<float> normed = qkv;
+  if (qk_norm)
+    for (int r = 0; r < total; ++r) {
+      float* row = normed.data() + static_cast<size_t>(r) * stride;
+      cpu_rms_norm(row, q_norm.data(), 1e-6f, n_heads, hd, row);
+      cpu_rms_norm(row + n_heads * hd, k_norm.data(), 1e-6f, n_kv, hd, row + n_heads * hd);
+    }
   std::vector<float> k_panels(cpu_key_cache_floats(n_kv, capacity, hd)),
       v_panels(cpu_value_cache_floats(n_kv, capacity, hd));
-  std::vector<int64_t> pos(total), slots(total);
-  for (int i = 0; i < total; ++i) pos[i] = slots[i] = i;
+  const std::vector<int64_t> pos64(positions.begin(), positions.end()), slots64(slots.begin(), slots.end());
   const float minus_inf = -std::numeric_limits<float>::infinity();
   CpuAttention at;
   at.n_heads = n_heads;
@@ -111,43 +134,51 @@ TEST(CudaTreeAttentionReference, MatchesTheCpuKernelOnATreePass) {
   at.capacity = capacity;
   at.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   at.mask_stride = capacity;
-  // Prefill: causal.
-  std::vector<float> mask(static_cast<size_t>(total) * capacity, minus_inf);
+  at.window = 64;
+  std::vector<float> mask(static_cast<size_t>(total) * capacity, minus_inf);  // prefill: causal
   for (int r = 0; r < context; ++r)
     for (int s = 0; s <= r; ++s) mask[static_cast<size_t>(r) * capacity + s] = 0;
   std::vector<float> prefill_out(static_cast<size_t>(context) * n_heads * hd);
   at.rows = context;
-  at.window = 64;
-  at.qkv = qkv.data();
-  at.pos = pos.data();
-  at.slots = slots.data();
+  at.qkv = normed.data();
+  at.pos = pos64.data();
+  at.slots = slots64.data();
   at.mask = mask.data();
   at.out = prefill_out.data();
   cpu_attention(at);
-  // The tree pass, with PassBatch's mask.
-  std::fill(mask.begin(), mask.end(), minus_inf);
+  std::fill(mask.begin(), mask.end(), minus_inf);  // the tree pass: PassBatch's mask
   for (int r = 0; r < bucket; ++r)
     for (int s = 0; s < capacity; ++s)
       if (tree.batch.sees(r, s)) mask[static_cast<size_t>(r) * capacity + s] = 0;
   std::vector<float> cpu_out(static_cast<size_t>(bucket) * n_heads * hd);
   at.rows = bucket;
-  at.window = 64;
-  at.qkv = qkv.data() + static_cast<size_t>(context) * stride;
-  at.pos = pos.data() + context;
-  at.slots = slots.data() + context;
+  at.qkv = normed.data() + static_cast<size_t>(context) * stride;
+  at.pos = pos64.data() + context;
+  at.slots = slots64.data() + context;
   at.out = cpu_out.data();
   cpu_attention(at);
 
-  // The reference: q of the tree rows, K/V of every row in the slot-major layout.
-  std::vector<float> q(static_cast<size_t>(bucket) * n_heads * hd),
-      k(static_cast<size_t>(capacity) * n_kv * hd), v(k.size()), ref_out(q.size());
-  for (int r = 0; r < total; ++r) {
-    const float* row = qkv.data() + static_cast<size_t>(r) * stride;
-    if (r >= context)
-      std::copy_n(row, n_heads * hd, q.data() + static_cast<size_t>(r - context) * n_heads * hd);
-    std::copy_n(row + n_heads * hd, n_kv * hd, k.data() + cuda::kv_index(r, 0, 0, n_kv, hd));
-    std::copy_n(row + (n_heads + n_kv) * hd, n_kv * hd, v.data() + cuda::kv_index(r, 0, 0, n_kv, hd));
-  }
+  // The references: RoPE + KV write over every row, then tree attention over the tree's rows.
+  std::vector<float> q(static_cast<size_t>(total) * n_heads * hd),
+      k(static_cast<size_t>(capacity) * n_kv * hd), v(k.size()),
+      ref_out(static_cast<size_t>(bucket) * n_heads * hd);
+  cuda::RopeKvWrite w;
+  w.rows = total;
+  w.n_heads = n_heads;
+  w.n_kv_heads = n_kv;
+  w.head_dim = hd;
+  w.qkv = qkv.data();
+  w.positions = positions.data();
+  w.slots = slots.data();
+  w.cos = cos.data();
+  w.sin = sin.data();
+  w.q_norm = qk_norm ? q_norm.data() : nullptr;
+  w.k_norm = qk_norm ? k_norm.data() : nullptr;
+  w.eps = 1e-6f;
+  w.q_out = q.data();
+  w.k_cache = k.data();
+  w.v_cache = v.data();
+  cuda::reference_rope_kv_write(w);
   const int32_t dims[2] = {context, rows};
   cuda::TreeAttention a;
   a.bucket = bucket;
@@ -155,7 +186,7 @@ TEST(CudaTreeAttentionReference, MatchesTheCpuKernelOnATreePass) {
   a.n_kv_heads = n_kv;
   a.head_dim = hd;
   a.mask_words = tree.mask_words;
-  a.q = q.data();
+  a.q = q.data() + static_cast<size_t>(context) * n_heads * hd;
   a.k_cache = k.data();
   a.v_cache = v.data();
   a.slots = tree.slots.data();
@@ -166,6 +197,12 @@ TEST(CudaTreeAttentionReference, MatchesTheCpuKernelOnATreePass) {
   cuda::reference_tree_attention(a);
   for (size_t i = 0; i < ref_out.size(); ++i) ASSERT_NEAR(ref_out[i], cpu_out[i], 2e-5) << "element " << i;
 }
+
+TEST(CudaReferences, RopeKvWriteAndTreeAttentionMatchTheCpuPath) {
+  expect_references_match_the_cpu_path(false);
+}
+
+TEST(CudaReferences, WithQwen3QkNormTheyMatchTheCpuPath) { expect_references_match_the_cpu_path(true); }
 
 TEST(CudaMoveKvReference, MovesRunInOrder) {
   // Two floats per slot. Moves 5 → 3, then 6 → 5: slot 3 takes old 5, slot 5 takes old 6.
