@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "tree_attention.h"
+#include "attention_args.h"
 
 namespace rootspec::cuda {
 
