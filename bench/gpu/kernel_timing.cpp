@@ -1,8 +1,9 @@
 // rootspec-gpu-kernel-timing: kernels/cuda's tree attention on a GPU, per layer, for the head
 // shapes of Llama-3.2-1B (32 heads, 8 KV heads, head_dim 64) and Llama-3.1-8B (32, 8, 128) at a
 // 4096-slot context: 1, 8, 32 and 64 query rows, each launched eagerly and as a replayed CUDA
-// graph (one captured launch), and the memory floor of reading that layer's K and V (float32)
-// at the H200's 4.8 TB/s. A benchmark, not a test: it prints a table and writes JSON.
+// graph (one captured launch), with one block per (row, head) and with split-K (the splits the
+// backend picks: attention_splits), and the memory floor of reading that layer's K and V
+// (float32) at the H200's 4.8 TB/s. A benchmark, not a test: it prints a table and writes JSON.
 //   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]
 #include <cuda_runtime_api.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "tree_index.h"
 
 namespace {
 
@@ -30,6 +32,7 @@ struct Shape {
 struct Timing {
   std::string shape;
   int rows;
+  int splits;
   double eager_us, graph_us, kv_floor_us;
 };
 
@@ -51,7 +54,8 @@ double per_launch_us(F launch, int n, cudaStream_t stream) {
   return 1000.0 * ms / n;
 }
 
-Timing time_tree_attention(const Shape& s, int context, int rows, int launches, cudaStream_t stream) {
+Timing time_tree_attention(const Shape& s, int context, int rows, int launches, cudaStream_t stream,
+                           int splits) {
   using rootspec::cuda::TreeAttention;
   const int bucket = rows, mask_words = 1;
   const size_t kv = static_cast<size_t>(context + bucket) * s.n_kv_heads * s.head_dim;
@@ -93,7 +97,16 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   a.dims = ddims;
   a.scale = 0.125f;
   a.out = dout;
+  float* dpartial = nullptr;
+  a.splits = splits;
+  if (splits > 1) {
+    check(cudaMalloc(reinterpret_cast<void**>(&dpartial),
+                     q / s.head_dim * splits * (s.head_dim + 2) * sizeof(float)),
+          "cudaMalloc");
+    a.partial = dpartial;
+  }
   Timing t;
+  t.splits = splits;
   t.shape = s.name;
   t.rows = rows;
   t.eager_us = per_launch_us([&] { check(rootspec::cuda::tree_attention(a, stream), "tree_attention"); },
@@ -110,9 +123,9 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   t.kv_floor_us = 2.0 * context * s.n_kv_heads * s.head_dim * sizeof(float) / 4.8e12 * 1e6;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  for (void* p :
-       {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dout),
-        static_cast<void*>(dslots), static_cast<void*>(dmask), static_cast<void*>(ddims)})
+  for (void* p : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
+                  static_cast<void*>(dout), static_cast<void*>(dslots), static_cast<void*>(dmask),
+                  static_cast<void*>(ddims), static_cast<void*>(dpartial)})
     cudaFree(p);
   return t;
 }
@@ -145,18 +158,21 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"llama-3.2-1b", 32, 8, 64}, {"llama-3.1-8b", 32, 8, 128}};
     std::vector<Timing> timings;
     std::printf("tree attention, one layer, context %d, float32, %s\n", context, prop.name);
-    std::printf("%-14s %5s %10s %10s %10s %12s\n", "shape", "rows", "eager us", "graph us", "KV floor",
-                "vs 1 row");
-    for (const Shape& s : shapes) {
-      double one_row = 0;
-      for (const int rows : {1, 8, 32, 64}) {
-        const Timing t = time_tree_attention(s, context, rows, launches, stream);
-        if (rows == 1) one_row = t.graph_us;
-        std::printf("%-14s %5d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), rows, t.eager_us, t.graph_us,
-                    t.kv_floor_us, t.graph_us / one_row);
-        timings.push_back(t);
+    std::printf("%-14s %5s %6s %10s %10s %10s %12s\n", "shape", "rows", "splits", "eager us", "graph us",
+                "KV floor", "vs 1 row");
+    for (const Shape& s : shapes)
+      for (const bool split_k : {false, true}) {
+        double one_row = 0;
+        for (const int rows : {1, 8, 32, 64}) {
+          const int splits =
+              split_k ? rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32) : 1;
+          const Timing t = time_tree_attention(s, context, rows, launches, stream, splits);
+          if (rows == 1) one_row = t.graph_us;
+          std::printf("%-14s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), rows, t.splits,
+                      t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
+          timings.push_back(t);
+        }
       }
-    }
     if (!out.empty()) {
       std::ofstream f(out);
       f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
@@ -164,8 +180,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < timings.size(); ++i) {
         const Timing& t = timings[i];
         f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"rows\": " << t.rows
-          << ", \"eager_us\": " << t.eager_us << ", \"graph_us\": " << t.graph_us
-          << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
+          << ", \"splits\": " << t.splits << ", \"eager_us\": " << t.eager_us
+          << ", \"graph_us\": " << t.graph_us << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
       }
       f << "]}\n";
     }

@@ -6,6 +6,15 @@
 
 namespace rootspec::cuda {
 
+// Element type of the KV caches and of the activations fed to the products (the weights' dtype:
+// bf16 KV for bf16 weights). The residual stream, the products' outputs, q and all
+// accumulation stay float32.
+enum class Elem : int32_t { F32 = 0, BF16 = 1, F16 = 2 };
+inline int elem_size(Elem e) { return e == Elem::F32 ? 4 : 2; }
+inline const char* elem_name(Elem e) {
+  return e == Elem::F32 ? "float32" : e == Elem::BF16 ? "bfloat16" : "float16";
+}
+
 // A pass's q and k rotated by RoPE (Hugging Face rotate_half), Qwen3's q/k RMSNorm first when
 // given, k and v written to the rows' cache slots.
 struct RopeKvWrite {
@@ -20,8 +29,9 @@ struct RopeKvWrite {
   const float* k_norm = nullptr;       // [head_dim], or null
   float eps = 1e-6f;
   float* q_out = nullptr;    // [rows, n_heads, head_dim]
-  float* k_cache = nullptr;  // [capacity, n_kv_heads, head_dim] (tree_index.h)
-  float* v_cache = nullptr;
+  Elem kv_type = Elem::F32;  // of the caches
+  void* k_cache = nullptr;   // [capacity, n_kv_heads, head_dim] (tree_index.h)
+  void* v_cache = nullptr;
 };
 
 struct TreeAttention {
@@ -29,15 +39,22 @@ struct TreeAttention {
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int mask_words = 0;                   // words per tree-mask row (fixed per graph)
   const float* q = nullptr;             // [bucket, n_heads, head_dim] (RoPE applied)
-  const float* k_cache = nullptr;       // [capacity, n_kv_heads, head_dim], the rows' own K written
-  const float* v_cache = nullptr;       // [capacity, n_kv_heads, head_dim]
+  Elem dtype = Elem::F32;               // of the caches and of out
+  const void* k_cache = nullptr;        // [capacity, n_kv_heads, head_dim], the rows' own K written
+  const void* v_cache = nullptr;        // [capacity, n_kv_heads, head_dim]
   const int32_t* slots = nullptr;       // [bucket] each row's own cache slot
   const uint64_t* tree_mask = nullptr;  // [bucket, mask_words] (tree_index.h)
   // [2]: context (committed slots), rows (real rows ≤ bucket). Device memory for the kernel: the
   // one host-to-device copy of a pass updates them, so one captured graph serves every length.
   const int32_t* dims = nullptr;
-  float scale = 1.0f;    // 1 / sqrt(head_dim)
-  float* out = nullptr;  // [bucket, n_heads, head_dim]
+  float scale = 1.0f;   // 1 / sqrt(head_dim)
+  void* out = nullptr;  // [bucket, n_heads, head_dim]
+  // Split-K: each (row, head) runs as `splits` blocks over consecutive key ranges
+  // (split_keys, tree_index.h), merged by a second kernel, so that a few rows over a long
+  // context still fill the GPU. splits > 1 needs `partial`: [bucket, n_heads, splits,
+  // head_dim + 2] floats (the unnormalised sum, then the range's maximum and its exp-sum).
+  int splits = 1;
+  float* partial = nullptr;
 };
 
 }  // namespace rootspec::cuda

@@ -1,3 +1,6 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cfloat>
 
 #include "kernels.h"
@@ -8,6 +11,50 @@ namespace {
 
 constexpr int kThreads = 128;  // threads per block of every kernel here (four warps)
 constexpr int kMaxHeadDim = 256;
+
+// Element conversions: every kernel computes in float and stores the pass's element type.
+template <typename T>
+__device__ inline float to_float(T v);
+template <>
+__device__ inline float to_float(float v) {
+  return v;
+}
+template <>
+__device__ inline float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ inline float to_float(__half v) {
+  return __half2float(v);
+}
+template <typename T>
+__device__ inline T from_float(float v);
+template <>
+__device__ inline float from_float(float v) {
+  return v;
+}
+template <>
+__device__ inline __nv_bfloat16 from_float(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ inline __half from_float(float v) {
+  return __float2half_rn(v);
+}
+
+// Calls f(T{}) with the C++ type of `e`: the launchers' one dispatch on the element type.
+template <typename F>
+cudaError_t with_elem(Elem e, F&& f) {
+  switch (e) {
+    case Elem::F32:
+      return f(float{});
+    case Elem::BF16:
+      return f(__nv_bfloat16{});
+    case Elem::F16:
+      return f(__half{});
+  }
+  return cudaErrorInvalidValue;
+}
 
 // Block-wide sum / max of one value per thread; every thread gets the result. `scratch` holds
 // kThreads / 32 floats.
@@ -33,27 +80,66 @@ __device__ float block_max(float v, float* scratch) {
   return top;
 }
 
-__global__ void rms_norm_kernel(const float* x, const float* weight, float eps, int n, float* out) {
+template <typename T>
+__global__ void embed_rows_kernel(const int32_t* tokens, const T* table, int hidden, float* x) {
+  const T* row = table + static_cast<int64_t>(tokens[blockIdx.x]) * hidden;
+  float* o = x + static_cast<int64_t>(blockIdx.x) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += kThreads) o[i] = to_float(row[i]);
+}
+
+template <typename T>
+__global__ void rms_norm_kernel(const float* x, const float* weight, float eps, int n, T* out) {
   __shared__ float scratch[kThreads / 32];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
   float sq = 0;
   for (int i = threadIdx.x; i < n; i += kThreads) sq += row[i] * row[i];
   const float inv = rsqrtf(block_sum(sq, scratch) / n + eps);
-  float* o = out + static_cast<int64_t>(blockIdx.x) * n;
-  for (int i = threadIdx.x; i < n; i += kThreads) o[i] = weight[i] * (row[i] * inv);
+  T* o = out + static_cast<int64_t>(blockIdx.x) * n;
+  for (int i = threadIdx.x; i < n; i += kThreads) o[i] = from_float<T>(weight[i] * (row[i] * inv));
 }
 
-__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int inter, float* out) {
+template <typename T>
+__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int inter, T* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= rows * inter) return;
   const int64_t r = i / inter, c = i % inter;
   const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
-  out[i] = g / (1.0f + __expf(-g)) * u;
+  out[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i < n) x[i] += y[i];
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < rows * n) x[i] += bias[i % n];
+}
+
+template <typename In, typename Out>
+__global__ void convert_kernel(const In* in, int64_t n, Out* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) out[i] = from_float<Out>(to_float(in[i]));
+}
+
+// splitmix64: a counter-based generator, so every element is drawn independently of the launch
+// shape (the same seed gives the same weights on any GPU).
+__device__ inline uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+template <typename T>
+__global__ void fill_uniform_kernel(T* out, int64_t n, uint64_t seed, float low, float high) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n) return;
+  const float u =
+      static_cast<float>(splitmix64(seed ^ (static_cast<uint64_t>(i) * 0x2545f4914f6cdd1dull)) >> 40) *
+      (1.0f / 16777216.0f);  // 24 bits: [0, 1)
+  out[i] = from_float<T>(low + (high - low) * u);
 }
 
 __global__ void tempered_rows_kernel(const float* logits, int vocab, float temperature, float* out) {
@@ -85,14 +171,13 @@ __global__ void tempered_rows_kernel(const float* logits, int vocab, float tempe
   for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] *= inv_sum;
 }
 
-// One block: the moves in order, each copied by all threads (a later move may read what an
-// earlier one wrote).
-__global__ void move_kv_rows_kernel(float* k, float* v, const int32_t* from, const int32_t* to, int n_moves,
-                                    int row_floats) {
+// One block: the moves in order, each copied by all threads in 16-bit units (a later move may
+// read what an earlier one wrote).
+__global__ void move_kv_rows_kernel(uint16_t* k, uint16_t* v, const int32_t* from, const int32_t* to,
+                                    int n_moves, int64_t row_units) {
   for (int m = 0; m < n_moves; ++m) {
-    const int64_t src = static_cast<int64_t>(from[m]) * row_floats,
-                  dst = static_cast<int64_t>(to[m]) * row_floats;
-    for (int i = threadIdx.x; i < row_floats; i += blockDim.x) {
+    const int64_t src = from[m] * row_units, dst = to[m] * row_units;
+    for (int64_t i = threadIdx.x; i < row_units; i += blockDim.x) {
       k[dst + i] = k[src + i];
       v[dst + i] = v[src + i];
     }
@@ -102,6 +187,7 @@ __global__ void move_kv_rows_kernel(float* k, float* v, const int32_t* from, con
 
 // One block per (row, head of q, k or v): the head into shared memory (normalised when its
 // norm is given), then rotated into q_out or the K cache; v heads are copied to the V cache.
+template <typename T>
 __global__ void rope_kv_write_kernel(RopeKvWrite a) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float x[kMaxHeadDim];
@@ -110,8 +196,8 @@ __global__ void rope_kv_write_kernel(RopeKvWrite a) {
   const float* in = a.qkv + (static_cast<int64_t>(r) * heads + h) * d;
   const int slot = a.slots[r];
   if (h >= a.n_heads + a.n_kv_heads) {  // a v head
-    float* out = a.v_cache + kv_index(slot, h - a.n_heads - a.n_kv_heads, 0, a.n_kv_heads, d);
-    for (int i = threadIdx.x; i < d; i += kThreads) out[i] = in[i];
+    T* out = static_cast<T*>(a.v_cache) + kv_index(slot, h - a.n_heads - a.n_kv_heads, 0, a.n_kv_heads, d);
+    for (int i = threadIdx.x; i < d; i += kThreads) out[i] = from_float<T>(in[i]);
     return;
   }
   const bool is_q = h < a.n_heads;
@@ -126,41 +212,48 @@ __global__ void rope_kv_write_kernel(RopeKvWrite a) {
   __syncthreads();
   const float* cos = a.cos + static_cast<int64_t>(a.positions[r]) * d;
   const float* sin = a.sin + static_cast<int64_t>(a.positions[r]) * d;
-  float* out = is_q ? a.q_out + (static_cast<int64_t>(r) * a.n_heads + h) * d
-                    : a.k_cache + kv_index(slot, h - a.n_heads, 0, a.n_kv_heads, d);
   for (int i = threadIdx.x; i < d; i += kThreads) {
     const float rotated = i < half ? -x[i + half] : x[i - half];  // rotate_half
-    out[i] = x[i] * cos[i] + rotated * sin[i];
+    const float y = x[i] * cos[i] + rotated * sin[i];
+    if (is_q)
+      a.q_out[(static_cast<int64_t>(r) * a.n_heads + h) * d + i] = y;
+    else
+      static_cast<T*>(a.k_cache)[kv_index(slot, h - a.n_heads, i, a.n_kv_heads, d)] = from_float<T>(y);
   }
 }
 
-// One block per (row, head): keys in chunks of kThreads, one key per thread, with the running
-// maximum and sum of flash attention's online softmax; each thread accumulates head dimensions
-// d ≡ threadIdx.x (mod kThreads). The bounds come from a.dims in device memory.
-// TODO(issue 15): split-K over long contexts, so that a 1-row pass fills the GPU.
+// One block per (row, head, split): the split's keys (split_keys) in chunks of kThreads, one
+// key per thread, with the running maximum and sum of flash attention's online softmax; each
+// thread accumulates head dimensions d ≡ threadIdx.x (mod kThreads). The bounds come from
+// a.dims in device memory. One split writes the row's output; several write partial sums that
+// merge_splits_kernel combines.
+template <typename T>
 __global__ void tree_attention_kernel(TreeAttention a) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float q[kMaxHeadDim];
   __shared__ float p[kThreads];
   __shared__ int key[kThreads];
-  const int r = blockIdx.x, h = blockIdx.y, d = a.head_dim;
+  const int r = blockIdx.x, h = blockIdx.y, split = blockIdx.z, d = a.head_dim;
   const int context = a.dims[0], rows = a.dims[1];
   const int kvh = kv_head_of(h, a.n_heads, a.n_kv_heads);
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
   const float* q_row = a.q + (static_cast<int64_t>(r) * a.n_heads + h) * d;
   for (int i = threadIdx.x; i < d; i += kThreads) q[i] = q_row[i];
   __syncthreads();
   constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
   float acc[kDimsPerThread] = {};
   float running_max = -FLT_MAX, running_sum = 0;
-  const int end = key_end(r, rows, context, a.slots, a.mask_words);
-  for (int base = 0; base < end; base += kThreads) {
+  int begin = 0, end = 0;
+  split_keys(key_end(r, rows, context, a.slots, a.mask_words), split, a.splits, kThreads, &begin, &end);
+  for (int base = begin; base < end; base += kThreads) {
     const int s = base + threadIdx.x;
     float score = -FLT_MAX;
     const bool seen = s < end && row_sees_slot(r, s, rows, context, a.slots, a.tree_mask, a.mask_words);
     if (seen) {
-      const float* k = a.k_cache + kv_index(s, kvh, 0, a.n_kv_heads, d);
+      const T* k = k_cache + kv_index(s, kvh, 0, a.n_kv_heads, d);
       float dot = 0;
-      for (int i = 0; i < d; ++i) dot += q[i] * k[i];
+      for (int i = 0; i < d; ++i) dot += q[i] * to_float(k[i]);
       score = dot * a.scale;
     }
     const float chunk_max = block_max(score, scratch);
@@ -177,15 +270,48 @@ __global__ void tree_attention_kernel(TreeAttention a) {
       if (i >= d) break;
       float x = acc[j] * rescale;
       for (int t = 0; t < kThreads; ++t)
-        if (p[t] != 0.0f) x += p[t] * a.v_cache[kv_index(key[t], kvh, i, a.n_kv_heads, d)];
+        if (p[t] != 0.0f) x += p[t] * to_float(v_cache[kv_index(key[t], kvh, i, a.n_kv_heads, d)]);
       acc[j] = x;
     }
     __syncthreads();  // p and key are rewritten by the next chunk
   }
-  float* out = a.out + (static_cast<int64_t>(r) * a.n_heads + h) * d;
+  const int64_t head_row = static_cast<int64_t>(r) * a.n_heads + h;
+  if (a.splits == 1) {  // a real or padded row sees at least its own slot: running_sum > 0
+    T* out = static_cast<T*>(a.out) + head_row * d;
+    for (int j = 0; j < kDimsPerThread; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      if (i < d) out[i] = from_float<T>(acc[j] / running_sum);
+    }
+    return;
+  }
+  float* part = a.partial + (head_row * a.splits + split) * (d + 2);  // [head_dim + 2]
   for (int j = 0; j < kDimsPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
-    if (i < d) out[i] = acc[j] / running_sum;
+    if (i < d) part[i] = acc[j];
+  }
+  if (threadIdx.x == 0) part[d] = running_max, part[d + 1] = running_sum;
+}
+
+// Merges the splits of one (row, head): out = Σ_z acc_z e^{m_z − M} / Σ_z sum_z e^{m_z − M}
+// over the splits that saw a key (m_z > −FLT_MAX), M their maximum.
+template <typename T>
+__global__ void merge_splits_kernel(TreeAttention a) {
+  const int d = a.head_dim;
+  const int64_t head_row = static_cast<int64_t>(blockIdx.x) * a.n_heads + blockIdx.y;
+  const float* part = a.partial + head_row * a.splits * (d + 2);  // [splits, head_dim + 2]
+  float top = -FLT_MAX;
+  for (int z = 0; z < a.splits; ++z) top = fmaxf(top, part[z * (d + 2) + d]);
+  T* out = static_cast<T*>(a.out) + head_row * d;
+  for (int i = threadIdx.x; i < d; i += kThreads) {
+    float num = 0, den = 0;
+    for (int z = 0; z < a.splits; ++z) {
+      const float* pz = part + z * (d + 2);
+      if (pz[d] == -FLT_MAX) continue;
+      const float w = __expf(pz[d] - top);
+      num += w * pz[i];
+      den += w * pz[d + 1];
+    }
+    out[i] = from_float<T>(num / den);
   }
 }
 
@@ -193,24 +319,72 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1)
 
 }  // namespace
 
-cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, int n, float* out,
-                     cudaStream_t stream) {
+cudaError_t embed_rows(const int32_t* tokens, const void* table, int rows, int hidden, float* x,
+                       cudaStream_t stream, Elem table_type) {
   if (rows <= 0) return cudaSuccess;
-  rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, weight, eps, n, out);
-  return cudaGetLastError();
+  return with_elem(table_type, [&](auto tag) {
+    using T = decltype(tag);
+    embed_rows_kernel<T><<<rows, kThreads, 0, stream>>>(tokens, static_cast<const T*>(table), hidden, x);
+    return cudaGetLastError();
+  });
 }
 
-cudaError_t silu_mul(const float* gate_up, int rows, int inter, float* out, cudaStream_t stream) {
+cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, int n, void* out,
+                     cudaStream_t stream, Elem out_type) {
+  if (rows <= 0) return cudaSuccess;
+  return with_elem(out_type, [&](auto tag) {
+    using T = decltype(tag);
+    rms_norm_kernel<T><<<rows, kThreads, 0, stream>>>(x, weight, eps, n, static_cast<T*>(out));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t silu_mul(const float* gate_up, int rows, int inter, void* out, cudaStream_t stream,
+                     Elem out_type) {
   const int64_t n = static_cast<int64_t>(rows) * inter;
   if (n <= 0) return cudaSuccess;
-  silu_mul_kernel<<<blocks_for(n), kThreads, 0, stream>>>(gate_up, rows, inter, out);
-  return cudaGetLastError();
+  return with_elem(out_type, [&](auto tag) {
+    using T = decltype(tag);
+    silu_mul_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(gate_up, rows, inter, static_cast<T*>(out));
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
+}
+
+cudaError_t add_bias_rows(float* x, const float* bias, int rows, int n, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * n;
+  if (total <= 0) return cudaSuccess;
+  add_bias_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, bias, rows, n);
+  return cudaGetLastError();
+}
+
+cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out, Elem out_type,
+                             cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  return with_elem(in_type, [&](auto in_tag) {
+    using In = decltype(in_tag);
+    return with_elem(out_type, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      convert_kernel<In, Out>
+          <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const In*>(in), n, static_cast<Out*>(out));
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float low, float high,
+                         cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  return with_elem(type, [&](auto tag) {
+    using T = decltype(tag);
+    fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), n, seed, low, high);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temperature, float* out,
@@ -220,10 +394,12 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
   return cudaGetLastError();
 }
 
-cudaError_t move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, const int32_t* to, int n_moves,
-                         int row_floats, cudaStream_t stream) {
+cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, const int32_t* to, int n_moves,
+                         int64_t row_bytes, cudaStream_t stream) {
+  if (row_bytes % 2 != 0) return cudaErrorInvalidValue;
   if (n_moves <= 0) return cudaSuccess;
-  move_kv_rows_kernel<<<1, kThreads, 0, stream>>>(k_cache, v_cache, from, to, n_moves, row_floats);
+  move_kv_rows_kernel<<<1, kThreads, 0, stream>>>(
+      static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
   return cudaGetLastError();
 }
 
@@ -231,16 +407,24 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.head_dim % 2 != 0 || a.n_kv_heads <= 0)
     return cudaErrorInvalidValue;
   if (a.rows <= 0) return cudaSuccess;
-  rope_kv_write_kernel<<<dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream>>>(a);
-  return cudaGetLastError();
+  return with_elem(a.kv_type, [&](auto tag) {
+    using T = decltype(tag);
+    rope_kv_write_kernel<T><<<dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
-  if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0)
+  if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
+      a.splits < 1 || (a.splits > 1 && !a.partial))
     return cudaErrorInvalidValue;
   if (a.bucket <= 0) return cudaSuccess;
-  tree_attention_kernel<<<dim3(a.bucket, a.n_heads), kThreads, 0, stream>>>(a);
-  return cudaGetLastError();
+  return with_elem(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    tree_attention_kernel<T><<<dim3(a.bucket, a.n_heads, a.splits), kThreads, 0, stream>>>(a);
+    if (a.splits > 1) merge_splits_kernel<T><<<dim3(a.bucket, a.n_heads), kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace rootspec::cuda

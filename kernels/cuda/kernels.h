@@ -1,8 +1,12 @@
-// kernels/cuda: raw-pointer CUDA kernels of the decoder layer (DESIGN §4), float32 in this first
-// slice (bf16 weights and KV come with the CudaBackend). Each launcher enqueues on `stream`, never
-// synchronises (so a pass can be captured into a CUDA graph) and returns the launch's
-// cudaError_t. Each has a CPU reference that tests/kernels/test_cuda_kernels.cpp compares it with
-// on a GPU:
+// kernels/cuda: raw-pointer CUDA kernels of the decoder layer (DESIGN §4). The residual stream,
+// q, the products' outputs and every accumulation are float32; what feeds a product (normed rows,
+// SiLU·up, attention output) and the KV caches are in the pass's element type (Elem: the
+// weights' dtype, bf16 / fp16 / fp32). Each launcher enqueues on `stream`, never synchronises
+// (so a pass can be captured into a CUDA graph) and returns the launch's cudaError_t. Each has a
+// CPU reference that tests/kernels/test_cuda_kernels.cpp compares it with on a GPU:
+//   embed_rows      a gather loop
+//   add_bias_rows   a loop
+//   convert_elements, fill_uniform  (weight upload and device-made random weights) a loop
 //   rms_norm        cpu_rms_norm (kernels/cpu/cpu_attention.h)
 //   silu_mul        cpu_silu_mul
 //   add_in_place    a loop
@@ -21,15 +25,34 @@
 
 namespace rootspec::cuda {
 
-// out[r] = weight ⊙ x[r] / sqrt(mean(x[r]²) + eps); x, out [rows, n] (out may be x).
-cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, int n, float* out,
-                     cudaStream_t stream);
+// x[r] = table[tokens[r]] as float; table [vocab, hidden] of table_type, x [rows, hidden].
+cudaError_t embed_rows(const int32_t* tokens, const void* table, int rows, int hidden, float* x,
+                       cudaStream_t stream, Elem table_type = Elem::F32);
 
-// out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i]; gate_up [rows, 2·inter], out [rows, inter].
-cudaError_t silu_mul(const float* gate_up, int rows, int inter, float* out, cudaStream_t stream);
+// out[r] = weight ⊙ x[r] / sqrt(mean(x[r]²) + eps); x [rows, n] float, out [rows, n] of
+// out_type (out may be x when float).
+cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, int n, void* out,
+                     cudaStream_t stream, Elem out_type = Elem::F32);
+
+// out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i]; gate_up [rows, 2·inter] float, out
+// [rows, inter] of out_type.
+cudaError_t silu_mul(const float* gate_up, int rows, int inter, void* out, cudaStream_t stream,
+                     Elem out_type = Elem::F32);
 
 // x[i] += y[i] for i < n (the residual stream).
 cudaError_t add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream);
+
+// x[r, i] += bias[i]; x [rows, n] (the Qwen2 q/k/v and attention_bias o biases).
+cudaError_t add_bias_rows(float* x, const float* bias, int rows, int n, cudaStream_t stream);
+
+// out[i] = in[i] converted (round to nearest even); the weight upload's dtype change.
+cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out, Elem out_type,
+                             cudaStream_t stream);
+
+// out[i] ~ U[low, high) from a counter-based generator keyed by (seed, i): random weights made
+// on the device (timing with the shapes of real models, no file to read).
+cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float low, float high,
+                         cudaStream_t stream);
 
 // Probability rows at temperature T from logit rows (rows.h's law): T = 0 → one-hot at the
 // argmax (ties → the lower id); T > 0 → softmax(logits / T). logits, out [rows, vocab].
@@ -37,15 +60,16 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
                           cudaStream_t stream);
 
 // The KV commit: for m in order, slot to[m] of both caches takes slot from[m]'s row of
-// `row_floats` (n_kv_heads·head_dim) floats. from, to [n_moves] in device memory. Moves run in
-// order (a later move may read a slot an earlier one wrote to, never the reverse: KvMove).
-cudaError_t move_kv_rows(float* k_cache, float* v_cache, const int32_t* from, const int32_t* to, int n_moves,
-                         int row_floats, cudaStream_t stream);
+// `row_bytes` bytes (n_kv_heads·head_dim elements). from, to [n_moves] in device memory. Moves
+// run in order (a later move may read a slot an earlier one wrote to, never the reverse: KvMove).
+cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, const int32_t* to, int n_moves,
+                         int64_t row_bytes, cudaStream_t stream);
 
 // RoPE on q and k (after Qwen3's q/k norm when given), k and v into the caches.
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream);
 
-// Attention of `bucket` query rows over the cache, each row over the keys it sees.
+// Attention of `bucket` query rows over the cache, each row over the keys it sees; split-K
+// when a.splits > 1 (attention_args.h).
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream);
 
 }  // namespace rootspec::cuda

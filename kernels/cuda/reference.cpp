@@ -13,6 +13,9 @@ namespace rootspec::cuda {
 void reference_tree_attention(const TreeAttention& a) {
   const int context = a.dims[0], rows = a.dims[1];
   assert(rows >= 1 && rows <= a.bucket && a.n_heads % a.n_kv_heads == 0);
+  assert(a.dtype == Elem::F32);  // the references are float32; other types are compared after conversion
+  const float* k_cache = static_cast<const float*>(a.k_cache);
+  const float* v_cache = static_cast<const float*>(a.v_cache);
   const int d = a.head_dim;
   std::vector<double> scores, acc(d);
   for (int r = 0; r < a.bucket; ++r) {
@@ -25,7 +28,7 @@ void reference_tree_attention(const TreeAttention& a) {
       for (int s = 0; s < end; ++s) {
         if (!row_sees_slot(r, s, rows, context, a.slots, a.tree_mask, a.mask_words)) continue;
         double dot = 0;
-        for (int i = 0; i < d; ++i) dot += double(q[i]) * a.k_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
+        for (int i = 0; i < d; ++i) dot += double(q[i]) * k_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
         scores[s] = dot * a.scale;
         top = std::max(top, scores[s]);
       }
@@ -35,15 +38,18 @@ void reference_tree_attention(const TreeAttention& a) {
         if (scores[s] == -std::numeric_limits<double>::infinity()) continue;
         const double p = std::exp(scores[s] - top);
         sum += p;
-        for (int i = 0; i < d; ++i) acc[i] += p * a.v_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
+        for (int i = 0; i < d; ++i) acc[i] += p * v_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
       }
-      float* out = a.out + (static_cast<int64_t>(r) * a.n_heads + h) * d;
+      float* out = static_cast<float*>(a.out) + (static_cast<int64_t>(r) * a.n_heads + h) * d;
       for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] / sum);
     }
   }
 }
 
 void reference_rope_kv_write(const RopeKvWrite& a) {
+  assert(a.kv_type == Elem::F32);
+  float* k_cache = static_cast<float*>(a.k_cache);
+  float* v_cache = static_cast<float*>(a.v_cache);
   const int d = a.head_dim, half = d / 2, heads = a.n_heads + 2 * a.n_kv_heads;
   std::vector<double> x(d);
   for (int r = 0; r < a.rows; ++r) {
@@ -54,7 +60,7 @@ void reference_rope_kv_write(const RopeKvWrite& a) {
       const bool is_q = h < a.n_heads, is_k = !is_q && h < a.n_heads + a.n_kv_heads;
       if (!is_q && !is_k) {  // a v head: copied
         const int kvh = h - a.n_heads - a.n_kv_heads;
-        std::copy_n(in, d, a.v_cache + kv_index(a.slots[r], kvh, 0, a.n_kv_heads, d));
+        std::copy_n(in, d, v_cache + kv_index(a.slots[r], kvh, 0, a.n_kv_heads, d));
         continue;
       }
       const float* norm = is_q ? a.q_norm : a.k_norm;
@@ -66,7 +72,7 @@ void reference_rope_kv_write(const RopeKvWrite& a) {
       }
       for (int i = 0; i < d; ++i) x[i] = norm ? norm[i] * (in[i] * inv) : in[i];
       float* out = is_q ? a.q_out + (static_cast<int64_t>(r) * a.n_heads + h) * d
-                        : a.k_cache + kv_index(a.slots[r], h - a.n_heads, 0, a.n_kv_heads, d);
+                        : k_cache + kv_index(a.slots[r], h - a.n_heads, 0, a.n_kv_heads, d);
       for (int i = 0; i < d; ++i) {
         const double rotated = i < half ? -x[i + half] : x[i - half];  // rotate_half
         out[i] = static_cast<float>(x[i] * cos[i] + rotated * sin[i]);

@@ -39,6 +39,27 @@ ROOTSPEC_HD int key_end(int row, int rows, int context, const int32_t* slots, in
   return context + mask_words * kMaskBits;
 }
 
+// Split-K: the key range [*begin, *end) of split `split` of `splits` over keys [0, key_end):
+// equal ranges rounded up to `quantum` keys (the kernel's chunk), the last ones possibly empty.
+// The ranges are disjoint and cover [0, key_end) in order.
+ROOTSPEC_HD void split_keys(int key_end, int split, int splits, int quantum, int* begin, int* end) {
+  const int per_split = (key_end + splits - 1) / splits;
+  const int per = (per_split + quantum - 1) / quantum * quantum;
+  const int lo = split * per, hi = lo + per;
+  *begin = lo < key_end ? lo : key_end;
+  *end = hi < key_end ? hi : key_end;
+}
+
+// Splits for `bucket` rows × `n_heads` heads on a GPU with `sm_count` multiprocessors: enough
+// blocks for about two waves, at most max_splits; 1 when rows × heads fill the GPU already. A
+// function of the bucket only, so a captured graph keeps it for every context length.
+ROOTSPEC_HD int attention_splits(int bucket, int n_heads, int sm_count, int max_splits) {
+  const int blocks = bucket * n_heads, want = 2 * sm_count;
+  int splits = (want + blocks - 1) / blocks;
+  if (splits < 1) splits = 1;
+  return splits < max_splits ? splits : max_splits;
+}
+
 // Element (slot, kv_head, d) of a KV cache.
 ROOTSPEC_HD int64_t kv_index(int64_t slot, int kv_head, int d, int n_kv_heads, int head_dim) {
   return (slot * n_kv_heads + kv_head) * head_dim + d;

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "kernels.h"
 #include "reference.h"
 #include "rows.h"
+#include "safetensors.h"
 #include "tree_index.h"
 
 namespace rootspec {
@@ -128,7 +130,7 @@ TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
   const std::vector<int32_t> from = {40, 41, 44, 50}, to = {30, 40, 41, 42};
   DeviceArray<float> dk(k), dv(v);
   DeviceArray<int32_t> dfrom(from), dto(to);
-  CUDA_OK(cuda::move_kv_rows(dk.ptr, dv.ptr, dfrom.ptr, dto.ptr, 4, row_floats, nullptr));
+  CUDA_OK(cuda::move_kv_rows(dk.ptr, dv.ptr, dfrom.ptr, dto.ptr, 4, row_floats * sizeof(float), nullptr));
   cuda::reference_move_kv_rows(k.data(), v.data(), from.data(), to.data(), 4, row_floats);
   expect_near(dk.host(), k, 0.0f);
   expect_near(dv.host(), v, 0.0f);
@@ -186,7 +188,30 @@ TEST(CudaKernels, RopeKvWriteMatchesTheReference) {
 }
 
 // Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
-// serves two contexts through `dims` in device memory (as a replayed graph would).
+// serves two contexts through `dims` in device memory (as a replayed graph would); one block per
+// (row, head) and split-K with 4 and 7 splits (of which some are empty on the short context).
+// Tree attention's arguments for one shape over the given buffers (device or host pointers).
+cuda::TreeAttention attention_over(int bucket, int n_heads, int n_kv, int hd, int mask_words,
+                                   const float* q, const void* k, const void* v,
+                                   const int32_t* slots, const uint64_t* mask, const int32_t* dims,
+                                   void* out) {
+  cuda::TreeAttention a;
+  a.bucket = bucket;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv;
+  a.head_dim = hd;
+  a.mask_words = mask_words;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.q = q;
+  a.k_cache = k;
+  a.v_cache = v;
+  a.slots = slots;
+  a.tree_mask = mask;
+  a.dims = dims;
+  a.out = out;
+  return a;
+}
+
 TEST(CudaKernels, TreeAttentionMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   constexpr int n_heads = 8, n_kv = 2, hd = 128, capacity = 5000, bucket = 16, rows = 11, mask_words = 2;
@@ -203,39 +228,124 @@ TEST(CudaKernels, TreeAttentionMatchesTheReference) {
              k = random_floats(size_t{capacity} * n_kv * hd, 11),
              v = random_floats(size_t{capacity} * n_kv * hd, 12);
   DeviceArray<float> dq(q), dk(k), dv(v), dout(std::vector<float>(q.size()));
+  DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 7 * (hd + 2)));
   DeviceArray<uint64_t> dmask(mask);
-  for (const int context : {3, 4000}) {
-    std::vector<int32_t> slots(bucket);
-    for (int r = 0; r < bucket; ++r) slots[r] = context + r;
-    const std::vector<int32_t> dims = {context, rows};
-    DeviceArray<int32_t> dslots(slots), ddims(dims);
-    cuda::TreeAttention a;
-    a.bucket = bucket;
-    a.n_heads = n_heads;
-    a.n_kv_heads = n_kv;
-    a.head_dim = hd;
-    a.mask_words = mask_words;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    a.q = dq.ptr;
-    a.k_cache = dk.ptr;
-    a.v_cache = dv.ptr;
-    a.slots = dslots.ptr;
-    a.tree_mask = dmask.ptr;
-    a.dims = ddims.ptr;
-    a.out = dout.ptr;
-    CUDA_OK(cuda::tree_attention(a, nullptr));
-    std::vector<float> want(q.size());
-    cuda::TreeAttention h = a;
-    h.q = q.data();
-    h.k_cache = k.data();
-    h.v_cache = v.data();
-    h.slots = slots.data();
-    h.tree_mask = mask.data();
-    h.dims = dims.data();
-    h.out = want.data();
-    cuda::reference_tree_attention(h);
-    expect_near(dout.host(), want, 1e-4f);
+  for (const int context : {3, 4000})
+    for (const int splits : {1, 4, 7}) {
+      SCOPED_TRACE("context " + std::to_string(context) + ", splits " + std::to_string(splits));
+      std::vector<int32_t> slots(bucket);
+      for (int r = 0; r < bucket; ++r) slots[r] = context + r;
+      const std::vector<int32_t> dims = {context, rows};
+      DeviceArray<int32_t> dslots(slots), ddims(dims);
+      cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr,
+                                             dv.ptr, dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+      a.splits = splits;
+      a.partial = dpartial.ptr;
+      CUDA_OK(cuda::tree_attention(a, nullptr));
+      std::vector<float> want(q.size());
+      cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(),
+                                                    k.data(), v.data(), slots.data(), mask.data(),
+                                                    dims.data(), want.data()));
+      expect_near(dout.host(), want, 1e-4f);
+    }
+}
+
+// bf16 caches and output: the kernel against the float32 reference over the same bf16-rounded
+// keys and values; the output differs by its own rounding (bf16 keeps 8 significant bits).
+TEST(CudaKernels, TreeAttentionInBf16MatchesTheReferenceWithinBf16Rounding) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n_heads = 4, n_kv = 4, hd = 64, capacity = 600, bucket = 2, rows = 2, mask_words = 1;
+  const std::vector<uint64_t> mask = {0b01, 0b11};  // a chain of two
+  auto q = random_floats(bucket * n_heads * hd, 20);
+  auto k = random_floats(size_t{capacity} * n_kv * hd, 21),
+       v = random_floats(size_t{capacity} * n_kv * hd, 22);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k16[i] = float_to_bf16(k[i]), v16[i] = float_to_bf16(v[i]);
+    k[i] = bf16_to_float(k16[i]), v[i] = bf16_to_float(v16[i]);
   }
+  const int context = 500;
+  const std::vector<int32_t> slots = {context, context + 1}, dims = {context, rows};
+  DeviceArray<float> dq(q);
+  DeviceArray<uint16_t> dk(k16), dv(v16), dout(std::vector<uint16_t>(q.size()));
+  DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 3 * (hd + 2)));
+  DeviceArray<int32_t> dslots(slots), ddims(dims);
+  DeviceArray<uint64_t> dmask(mask);
+  cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr,
+                                         dv.ptr, dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+  a.dtype = cuda::Elem::BF16;
+  a.splits = 3;
+  a.partial = dpartial.ptr;
+  CUDA_OK(cuda::tree_attention(a, nullptr));
+  std::vector<float> want(q.size());  // the float32 reference over the bf16-rounded k and v
+  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(),
+                                                k.data(), v.data(), slots.data(), mask.data(),
+                                                dims.data(), want.data()));
+  const std::vector<uint16_t> got16 = dout.host();
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(bf16_to_float(got16[i]), want[i], 1e-2f * std::max(1.0f, std::fabs(want[i])))
+        << "element " << i;
+}
+
+TEST(CudaKernels, EmbedRowsGathersAndConvertsTheTokensRows) {
+  SKIP_WITHOUT_GPU();
+  const int vocab = 50, hidden = 300;
+  const auto table = random_floats(vocab * hidden, 30);
+  std::vector<uint16_t> table16(table.size());
+  for (size_t i = 0; i < table.size(); ++i) table16[i] = float_to_bf16(table[i]);
+  const std::vector<int32_t> tokens = {7, 0, 49, 7};
+  DeviceArray<uint16_t> dtable(table16);
+  DeviceArray<int32_t> dtokens(tokens);
+  DeviceArray<float> dx(std::vector<float>(tokens.size() * hidden));
+  CUDA_OK(cuda::embed_rows(dtokens.ptr, dtable.ptr, 4, hidden, dx.ptr, nullptr, cuda::Elem::BF16));
+  const std::vector<float> x = dx.host();
+  for (size_t r = 0; r < tokens.size(); ++r)
+    for (int i = 0; i < hidden; ++i)
+      ASSERT_EQ(x[r * hidden + i], bf16_to_float(table16[tokens[r] * hidden + i])) << r << ", " << i;
+}
+
+TEST(CudaKernels, AddBiasRowsAddsTheBiasToEveryRow) {
+  SKIP_WITHOUT_GPU();
+  const int rows = 3, n = 257;
+  const auto x = random_floats(rows * n, 31), bias = random_floats(n, 32);
+  std::vector<float> want(x);
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < n; ++i) want[r * n + i] += bias[i];
+  DeviceArray<float> dx(x), db(bias);
+  CUDA_OK(cuda::add_bias_rows(dx.ptr, db.ptr, rows, n, nullptr));
+  expect_near(dx.host(), want, 0.0f);
+}
+
+TEST(CudaKernels, ConvertElementsRoundsLikeTheHostConversions) {
+  SKIP_WITHOUT_GPU();
+  const auto x = random_floats(1000, 33, 100.0f);
+  DeviceArray<float> dx(x);
+  DeviceArray<uint16_t> dbf(std::vector<uint16_t>(x.size())), dh(std::vector<uint16_t>(x.size()));
+  CUDA_OK(cuda::convert_elements(dx.ptr, cuda::Elem::F32, 1000, dbf.ptr, cuda::Elem::BF16, nullptr));
+  CUDA_OK(cuda::convert_elements(dx.ptr, cuda::Elem::F32, 1000, dh.ptr, cuda::Elem::F16, nullptr));
+  const auto bf = dbf.host(), h = dh.host();
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(bf[i], float_to_bf16(x[i])) << i;
+    ASSERT_EQ(h[i], float_to_half(x[i])) << i;
+  }
+}
+
+TEST(CudaKernels, FillUniformIsInRangeDeterministicAndRoughlyUniform) {
+  SKIP_WITHOUT_GPU();
+  const int64_t n = 1 << 16;
+  DeviceArray<float> a{std::vector<float>(n)}, b{std::vector<float>(n)};
+  CUDA_OK(cuda::fill_uniform(a.ptr, cuda::Elem::F32, n, 42, -0.5f, 0.5f, nullptr));
+  CUDA_OK(cuda::fill_uniform(b.ptr, cuda::Elem::F32, n, 42, -0.5f, 0.5f, nullptr));
+  const auto x = a.host(), y = b.host();
+  double mean = 0, below = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(x[i], y[i]);
+    ASSERT_TRUE(x[i] >= -0.5f && x[i] < 0.5f) << x[i];
+    mean += x[i] / n;
+    below += x[i] < 0.0f;
+  }
+  EXPECT_NEAR(mean, 0.0, 0.01);       // sd of the mean: 0.29 / 256
+  EXPECT_NEAR(below / n, 0.5, 0.01);  // sd: 0.002
 }
 
 }  // namespace

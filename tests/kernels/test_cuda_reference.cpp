@@ -72,6 +72,30 @@ TEST(CudaTreeIndex, RowSeesSlotIsPassBatchSees) {
   }
 }
 
+TEST(CudaTreeIndex, SplitKeysPartitionTheKeyRangeInOrder) {
+  for (const int end : {0, 1, 127, 128, 129, 1000, 4161})
+    for (const int splits : {1, 2, 3, 7, 32}) {
+      int expected_begin = 0;
+      for (int z = 0; z < splits; ++z) {
+        int begin = -1, stop = -1;
+        cuda::split_keys(end, z, splits, 128, &begin, &stop);
+        ASSERT_EQ(begin, expected_begin) << "end " << end << " splits " << splits << " split " << z;
+        ASSERT_LE(begin, stop);
+        ASSERT_TRUE(stop == end || (stop - begin) % 128 == 0) << "a split ends off the kernel's chunk";
+        expected_begin = stop;
+      }
+      EXPECT_EQ(expected_begin, end) << "the splits do not cover the keys";
+    }
+}
+
+TEST(CudaTreeIndex, AttentionSplitsAimAtTwoWavesWithinTheirBounds) {
+  // 132 multiprocessors (H100/H200): one row of 32 heads wants ⌈264 / 32⌉ = 9 splits.
+  EXPECT_EQ(cuda::attention_splits(1, 32, 132, 32), 9);
+  EXPECT_EQ(cuda::attention_splits(8, 32, 132, 32), 2);
+  EXPECT_EQ(cuda::attention_splits(64, 32, 132, 32), 1);  // 2048 blocks fill the GPU already
+  EXPECT_EQ(cuda::attention_splits(1, 1, 132, 32), 32);   // capped
+}
+
 TEST(CudaTreeIndex, KvIndexIsSlotMajorAndHeadsShareByGroups) {
   // [capacity, n_kv_heads = 2, head_dim = 4]: slot 3, head 1, dim 2 → (3·2 + 1)·4 + 2.
   EXPECT_EQ(cuda::kv_index(3, 1, 2, 2, 4), 30);
