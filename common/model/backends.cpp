@@ -1,5 +1,7 @@
 #include "backends.h"
 
+#include "libtorch_backends.h"
+
 #include <stdexcept>
 
 namespace rootspec {
@@ -28,9 +30,10 @@ torch::Device parse_device_option(const std::string& s) {
 
 void set_torch_threads(int n) { torch::set_num_threads(n); }
 
-std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options,
-                                               int capacity) {
-  if (options.cpu_helper_threads < 0) throw std::invalid_argument("runtime: cpu_helper_threads must be ≥ 0");
+bool libtorch_has_cuda() { return torch::cuda::is_available(); }
+
+std::unique_ptr<PassBackend> make_libtorch_backend(const std::string& dir, const RuntimeOptions& options,
+                                                   int capacity) {
   const torch::Device device = parse_device_option(options.device);
   const torch::ScalarType dtype = parse_dtype_option(options.dtype);
   if (dtype == torch::kFloat16 && device.is_cpu())  // libtorch has no CPU fp16 matmul

@@ -16,9 +16,15 @@ int tree_bucket(int n) {
 ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options)
     : options_(options),
       backend_(make_pass_backend(dir, options, TreeKv::capacity_for(options.max_context, options.max_tree))),
-      kv_(options.max_context, options.max_tree, backend_->config().vocab_size),
-      host_rows_(static_cast<size_t>(std::max(options.max_tree, kMaxTreeBucket)) *
-                 backend_->config().vocab_size) {}
+      kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {
+  const size_t floats =
+      static_cast<size_t>(std::max(options.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size;
+  host_rows_ = backend_->host_rows(floats);
+  if (!host_rows_) {
+    own_rows_.resize(floats);
+    host_rows_ = own_rows_.data();
+  }
+}
 
 ModelRuntime::~ModelRuntime() = default;
 
@@ -26,6 +32,7 @@ const ModelConfig& ModelRuntime::config() const { return backend_->config(); }
 const char* ModelRuntime::backend_name() const { return backend_->name(); }
 int64_t ModelRuntime::weight_bytes() const { return backend_->weight_bytes(); }
 int64_t ModelRuntime::kv_cache_bytes() const { return backend_->kv_cache_bytes(); }
+double ModelRuntime::device_seconds() const { return backend_->device_seconds(); }
 
 RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind) {
   const int n = static_cast<int>(tokens.size());
@@ -33,9 +40,9 @@ RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, 
   for (int done = 0; done < n; done += kMaxTreeBucket) {
     const int m = std::min(kMaxTreeBucket, n - done);
     const PassBatch& batch = kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m));
-    backend_->forward(batch, kind, host_rows_.data() + static_cast<size_t>(done) * vocab);
+    backend_->forward(batch, kind, host_rows_ + static_cast<size_t>(done) * vocab);
   }
-  return RowsView{host_rows_.data(), n, vocab};
+  return RowsView{host_rows_, n, vocab};
 }
 
 RowsView ModelRuntime::prefill(const std::vector<int32_t>& tokens) {

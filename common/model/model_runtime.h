@@ -24,8 +24,10 @@
 namespace rootspec {
 
 struct RuntimeOptions {
-  std::string device = "cpu";               // torch device string: "cpu", "cuda", "cuda:1"
+  std::string device = "cpu";               // "cpu", "cuda", "cuda:1" (the Cuda backend)
   std::string dtype = "float32";            // float32 | float16 | bfloat16 (float32 on the CPU)
+  bool cuda_graphs = true;                  // Cuda: replay captured graphs (false: every pass eager)
+  bool cpu_loops = false;                   // CPU: the torch-free loop reference (loop_cpu_backend.h)
   int max_context = 2048;                   // committed positions the cache holds
   int max_tree = 64;                        // tree nodes one tree (or its extensions) may hold
   bool cpu_kernels = true;                  // CPU float32: the FusedCpu backend (false: TorchOps, the
@@ -51,6 +53,7 @@ class ModelRuntime {
   int tree_size() const { return kv_.tree_size(); }  // nodes of the current tree
   int64_t weight_bytes() const;                      // weights at the runtime dtype
   int64_t kv_cache_bytes() const;                    // the preallocated K and V caches
+  double device_seconds() const;                     // GPU time of the passes so far (pass_backend.h)
 
   // Appends `tokens` to the committed context (in passes of up to 64); returns the logits row
   // after the last one: [1, vocab].
@@ -80,7 +83,8 @@ class ModelRuntime {
   RuntimeOptions options_;
   std::unique_ptr<PassBackend> backend_;
   TreeKv kv_;
-  std::vector<float> host_rows_;  // [max(max_tree, 64), vocab] rows handed back
+  std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
+  float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back
 };
 
 // Intra-op threads of torch in this process (tests and tools use 1).

@@ -1,21 +1,14 @@
 #include "model_weights.h"
 
+#include "model_tensors.h"
+
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
 
 namespace rootspec {
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << '[';
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << ']';
-  return o.str();
-}
 
 torch::ScalarType torch_dtype_of(TensorDtype d) {
   switch (d) {
@@ -36,15 +29,11 @@ class Loader {
   Loader(const std::string& dir, torch::Device device, torch::ScalarType dtype)
       : folder_(dir), device_(device), dtype_(dtype) {}
 
-  // The tensor `name` with the expected shape, on the runtime device and dtype.
-  torch::Tensor get(const std::string& name, std::vector<int64_t> shape, int64_t* bytes) {
-    const TensorView& t = folder_.get(name);
-    if (t.dtype == TensorDtype::Other)
-      throw std::runtime_error(t.file + ": tensor '" + name + "' has dtype " + t.dtype_text +
-                               "; supported: F32, F16, BF16");
-    if (t.shape != shape)
-      throw std::runtime_error(t.file + ": tensor '" + name + "' has shape " + shape_text(t.shape) +
-                               ", expected " + shape_text(shape));
+  // The tensor of `spec` on the runtime device and dtype; undefined when the model has none.
+  torch::Tensor get(const TensorSpec& spec, int64_t* bytes) {
+    if (!spec.present()) return torch::Tensor();
+    const TensorView& t = checked_tensor(folder_, spec);
+    const std::vector<int64_t>& shape = spec.shape;
     const torch::ScalarType src = torch_dtype_of(t.dtype);
     auto file = folder_.file_of(t);
     const bool aligned = reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0;
@@ -68,8 +57,6 @@ class Loader {
     return out;
   }
 
-  bool has(const std::string& name) const { return folder_.has(name); }
-
  private:
   SafetensorsFolder folder_;
   torch::Device device_;
@@ -81,36 +68,29 @@ class Loader {
 ModelWeights load_weights(const std::string& dir, torch::Device device, torch::ScalarType dtype) {
   ModelWeights w;
   w.config = load_config(dir + "/config.json");
-  const ModelConfig& c = w.config;
   Loader L(dir, device, dtype);
-  const int64_t h = c.hidden_size, hd = c.head_dim, q = int64_t(c.num_attention_heads) * hd,
-                kv = int64_t(c.num_key_value_heads) * hd, f = c.intermediate_size, V = c.vocab_size;
+  const DecoderTensorSpecs specs = decoder_tensor_specs(w.config);
   int64_t* bytes = &w.bytes;
-  w.embed = L.get("model.embed_tokens.weight", {V, h}, bytes);
-  w.norm = L.get("model.norm.weight", {h}, bytes);
-  w.lm_head = c.tie_word_embeddings ? w.embed : L.get("lm_head.weight", {V, h}, bytes);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
+  w.embed = L.get(specs.embed, bytes);
+  w.norm = L.get(specs.norm, bytes);
+  w.lm_head = specs.lm_head.present() ? L.get(specs.lm_head, bytes) : w.embed;
+  for (const LayerTensorSpecs& s : specs.layers) {
     LayerWeights l;
-    l.input_norm = L.get(p + "input_layernorm.weight", {h}, bytes);
-    l.wq = L.get(p + "self_attn.q_proj.weight", {q, h}, bytes);
-    l.wk = L.get(p + "self_attn.k_proj.weight", {kv, h}, bytes);
-    l.wv = L.get(p + "self_attn.v_proj.weight", {kv, h}, bytes);
-    l.wo = L.get(p + "self_attn.o_proj.weight", {h, q}, bytes);
-    if (c.qkv_bias) {
-      l.bq = L.get(p + "self_attn.q_proj.bias", {q}, bytes);
-      l.bk = L.get(p + "self_attn.k_proj.bias", {kv}, bytes);
-      l.bv = L.get(p + "self_attn.v_proj.bias", {kv}, bytes);
-    }
-    if (c.o_bias) l.bo = L.get(p + "self_attn.o_proj.bias", {h}, bytes);
-    if (c.qk_norm) {
-      l.q_norm = L.get(p + "self_attn.q_norm.weight", {hd}, bytes);
-      l.k_norm = L.get(p + "self_attn.k_norm.weight", {hd}, bytes);
-    }
-    l.post_norm = L.get(p + "post_attention_layernorm.weight", {h}, bytes);
-    l.gate = L.get(p + "mlp.gate_proj.weight", {f, h}, bytes);
-    l.up = L.get(p + "mlp.up_proj.weight", {f, h}, bytes);
-    l.down = L.get(p + "mlp.down_proj.weight", {h, f}, bytes);
+    l.input_norm = L.get(s.input_norm, bytes);
+    l.wq = L.get(s.wq, bytes);
+    l.wk = L.get(s.wk, bytes);
+    l.wv = L.get(s.wv, bytes);
+    l.wo = L.get(s.wo, bytes);
+    l.bq = L.get(s.bq, bytes);
+    l.bk = L.get(s.bk, bytes);
+    l.bv = L.get(s.bv, bytes);
+    l.bo = L.get(s.bo, bytes);
+    l.q_norm = L.get(s.q_norm, bytes);
+    l.k_norm = L.get(s.k_norm, bytes);
+    l.post_norm = L.get(s.post_norm, bytes);
+    l.gate = L.get(s.gate, bytes);
+    l.up = L.get(s.up, bytes);
+    l.down = L.get(s.down, bytes);
     w.layers.push_back(std::move(l));
   }
   return w;

@@ -2,6 +2,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
+
+#include "libtorch_backends.h"
+#include "loop_cpu_backend.h"
+#include "model_runtime.h"
+#if ROOTSPEC_WITH_CUDA
+#include "cuda_backend.h"
+#endif
 
 namespace rootspec {
 
@@ -20,6 +28,44 @@ void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
       for (uint64_t m = bits[w]; m; m &= m - 1)
         row[b.context + w * kMaskWordBits + __builtin_ctzll(m)] = 0.0f;
   }
+}
+
+bool parse_cuda_device(const std::string& device, int* ordinal) {
+  if (device == "cuda") {
+    *ordinal = 0;
+    return true;
+  }
+  if (device.rfind("cuda:", 0) != 0) return false;
+  const std::string n = device.substr(5);
+  if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+    throw std::invalid_argument("device '" + device + "' is not valid (cpu, cuda or cuda:N)");
+  *ordinal = std::stoi(n);
+  return true;
+}
+
+std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options,
+                                               int capacity) {
+  if (options.cpu_helper_threads < 0) throw std::invalid_argument("runtime: cpu_helper_threads must be ≥ 0");
+  int ordinal = 0;
+  if (parse_cuda_device(options.device, &ordinal)) {
+#if ROOTSPEC_WITH_CUDA
+    CudaBackendOptions cuda;
+    cuda.device = ordinal;
+    cuda.dtype = options.dtype;
+    cuda.graphs = options.cuda_graphs;
+    return make_cuda_backend(dir, cuda, capacity);
+#else
+    if (!libtorch_has_cuda())
+      throw std::invalid_argument(
+          "device '" + options.device +
+          "': this build has no CUDA backend (configure where nvcc is: ROOTSPEC_WITH_CUDA)");
+#endif
+  }
+  if (options.cpu_loops) {
+    if (options.device != "cpu") throw std::invalid_argument("runtime: cpu_loops needs device \"cpu\"");
+    return make_loop_cpu_backend(dir, capacity);
+  }
+  return make_libtorch_backend(dir, options, capacity);
 }
 
 }  // namespace rootspec

@@ -5,7 +5,7 @@
 //   TorchOps  libtorch ops on any torch device and dtype: the reference (torch_ops_backend.cpp)
 //   FusedCpu  kernels/cpu on CPU float32, helper threads on the drafter's idle core
 //             (fused_cpu_backend.cpp)
-//   Cuda      kernels/cuda + cuBLASLt, captured CUDA graphs (next: it plugs in here)
+//   Cuda      kernels/cuda + cuBLASLt, captured CUDA graphs, torch-free (cuda_backend.cpp)
 //
 // Shapes a backend sees, and why they suit graph capture:
 //   * Rows: a pass runs `bucket` rows, the first `rows` real. A backend chooses its buckets
@@ -94,12 +94,27 @@ class PassBackend {
   virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;
   // The KV commit's row moves, every layer.
   virtual void move_kv(const std::vector<KvMove>& moves) = 0;
+  // Host memory of `floats` floats, owned by the backend, that the runtime hands rows back in
+  // (forward's `logits`): a GPU backend's pinned buffer, so that rows come back by DMA. nullptr:
+  // the runtime allocates its own.
+  virtual float* host_rows(size_t floats) {
+    (void)floats;
+    return nullptr;
+  }
+  // Seconds the device spent in this backend's passes and KV moves so far (a GPU backend times
+  // them with events); 0 for backends that run on the calling thread.
+  virtual double device_seconds() const { return 0.0; }
 };
+
+// "cuda" → 0, "cuda:N" → N (true); any other device string → false. Throws
+// std::invalid_argument for a malformed cuda device ("cuda:", "cuda:x", "cuda:-1").
+bool parse_cuda_device(const std::string& device, int* ordinal);
 
 struct RuntimeOptions;  // model_runtime.h
 
-// Loads the Hugging Face folder `dir` into the backend the options select (CPU float32 with
-// cpu_kernels: FusedCpu; otherwise TorchOps on the torch device), with `capacity` cache slots.
+// Loads the Hugging Face folder `dir` into the backend the options select, with `capacity` cache
+// slots: a cuda device → Cuda (builds with ROOTSPEC_WITH_CUDA; otherwise TorchOps when libtorch
+// has CUDA); the CPU in float32 with cpu_kernels → FusedCpu; otherwise TorchOps on the device.
 std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const RuntimeOptions& options,
                                                int capacity);
 

@@ -124,6 +124,43 @@ ModelConfig small_config(ModelArch arch, int vocab, int hidden, int layers, int 
   return c;
 }
 
+bool real_model_preset(const std::string& name, ModelConfig* out) {
+  ModelConfig c;
+  if (name == "llama-3.2-1b" || name == "llama-3.1-8b") {
+    const bool big = name == "llama-3.1-8b";
+    c = small_config(ModelArch::Llama, 128256, big ? 4096 : 2048, big ? 32 : 16, 32, 8, big ? 14336 : 8192);
+    c.head_dim = big ? 128 : 64;
+    c.tie_word_embeddings = !big;
+    c.rope_theta = 500000.0;
+    c.rope_scaling.llama3 = true;
+    c.rope_scaling.factor = big ? 8.0 : 32.0;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 8192;
+    c.rms_norm_eps = 1e-5;
+    c.max_position_embeddings = 131072;
+    c.bos_token_ids = {128000};
+    c.eos_token_ids = {128001, 128008, 128009};
+  } else if (name == "qwen3-0.6b" || name == "qwen3-8b") {
+    const bool big = name == "qwen3-8b";
+    c = small_config(ModelArch::Qwen3, 151936, big ? 4096 : 1024, big ? 36 : 28, big ? 32 : 16, 8,
+                     big ? 12288 : 3072);
+    c.head_dim = 128;
+    c.tie_word_embeddings = !big;
+    c.rope_theta = 1000000.0;
+    c.rms_norm_eps = 1e-6;
+    c.max_position_embeddings = 40960;
+    c.bos_token_ids = {151643};
+    c.eos_token_ids = {151645};
+  } else {
+    return false;
+  }
+  *out = c;
+  return true;
+}
+
+const char* real_model_preset_names() { return "llama-3.2-1b, llama-3.1-8b, qwen3-0.6b, qwen3-8b"; }
+
 void write_random_model(const std::string& dir, const ModelConfig& config_in,
                         const RandomModelOptions& options) {
   ModelConfig c = config_in;

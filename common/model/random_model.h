@@ -15,6 +15,12 @@ namespace rootspec {
 ModelConfig small_config(ModelArch arch, int vocab, int hidden, int layers, int heads, int kv_heads,
                          int intermediate);
 
+// The shapes of real models, for timing with random weights (rootspec-make-model --preset,
+// bench/gpu): llama-3.2-1b, llama-3.1-8b, qwen3-0.6b, qwen3-8b (their config.json's sizes, RoPE
+// and tying). False for another name.
+bool real_model_preset(const std::string& name, ModelConfig* config);
+const char* real_model_preset_names();  // "llama-3.2-1b, llama-3.1-8b, qwen3-0.6b, qwen3-8b"
+
 struct RandomModelOptions {
   uint64_t seed = 0;
   TensorDtype dtype = TensorDtype::F32;  // F32, F16 or BF16 on disk

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   std::string target_dir, drafter_dir, prompt_text, rule = decoder_name(o),
                                                     verifier = verifier_name(o.verifier);
   std::string device = "cpu", dtype = "float32";
+  bool cuda_eager = false;
   int threads = 1;
   bool json = false, ignore_eos = false;
   app.add_option("--target", target_dir, "target model folder (Hugging Face)")->required();
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--sparse", shape.sparse, "pool: keep the top n draft probabilities (0 = all)");
   app.add_option("--rheo-m", shape.rheo_m, "pool: RheoSampling lead tokens (−1 = off)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at the target's EOS ids");
-  app.add_option("--device", device, "torch device (cpu)");
+  app.add_option("--device", device, "cpu | cuda | cuda:N (the Cuda backend)")->capture_default_str();
+  app.add_flag("--cuda-eager", cuda_eager, "on a cuda device: run every pass eagerly (no CUDA graphs)");
   app.add_option("--dtype", dtype, "float32 | float16 | bfloat16");
   app.add_option("--threads", threads, "torch intra-op threads");
   app.add_flag("--json", json, "print tokens and per-round statistics as JSON");
@@ -76,16 +78,20 @@ int main(int argc, char** argv) {
     set_torch_threads(threads);
 
     const int plen = static_cast<int>(prompt.size());
-    ModelRuntime target(target_dir, runtime_options_for(o, shape, plen, false, device, dtype));
+    RuntimeOptions target_options = runtime_options_for(o, shape, plen, false, device, dtype);
+    target_options.cuda_graphs = !cuda_eager;
+    ModelRuntime target(target_dir, target_options);
     for (int32_t t : prompt)
       if (t >= target.vocab_size())
         throw std::invalid_argument("--prompt-ids: " + std::to_string(t) +
                                     " outside the target vocabulary of " +
                                     std::to_string(target.vocab_size()));
     std::unique_ptr<ModelRuntime> drafter;
-    if (!o.autoregressive)
-      drafter = std::make_unique<ModelRuntime>(drafter_dir,
-                                               runtime_options_for(o, shape, plen, true, device, dtype));
+    if (!o.autoregressive) {
+      RuntimeOptions drafter_options = runtime_options_for(o, shape, plen, true, device, dtype);
+      drafter_options.cuda_graphs = !cuda_eager;
+      drafter = std::make_unique<ModelRuntime>(drafter_dir, drafter_options);
+    }
 
     const auto t0 = std::chrono::steady_clock::now();
     const GenerateResult r = generate(target, drafter.get(), prompt, o, shape);

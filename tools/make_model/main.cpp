@@ -25,7 +25,10 @@ int main(int argc, char** argv) {
   bool tie = false, attention_bias = false, llama3_rope = false, byte_tokenizer = false, chatml = false;
   app.add_option("--out", out, "Folder to write")->required();
   app.add_option("--arch", arch, "llama | qwen2 | qwen3 (or the Hugging Face class name)");
-  app.add_option("--preset", preset, "tiny (defaults) | 25m (~25M parameters) | 100m (~100M)");
+  app.add_option("--preset", preset,
+                 "tiny (defaults) | 25m (~25M parameters) | 100m (~100M) | the shape of a real model, for "
+                 "timing with random weights: llama-3.2-1b | llama-3.1-8b | qwen3-0.6b | qwen3-8b (use "
+                 "--dtype bf16; the 8B shapes write 16 GB)");
   app.add_option("--vocab", vocab, "vocab_size");
   app.add_option("--hidden", hidden, "hidden_size");
   app.add_option("--layers", layers, "num_hidden_layers");
@@ -66,12 +69,29 @@ int main(int argc, char** argv) {
       a = ModelArch::Qwen3;
     else if (!parse_arch(arch, &a))
       throw std::invalid_argument("--arch '" + arch + "' is not supported (llama, qwen2, qwen3)");
+    ModelConfig real;
+    if (real_model_preset(preset, &real)) {
+      RandomModelOptions o;
+      o.seed = seed;
+      o.shards =
+          shards > 1 ? shards : int(real.parameter_count() / 2000000000 + 1);  // shards of ≤ 2G parameters
+      o.dtype = dtype == "f32" ? TensorDtype::F32 : dtype == "f16" ? TensorDtype::F16 : TensorDtype::BF16;
+      if (dtype != "f32" && dtype != "f16" && dtype != "bf16")
+        throw std::invalid_argument("--dtype '" + dtype + "' is not one of f32, f16, bf16");
+      std::fprintf(stderr, "rootspec-make-model: writing %s's shape (%lld parameters) with random weights…\n",
+                   preset.c_str(), static_cast<long long>(real.parameter_count()));
+      write_random_model(out, real, o);
+      std::printf("wrote %s: %s shape, %s, %lld parameters\n", out.c_str(), preset.c_str(),
+                  arch_name(real.arch), static_cast<long long>(real.parameter_count()));
+      return 0;
+    }
     if (preset == "25m") {
       vocab = 8192, hidden = 512, layers = 6, heads = 8, kv_heads = 4, intermediate = 1408;
     } else if (preset == "100m") {
       vocab = 16384, hidden = 768, layers = 12, heads = 12, kv_heads = 4, intermediate = 2048;
     } else if (!preset.empty() && preset != "tiny") {
-      throw std::invalid_argument("--preset '" + preset + "' is not one of tiny, 25m, 100m");
+      throw std::invalid_argument("--preset '" + preset + "' is not one of tiny, 25m, 100m, " +
+                                  real_model_preset_names());
     }
     if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
       throw std::invalid_argument("--heads must be a positive multiple of --kv-heads");

@@ -1,0 +1,585 @@
+#include "cuda_backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_gemm.h"
+#include "kernels.h"
+#include "model_tensors.h"
+#include "rope.h"
+#include "safetensors.h"
+#include "tree_index.h"
+
+namespace rootspec {
+
+namespace {
+
+using cuda::Elem;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+Elem parse_elem(const std::string& s) {
+  if (s == "float32" || s == "fp32") return Elem::F32;
+  if (s == "bfloat16" || s == "bf16") return Elem::BF16;
+  if (s == "float16" || s == "fp16") return Elem::F16;
+  throw std::invalid_argument("runtime dtype '" + s + "' is not supported (float32, float16, bfloat16)");
+}
+
+cudaDataType_t cuda_type(Elem e) {
+  return e == Elem::F32 ? CUDA_R_32F : e == Elem::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+Elem elem_of(const TensorView& t) {
+  switch (t.dtype) {
+    case TensorDtype::F32:
+      return Elem::F32;
+    case TensorDtype::BF16:
+      return Elem::BF16;
+    case TensorDtype::F16:
+      return Elem::F16;
+    case TensorDtype::Other:
+      break;
+  }
+  throw std::logic_error("elem_of: unchecked dtype");
+}
+
+// Device memory freed with the object.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes) check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  void* get() const { return ptr_; }
+  float* f32() const { return static_cast<float*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Pinned host memory freed with the object.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(size_t bytes) { check(cudaMallocHost(&ptr_, bytes), "cudaMallocHost"); }
+  ~PinnedBuffer() { cudaFreeHost(ptr_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Where the weights come from: a folder's tensors, or random draws on the device.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Fills `out` (spec.elements() of `type`) with the tensor of `spec`. `mean`/`half_width`: the
+  // random draw's law (U[mean − half_width, mean + half_width)); folders ignore it.
+  virtual void fill(const TensorSpec& spec, Elem type, void* out, double mean, double half_width) = 0;
+};
+
+class FolderSource final : public WeightSource {
+ public:
+  FolderSource(const std::string& dir, cudaStream_t stream) : folder_(dir), stream_(stream) {}
+  void fill(const TensorSpec& spec, Elem type, void* out, double, double) override {
+    const TensorView& t = checked_tensor(folder_, spec);
+    const Elem from = elem_of(t);
+    if (from == type) {
+      check(cudaMemcpy(out, t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weights)");
+    } else {  // the file's bytes to the device, converted there
+      if (staging_.bytes() < t.nbytes) staging_ = DeviceBuffer(t.nbytes);
+      check(cudaMemcpy(staging_.get(), t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weights)");
+      check(cuda::convert_elements(staging_.get(), from, spec.elements(), out, type, stream_),
+            "convert_elements");
+      check(cudaStreamSynchronize(stream_), "weight conversion");
+    }
+    folder_.file_of(t)->release(t);  // its mapped pages are not needed again
+  }
+
+ private:
+  SafetensorsFolder folder_;
+  cudaStream_t stream_;
+  DeviceBuffer staging_;  // the largest converted tensor, in its file's dtype
+};
+
+class RandomSource final : public WeightSource {
+ public:
+  RandomSource(uint64_t seed, cudaStream_t stream) : seed_(seed), stream_(stream) {}
+  void fill(const TensorSpec& spec, Elem type, void* out, double mean, double half_width) override {
+    const uint64_t seed = seed_ + 0x9e3779b97f4a7c15ull * ++count_;  // a stream per tensor
+    check(cuda::fill_uniform(out, type, spec.elements(), seed, static_cast<float>(mean - half_width),
+                             static_cast<float>(mean + half_width), stream_),
+          "fill_uniform");
+  }
+
+ private:
+  uint64_t seed_, count_ = 0;
+  cudaStream_t stream_;
+};
+
+class CudaBackend final : public PassBackend {
+ public:
+  CudaBackend(const ModelConfig& config, WeightSource& source, const CudaBackendOptions& options,
+              int capacity, cudaStream_t stream);
+  ~CudaBackend() override;
+  const char* name() const override { return graphs_ ? "cuda" : "cuda-eager"; }
+  const ModelConfig& config() const override { return config_; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t kv_cache_bytes() const override { return kv_bytes_; }
+  int row_bucket(int n) const override {
+    int b = 1;
+    while (b < n) b *= 2;
+    assert(b <= kMaxTreeBucket);
+    return b;
+  }
+  float* host_rows(size_t floats) override;
+  double device_seconds() const override { return device_seconds_; }
+  void forward(const PassBatch& batch, PassKind kind, float* logits) override;
+  void move_kv(const std::vector<KvMove>& moves) override;
+
+ private:
+  struct Layer {
+    float* input_norm = nullptr;  // [hidden] (float32, like every norm and bias)
+    void* wqkv = nullptr;         // [(heads + 2·kv_heads)·hd, hidden]: q, k, v rows
+    float* bqkv = nullptr;        // [(heads + 2·kv_heads)·hd] or null
+    void* wo = nullptr;           // [hidden, heads·hd]
+    float* bo = nullptr;          // [hidden] or null
+    float* q_norm = nullptr;      // [hd] or null (Qwen3)
+    float* k_norm = nullptr;
+    float* post_norm = nullptr;  // [hidden]
+    void* w_gate_up = nullptr;   // [2·inter, hidden]: gate rows, then up rows
+    void* w_down = nullptr;      // [hidden, inter]
+    void* k_cache = nullptr;     // [capacity, kv_heads, hd] (tree_index.h)
+    void* v_cache = nullptr;
+  };
+  // The pass inputs' layout, in the pinned staging buffer and its device twin (one copy).
+  struct InputLayout {
+    size_t tokens = 0, positions = 0, slots = 0, dims = 0, mask = 0, bytes = 0;  // byte offsets
+  };
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    int mask_words = 0;
+  };
+
+  // Device memory from the one weight arena (aligned to 256 bytes).
+  void* carve(size_t bytes);
+  void* load(WeightSource& source, const TensorSpec& spec, Elem type, double mean, double half_width);
+  void load_rows(WeightSource& source, const std::vector<const TensorSpec*>& parts, void* out);
+  const int32_t* device_input_i32(size_t offset) const {
+    return reinterpret_cast<const int32_t*>(static_cast<const char*>(inputs_.get()) + offset);
+  }
+  // Enqueues one pass of `bucket` rows over the inputs already in device memory.
+  void enqueue_pass(int bucket, int mask_words);
+
+  ModelConfig config_;
+  Elem dtype_;
+  int device_ = 0;
+  bool graphs_ = true;
+  int capacity_ = 0;
+  int sm_count_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CudaGemm> gemm_;
+  DeviceBuffer arena_;  // every weight
+  size_t arena_used_ = 0;
+  int64_t weight_bytes_ = 0, kv_bytes_ = 0;
+  std::vector<Layer> layers_;
+  void* embed_ = nullptr;             // [vocab, hidden]
+  void* lm_head_ = nullptr;           // [vocab, hidden] (the embedding when tied)
+  float* final_norm_ = nullptr;       // [hidden]
+  DeviceBuffer kv_;                   // every layer's K and V caches
+  DeviceBuffer rope_cos_, rope_sin_;  // [capacity, hd] float32
+  // Pass buffers, [kMaxTreeBucket, width] each.
+  DeviceBuffer x_;        // [64, hidden] float32 residual stream
+  DeviceBuffer normed_;   // [64, hidden] dtype: product input
+  DeviceBuffer qkv_;      // [64, (heads + 2·kv)·hd] float32
+  DeviceBuffer q_;        // [64, heads·hd] float32, RoPE applied
+  DeviceBuffer attn_;     // [64, heads·hd] dtype
+  DeviceBuffer gate_up_;  // [64, 2·inter] float32
+  DeviceBuffer act_;      // [64, inter] dtype
+  DeviceBuffer logits_;   // [64, vocab] float32
+  DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
+  InputLayout layout_;
+  int max_mask_words_ = 0;
+  std::unique_ptr<PinnedBuffer> staging_;                  // layout_.bytes: the pass inputs
+  DeviceBuffer inputs_;                                    // layout_.bytes
+  std::unique_ptr<PinnedBuffer> move_staging_;             // [2, capacity] int32: from, to
+  DeviceBuffer moves_;                                     // [2, capacity] int32
+  cudaEvent_t moves_copied_ = nullptr;                     // the last move list left the staging buffer
+  cudaEvent_t pass_start_ = nullptr, pass_end_ = nullptr;  // around each pass (device_seconds)
+  double device_seconds_ = 0;
+  std::unique_ptr<PinnedBuffer> rows_;  // host rows handed back (host_rows)
+  size_t rows_floats_ = 0;
+  Graph graphs_by_bucket_[kMaxTreeBucket + 1];
+  bool planned_[kMaxTreeBucket + 1] = {};  // the bucket ran once eagerly: its product plans exist
+};
+
+constexpr size_t kAlign = 256;
+constexpr int kMaxSplits = 32;
+
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const CudaBackendOptions& options,
+                         int capacity, cudaStream_t stream)
+    : config_(config),
+      dtype_(parse_elem(options.dtype)),
+      device_(options.device),
+      graphs_(options.graphs),
+      capacity_(capacity),
+      stream_(stream) {
+  const ModelConfig& c = config_;
+  check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_),
+        "cudaDeviceGetAttribute");
+  gemm_ = std::make_unique<CudaGemm>(cuda_type(dtype_), size_t{32} << 20);
+  const DecoderTensorSpecs specs = decoder_tensor_specs(c);
+  const int64_t hidden = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads,
+                nkv = c.num_key_value_heads, inter = c.intermediate_size, vocab = c.vocab_size,
+                qkv_n = (nh + 2 * nkv) * hd;
+  const size_t es = cuda::elem_size(dtype_);
+
+  // One arena for every weight: sizes first.
+  size_t total = aligned(vocab * hidden * es) * (specs.lm_head.present() ? 2 : 1) + aligned(hidden * 4);
+  for (const LayerTensorSpecs& l : specs.layers) {
+    total += aligned(qkv_n * hidden * es) + aligned(hidden * nh * hd * es) +
+             aligned(2 * inter * hidden * es) + aligned(hidden * inter * es) + 2 * aligned(hidden * 4);
+    if (l.bq.present()) total += aligned(qkv_n * 4);
+    if (l.bo.present()) total += aligned(hidden * 4);
+    if (l.q_norm.present()) total += 2 * aligned(hd * 4);
+  }
+  arena_ = DeviceBuffer(total);
+
+  // Random draws: matrices with fan-in k get U(±√(3/k)) (variance 1/k), norms 1 ± 0.1.
+  auto fan_in = [](int64_t k) { return std::sqrt(3.0 / static_cast<double>(k)); };
+  embed_ = load(source, specs.embed, dtype_, 0.0, 1.0);
+  final_norm_ = static_cast<float*>(load(source, specs.norm, Elem::F32, 1.0, 0.1));
+  lm_head_ = specs.lm_head.present() ? load(source, specs.lm_head, dtype_, 0.0, fan_in(hidden)) : embed_;
+  for (const LayerTensorSpecs& s : specs.layers) {
+    Layer l;
+    l.input_norm = static_cast<float*>(load(source, s.input_norm, Elem::F32, 1.0, 0.1));
+    l.wqkv = carve(qkv_n * hidden * es);
+    load_rows(source, {&s.wq, &s.wk, &s.wv}, l.wqkv);
+    l.wo = load(source, s.wo, dtype_, 0.0, fan_in(nh * hd) * 0.5 / std::sqrt(double(c.num_hidden_layers)));
+    if (s.bq.present()) {
+      l.bqkv = static_cast<float*>(carve(qkv_n * 4));
+      char* b = reinterpret_cast<char*>(l.bqkv);
+      source.fill(s.bq, Elem::F32, b, 0.0, 0.1);
+      source.fill(s.bk, Elem::F32, b + s.bq.elements() * 4, 0.0, 0.1);
+      source.fill(s.bv, Elem::F32, b + (s.bq.elements() + s.bk.elements()) * 4, 0.0, 0.1);
+    }
+    if (s.bo.present()) l.bo = static_cast<float*>(load(source, s.bo, Elem::F32, 0.0, 0.1));
+    if (s.q_norm.present()) {
+      l.q_norm = static_cast<float*>(load(source, s.q_norm, Elem::F32, 1.0, 0.1));
+      l.k_norm = static_cast<float*>(load(source, s.k_norm, Elem::F32, 1.0, 0.1));
+    }
+    l.post_norm = static_cast<float*>(load(source, s.post_norm, Elem::F32, 1.0, 0.1));
+    l.w_gate_up = carve(2 * inter * hidden * es);
+    load_rows(source, {&s.gate, &s.up}, l.w_gate_up);
+    l.w_down =
+        load(source, s.down, dtype_, 0.0, fan_in(inter) * 0.5 / std::sqrt(double(c.num_hidden_layers)));
+    layers_.push_back(l);
+  }
+  weight_bytes_ = static_cast<int64_t>(arena_used_);
+  check(cudaStreamSynchronize(stream_), "weight upload");
+
+  // KV caches: [capacity, kv_heads, hd] per layer, K then V.
+  const size_t cache_bytes = aligned(static_cast<size_t>(capacity) * nkv * hd * es);
+  kv_ = DeviceBuffer(cache_bytes * 2 * layers_.size());
+  check(cudaMemset(kv_.get(), 0, kv_.bytes()), "cudaMemset (KV cache)");
+  kv_bytes_ = static_cast<int64_t>(kv_.bytes());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i].k_cache = static_cast<char*>(kv_.get()) + (2 * i) * cache_bytes;
+    layers_[i].v_cache = static_cast<char*>(kv_.get()) + (2 * i + 1) * cache_bytes;
+  }
+  const RopeTable rope = rope_table(c, capacity);
+  std::vector<float> cos(rope.cos.begin(), rope.cos.end()), sin(rope.sin.begin(), rope.sin.end());
+  rope_cos_ = DeviceBuffer(cos.size() * 4);
+  rope_sin_ = DeviceBuffer(sin.size() * 4);
+  check(cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE)");
+  check(cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE)");
+
+  const size_t rows = kMaxTreeBucket;
+  x_ = DeviceBuffer(rows * hidden * 4);
+  normed_ = DeviceBuffer(rows * hidden * es);
+  qkv_ = DeviceBuffer(rows * qkv_n * 4);
+  q_ = DeviceBuffer(rows * nh * hd * 4);
+  attn_ = DeviceBuffer(rows * nh * hd * es);
+  gate_up_ = DeviceBuffer(rows * 2 * inter * 4);
+  act_ = DeviceBuffer(rows * inter * es);
+  logits_ = DeviceBuffer(rows * vocab * 4);
+  size_t partial_floats = 0;
+  for (int b = 1; b <= kMaxTreeBucket; b *= 2) {
+    const int splits = cuda::attention_splits(b, static_cast<int>(nh), sm_count_, kMaxSplits);
+    if (splits > 1) partial_floats = std::max(partial_floats, size_t(b) * nh * splits * (hd + 2));
+  }
+  partial_ = DeviceBuffer(partial_floats * 4);
+
+  max_mask_words_ = (capacity + kMaskWordBits - 1) / kMaskWordBits;
+  layout_.tokens = 0;
+  layout_.positions = layout_.tokens + rows * 4;
+  layout_.slots = layout_.positions + rows * 4;
+  layout_.dims = layout_.slots + rows * 4;
+  layout_.mask = aligned(layout_.dims + 2 * 4);
+  layout_.bytes = layout_.mask + rows * max_mask_words_ * 8;
+  staging_ = std::make_unique<PinnedBuffer>(layout_.bytes);
+  inputs_ = DeviceBuffer(layout_.bytes);
+  check(cudaMemset(inputs_.get(), 0, layout_.bytes), "cudaMemset (inputs)");
+  move_staging_ = std::make_unique<PinnedBuffer>(size_t(2) * capacity * 4);
+  moves_ = DeviceBuffer(size_t(2) * capacity * 4);
+  check(cudaEventCreateWithFlags(&moves_copied_, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(moves_copied_, stream_), "cudaEventRecord");
+  check(cudaEventCreate(&pass_start_), "cudaEventCreate");
+  check(cudaEventCreate(&pass_end_), "cudaEventCreate");
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);
+  for (Graph& g : graphs_by_bucket_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  cudaEventDestroy(moves_copied_);
+  cudaEventDestroy(pass_start_);
+  cudaEventDestroy(pass_end_);
+  gemm_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+void* CudaBackend::carve(size_t bytes) {
+  const size_t n = aligned(bytes);
+  if (arena_used_ + n > arena_.bytes()) throw std::logic_error("CudaBackend: the weight arena is too small");
+  void* p = static_cast<char*>(arena_.get()) + arena_used_;
+  arena_used_ += n;
+  return p;
+}
+
+void* CudaBackend::load(WeightSource& source, const TensorSpec& spec, Elem type, double mean,
+                        double half_width) {
+  void* p = carve(spec.elements() * cuda::elem_size(type));
+  source.fill(spec, type, p, mean, half_width);
+  return p;
+}
+
+// Tensors stacked by rows into one matrix (q/k/v, gate/up): one product instead of several.
+void CudaBackend::load_rows(WeightSource& source, const std::vector<const TensorSpec*>& parts, void* out) {
+  char* p = static_cast<char*>(out);
+  const double half_width = std::sqrt(3.0 / static_cast<double>(config_.hidden_size));
+  for (const TensorSpec* s : parts) {
+    source.fill(*s, dtype_, p, 0.0, half_width);
+    p += s->elements() * cuda::elem_size(dtype_);
+  }
+}
+
+float* CudaBackend::host_rows(size_t floats) {
+  rows_ = std::make_unique<PinnedBuffer>(floats * sizeof(float));
+  rows_floats_ = floats;
+  return static_cast<float*>(rows_->get());
+}
+
+void CudaBackend::enqueue_pass(int b, int mask_words) {
+  const ModelConfig& c = config_;
+  const int hidden = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads,
+            inter = c.intermediate_size, vocab = c.vocab_size, qkv_n = (nh + 2 * nkv) * hd;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int32_t* tokens = device_input_i32(layout_.tokens);
+  const int splits = cuda::attention_splits(b, nh, sm_count_, kMaxSplits);
+  float* const x = x_.f32();
+  check(cuda::embed_rows(tokens, embed_, b, hidden, x, stream_, dtype_), "embed_rows");
+  for (const Layer& l : layers_) {
+    check(cuda::rms_norm(x, l.input_norm, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
+    gemm_->run(l.wqkv, normed_.get(), qkv_.f32(), b, qkv_n, hidden, false, stream_);
+    if (l.bqkv) check(cuda::add_bias_rows(qkv_.f32(), l.bqkv, b, qkv_n, stream_), "add_bias_rows");
+    cuda::RopeKvWrite w;
+    w.rows = b;
+    w.n_heads = nh;
+    w.n_kv_heads = nkv;
+    w.head_dim = hd;
+    w.qkv = qkv_.f32();
+    w.positions = device_input_i32(layout_.positions);
+    w.slots = device_input_i32(layout_.slots);
+    w.cos = rope_cos_.f32();
+    w.sin = rope_sin_.f32();
+    w.q_norm = l.q_norm;
+    w.k_norm = l.k_norm;
+    w.eps = eps;
+    w.q_out = q_.f32();
+    w.kv_type = dtype_;
+    w.k_cache = l.k_cache;
+    w.v_cache = l.v_cache;
+    check(cuda::rope_kv_write(w, stream_), "rope_kv_write");
+    cuda::TreeAttention a;
+    a.bucket = b;
+    a.n_heads = nh;
+    a.n_kv_heads = nkv;
+    a.head_dim = hd;
+    a.mask_words = mask_words;
+    a.q = q_.f32();
+    a.dtype = dtype_;
+    a.k_cache = l.k_cache;
+    a.v_cache = l.v_cache;
+    a.slots = w.slots;
+    a.tree_mask = reinterpret_cast<const uint64_t*>(static_cast<const char*>(inputs_.get()) + layout_.mask);
+    a.dims = device_input_i32(layout_.dims);
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    a.out = attn_.get();
+    a.splits = splits;
+    a.partial = partial_.f32();
+    check(cuda::tree_attention(a, stream_), "tree_attention");
+    gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_);  // x += o(attn)
+    if (l.bo) check(cuda::add_bias_rows(x, l.bo, b, hidden, stream_), "add_bias_rows");
+    check(cuda::rms_norm(x, l.post_norm, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
+    gemm_->run(l.w_gate_up, normed_.get(), gate_up_.f32(), b, 2 * inter, hidden, false, stream_);
+    check(cuda::silu_mul(gate_up_.f32(), b, inter, act_.get(), stream_, dtype_), "silu_mul");
+    gemm_->run(l.w_down, act_.get(), x, b, hidden, inter, /*accumulate=*/true, stream_);  // x += down(act)
+  }
+  check(cuda::rms_norm(x, final_norm_, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
+  gemm_->run(lm_head_, normed_.get(), logits_.f32(), b, vocab, hidden, false, stream_);
+}
+
+void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
+  const int b = batch.bucket;
+  assert(b == row_bucket(batch.rows) && b <= kMaxTreeBucket);
+  if (batch.mask_words > max_mask_words_)
+    throw std::logic_error("CudaBackend: the batch's mask is wider than the cache's capacity");
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  // The inputs, into the pinned staging buffer (the previous pass's copy is done: forward
+  // synchronised at its end), then one copy.
+  char* st = static_cast<char*>(staging_->get());
+  std::memcpy(st + layout_.tokens, batch.tokens, b * 4);
+  std::memcpy(st + layout_.positions, batch.positions, b * 4);
+  std::memcpy(st + layout_.slots, batch.slots, b * 4);
+  const int32_t dims[2] = {batch.context, batch.rows};
+  std::memcpy(st + layout_.dims, dims, sizeof dims);
+  const size_t mask_bytes = static_cast<size_t>(b) * batch.mask_words * 8;
+  std::memcpy(st + layout_.mask, batch.tree_mask, mask_bytes);
+  check(cudaEventRecord(pass_start_, stream_), "cudaEventRecord");
+  check(cudaMemcpyAsync(inputs_.get(), st, layout_.mask + mask_bytes, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (pass inputs)");
+
+  Graph& g = graphs_by_bucket_[b];
+  const bool replay = graphs_ && kind != PassKind::Prefill && planned_[b];
+  if (replay && (!g.exec || g.mask_words != batch.mask_words)) {
+    if (g.exec) cudaGraphExecDestroy(g.exec), g.exec = nullptr;
+    // Capture only records: the pass runs when the graph is launched below.
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    try {
+      enqueue_pass(b, batch.mask_words);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+    const cudaError_t e = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(e, "cudaGraphInstantiate");
+    g.mask_words = batch.mask_words;
+  }
+  if (replay) {
+    check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+  } else {
+    enqueue_pass(b, batch.mask_words);  // also makes the bucket's product plans
+    planned_[b] = true;
+  }
+  // Only the real rows come back; the pinned rows buffer (host_rows) makes it a DMA.
+  check(cudaMemcpyAsync(logits, logits_.get(), static_cast<size_t>(batch.rows) * config_.vocab_size * 4,
+                        cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (logits)");
+  check(cudaEventRecord(pass_end_, stream_), "cudaEventRecord");
+  check(cudaStreamSynchronize(stream_), "the pass");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, pass_start_, pass_end_), "cudaEventElapsedTime");
+  device_seconds_ += ms * 1e-3;
+}
+
+void CudaBackend::move_kv(const std::vector<KvMove>& moves) {
+  if (moves.empty()) return;
+  if (moves.size() > static_cast<size_t>(capacity_))
+    throw std::logic_error("CudaBackend: more moves than slots");
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  check(cudaEventSynchronize(moves_copied_), "cudaEventSynchronize");  // the staging buffer is free
+  const int n = static_cast<int>(moves.size());
+  int32_t* st = static_cast<int32_t*>(move_staging_->get());
+  for (int i = 0; i < n; ++i) st[i] = moves[i].from, st[capacity_ + i] = moves[i].to;
+  int32_t* from = static_cast<int32_t*>(moves_.get());
+  check(cudaMemcpyAsync(from, st, size_t(n) * 4, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (moves)");
+  check(cudaMemcpyAsync(from + capacity_, st + capacity_, size_t(n) * 4, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (moves)");
+  check(cudaEventRecord(moves_copied_, stream_), "cudaEventRecord");
+  const int64_t row_bytes = int64_t(config_.num_key_value_heads) * config_.head_dim * cuda::elem_size(dtype_);
+  for (const Layer& l : layers_)
+    check(cuda::move_kv_rows(l.k_cache, l.v_cache, from, from + capacity_, n, row_bytes, stream_),
+          "move_kv_rows");
+}
+
+cudaStream_t new_stream(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  return s;
+}
+
+void check_device(int device) {
+  std::string why;
+  if (!cuda_device_available(&why))
+    throw std::runtime_error("device cuda:" + std::to_string(device) + ": " + why);
+  int n = 0;
+  check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+  if (device < 0 || device >= n)
+    throw std::invalid_argument("device cuda:" + std::to_string(device) + " does not exist (" +
+                                std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " here)");
+}
+
+}  // namespace
+
+bool cuda_device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("no CUDA device here (") + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device here (0 devices)";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<PassBackend> make_cuda_backend(const std::string& dir, const CudaBackendOptions& options,
+                                               int capacity) {
+  check_device(options.device);
+  const ModelConfig config = load_config(dir + "/config.json");
+  cudaStream_t stream = new_stream(options.device);
+  FolderSource source(dir, stream);
+  return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+}
+
+std::unique_ptr<PassBackend> make_random_cuda_backend(const ModelConfig& config,
+                                                      const CudaBackendOptions& options, int capacity,
+                                                      uint64_t seed) {
+  check_device(options.device);
+  cudaStream_t stream = new_stream(options.device);
+  RandomSource source(seed, stream);
+  return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+}
+
+}  // namespace rootspec

@@ -1,0 +1,24 @@
+// The libtorch backends' entry points in a build without libtorch (ROOTSPEC_WITH_TORCH=OFF: the
+// GPU check's build): the Cuda backend and the loop reference (LoopCpu) run there.
+#include <stdexcept>
+
+#include "libtorch_backends.h"
+#include "loop_cpu_backend.h"
+#include "model_runtime.h"
+
+namespace rootspec {
+
+// The CPU's only backend here is the loop reference.
+std::unique_ptr<PassBackend> make_libtorch_backend(const std::string& dir, const RuntimeOptions& options,
+                                                   int capacity) {
+  if (options.device != "cpu")
+    throw std::invalid_argument("device '" + options.device +
+                                "': this build has no libtorch (cpu or cuda:N)");
+  return make_loop_cpu_backend(dir, capacity);
+}
+
+bool libtorch_has_cuda() { return false; }
+
+void set_torch_threads(int) {}
+
+}  // namespace rootspec

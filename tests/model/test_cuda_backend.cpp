@@ -1,0 +1,216 @@
+// The Cuda pass backend (common/model/cuda_backend.cpp) against the CPU runtime (FusedCpu; LoopCpu
+// in the GPU check's build without libtorch) on the same random model folders: whole passes (prefill in two
+// chunks, root passes, a branching tree, its extension, commits that move K/V) in float32 and bf16, graph
+// replay against eager passes, and greedy decoding of every rule and budget equal to ar with target and
+// drafter on cuda:0. The GPU tests skip, saying why, where no CUDA device is (or the build has no Cuda
+// backend); the device-string and missing-device tests run everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "generate.h"
+#include "model_fixtures.h"
+#if ROOTSPEC_WITH_CUDA
+#include "cuda_backend.h"
+#endif
+
+namespace rootspec {
+namespace {
+
+using testing::TempDir;
+
+std::string no_gpu_reason() {
+#if ROOTSPEC_WITH_CUDA
+  std::string why;
+  return cuda_device_available(&why) ? "" : why;
+#else
+  return "this build has no Cuda backend (ROOTSPEC_WITH_CUDA=OFF: nvcc was not found)";
+#endif
+}
+
+#define SKIP_WITHOUT_GPU()                                                          \
+  do {                                                                              \
+    if (const std::string why = no_gpu_reason(); !why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
+TEST(CudaDevice, ParseCudaDeviceReadsOrdinalsAndRejectsMalformedOnes) {
+  int n = -1;
+  EXPECT_TRUE(parse_cuda_device("cuda", &n));
+  EXPECT_EQ(n, 0);
+  EXPECT_TRUE(parse_cuda_device("cuda:3", &n));
+  EXPECT_EQ(n, 3);
+  EXPECT_FALSE(parse_cuda_device("cpu", &n));
+  EXPECT_FALSE(parse_cuda_device("mps", &n));
+  for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:1.0", "cuda:99999"})
+    EXPECT_THROW(parse_cuda_device(bad, &n), std::invalid_argument) << bad;
+}
+
+TEST(CudaDevice, AMissingDeviceIsAnErrorNamingIt) {
+  TempDir dir("cuda_missing");
+  const std::string model = testing::make_model(dir, "m", testing::tiny_config(ModelArch::Llama), 1);
+  RuntimeOptions o;
+  o.device = "cuda:97";  // no machine of ours has 98 GPUs
+  try {
+    ModelRuntime rt(model, o);
+    FAIL() << "a runtime on cuda:97 was made";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:97"), std::string::npos) << e.what();
+  }
+}
+
+// Every row a fixed script of passes returns: prefill of 70 tokens (chunks of 64 and 6), a
+// root pass, a branching tree of 11 nodes, its extension by 3, a commit of a 5-node path (K/V
+// moves), a root pass, a 40-node tree (bucket 64), a commit of its first node, a root pass.
+std::vector<std::vector<float>> script_rows(ModelRuntime& rt) {
+  std::vector<std::vector<float>> out;
+  auto keep = [&](const RowsView& v) {
+    for (int r = 0; r < v.n_rows; ++r) out.emplace_back(v.row(r), v.row(r) + v.vocab);
+  };
+  std::mt19937 gen(5);
+  const int vocab = rt.vocab_size();
+  keep(rt.prefill(testing::random_tokens(gen, 70, vocab)));
+  keep(rt.root_pass(3));
+  keep(rt.tree_pass(testing::random_tokens(gen, 11, vocab), {-1, 0, 0, 1, 2, 2, -1, 6, 3, 4, 7}));
+  keep(rt.extend_tree(testing::random_tokens(gen, 3, vocab), {5, 11, 12}));
+  rt.commit({0, 2, 5, 11, 12});
+  keep(rt.root_pass(7));
+  std::vector<int32_t> parents(40);
+  for (int i = 0; i < 40; ++i) parents[i] = i < 4 ? -1 : (i * 7 + 3) % i;  // four roots, branching
+  keep(rt.tree_pass(testing::random_tokens(gen, 40, vocab), parents));
+  rt.commit({0});
+  keep(rt.root_pass(1));
+  return out;
+}
+
+struct Shape {
+  std::string name;
+  ModelConfig config;
+};
+
+std::vector<Shape> shapes() {
+  ModelConfig qwen3 = testing::tiny_config(ModelArch::Qwen3, 2);
+  qwen3.qkv_bias = qwen3.o_bias = true;
+  // head_dim 128 (the real models' head size) with GQA.
+  const ModelConfig wide = small_config(ModelArch::Llama, 300, 256, 2, 2, 1, 512);
+  return {{"llama_gqa", testing::tiny_config(ModelArch::Llama, 2)},
+          {"qwen2_bias", testing::tiny_config(ModelArch::Qwen2, 2)},
+          {"qwen3_qk_norm_bias", qwen3},
+          {"llama_hd128", testing::with_llama3_rope(wide, 32)}};
+}
+
+// The largest |a − b| of the script's rows, and the largest |b| (the scale of the logits).
+void compare(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, float* diff,
+             float* scale) {
+  ASSERT_EQ(a.size(), b.size());
+  *diff = *scale = 0;
+  for (size_t r = 0; r < a.size(); ++r)
+    for (size_t i = 0; i < a[r].size(); ++i) {
+      *diff = std::max(*diff, std::abs(a[r][i] - b[r][i]));
+      *scale = std::max(*scale, std::abs(b[r][i]));
+    }
+}
+
+RuntimeOptions runtime(const std::string& device, const std::string& dtype, bool graphs = true) {
+  RuntimeOptions o;
+  o.device = device;
+  o.dtype = dtype;
+  o.max_context = 256;
+  o.max_tree = 64;
+  o.cuda_graphs = graphs;
+  return o;
+}
+
+// The loop reference has the Cuda backend's layout (stacked products, kernels/cuda's references):
+// this checks that layout and its loader on the CPU, against FusedCpu (float32, 1e-4 of the
+// logits' scale), for every shape, also from bf16 files.
+TEST(LoopCpuBackend, PassesMatchTheFusedCpuBackend) {
+  for (const Shape& s : shapes())
+    for (const TensorDtype file_dtype : {TensorDtype::F32, TensorDtype::BF16}) {
+      SCOPED_TRACE(s.name + " " + dtype_name(file_dtype));
+      TempDir dir("loop_passes_" + s.name);
+      const std::string model = testing::make_model(dir, "m", s.config, 16, file_dtype);
+      ModelRuntime fused(model, runtime("cpu", "float32"));
+      if (std::string(fused.backend_name()) != "fused-cpu")
+        GTEST_SKIP() << "this build has no libtorch (no FusedCpu)";
+      RuntimeOptions o = runtime("cpu", "float32");
+      o.cpu_loops = true;
+      ModelRuntime loops(model, o);
+      ASSERT_STREQ(loops.backend_name(), "loop-cpu");
+      float diff = 0, scale = 0;
+      compare(script_rows(loops), script_rows(fused), &diff, &scale);
+      EXPECT_LE(diff, 1e-4f * std::max(1.0f, scale)) << "scale " << scale;
+    }
+}
+
+// float32: the same weights and the same law as the CPU path, summed in other orders
+// (tolerance 1e-3 of the logits' scale). bf16 (weights stored bf16, so both run the same
+// weights; the GPU rounds the products' inputs and the K/V to bf16): 5% of the scale.
+TEST(CudaBackend, PassesMatchTheCpuRuntime) {
+  SKIP_WITHOUT_GPU();
+  for (const Shape& s : shapes())
+    for (const std::string dtype : {"float32", "bfloat16"}) {
+      SCOPED_TRACE(s.name + " " + dtype);
+      TempDir dir("cuda_passes_" + s.name);
+      const std::string model = testing::make_model(
+          dir, "m", s.config, 17, dtype == "float32" ? TensorDtype::F32 : TensorDtype::BF16);
+      ModelRuntime cpu(model, runtime("cpu", "float32"));
+      ModelRuntime gpu(model, runtime("cuda:0", dtype));
+      float diff = 0, scale = 0;
+      compare(script_rows(gpu), script_rows(cpu), &diff, &scale);
+      EXPECT_LE(diff, (dtype == "float32" ? 1e-3f : 5e-2f) * std::max(1.0f, scale)) << "scale " << scale;
+    }
+}
+
+TEST(CudaBackend, GraphReplayGivesTheRowsOfEagerPasses) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_graphs");
+  const std::string model = testing::make_model(dir, "m", shapes()[3].config, 18, TensorDtype::BF16);
+  ModelRuntime eager(model, runtime("cuda:0", "bfloat16", false));
+  ModelRuntime graphs(model, runtime("cuda:0", "bfloat16", true));
+  EXPECT_STREQ(eager.backend_name(), "cuda-eager");
+  EXPECT_STREQ(graphs.backend_name(), "cuda");
+  const auto want = script_rows(eager);
+  for (int run = 0; run < 2; ++run) {  // the first run captures, the second only replays
+    float diff = 0, scale = 0;
+    compare(script_rows(graphs), want, &diff, &scale);
+    EXPECT_LE(diff, 1e-5f * std::max(1.0f, scale)) << "run " << run;
+  }
+}
+
+TEST(CudaBackend, GreedyEveryRuleAndBudgetEqualsArOnOneGpu) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_greedy");
+  ModelConfig c = testing::tiny_config(ModelArch::Llama, 3);
+  const std::string target_dir = testing::make_model(dir, "target", c, 19);
+  write_truncated_model(target_dir, dir.sub("drafter"), 1);
+  RequestOptions big;
+  big.budget = 59;
+  big.max_new_tokens = 24;
+  ModelRuntime target(target_dir, runtime_options_for(big, PoolShape(), 16, false, "cuda:0", "float32"));
+  ModelRuntime drafter(dir.sub("drafter"),
+                       runtime_options_for(big, PoolShape(), 16, true, "cuda:0", "float32"));
+  std::mt19937 gen(3);
+  for (int p = 0; p < 3; ++p) {
+    const auto prompt = testing::random_tokens(gen, 4 + 5 * p, c.vocab_size);
+    RequestOptions ar;
+    ar.autoregressive = true;
+    ar.max_new_tokens = 24;
+    const auto want = generate(target, nullptr, prompt, ar).tokens;
+    for (const Rule rule : {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl})
+      for (const int budget : {1, 8, 59}) {
+        RequestOptions o = ar;
+        o.autoregressive = false;
+        o.rule = rule;
+        o.budget = budget;
+        EXPECT_EQ(generate(target, &drafter, prompt, o).tokens, want)
+            << "prompt " << p << " rule " << rule_name(rule) << " B " << budget;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace rootspec
