@@ -18,6 +18,7 @@ int serve(const rootspec::DaemonConfig& config) {
   RuntimeOptions opts;
   opts.device = config.drafter.device;
   opts.dtype = config.drafter.dtype;
+  opts.cuda_graphs = config.drafter.cuda_graphs;
   opts.max_context = config.max_context + config.pool.depth + 2;  // one round's overrun
   opts.max_tree = std::max(kMaxTreeBucket, config.pool.expand * config.pool.depth);
   ModelRuntime runtime(config.drafter.model, opts);

@@ -39,6 +39,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "device") return void(p.device = str());
     if (key == "dtype") return void(p.dtype = str());
     if (key == "threads") return void(p.threads = integer());
+    if (key == "cuda_graphs") return void(p.cuda_graphs = boolean());
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
     if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
   } else if (section == "endpoints") {

@@ -4,11 +4,12 @@
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
 //              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
 //              ar_uses_drafter_core (false: `ar` stays on the target's own threads)
-//   [drafter]  model, device, dtype, threads
+//              cuda_graphs (on a cuda device: false runs every pass eagerly)
+//   [drafter]  model, device, dtype, threads, cuda_graphs
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": NCCL when built with it and the two processes are on
 //              different CUDA devices; shared memory for the per-request messages when both are on the
-//              CPU and the drafter endpoint is on this host (shm_channel.h); else ZeroMQ;
+//              CPU or on one GPU and the drafter endpoint is on this host (shm_channel.h); else ZeroMQ;
 //              "zmq"; "nccl"; "shm")
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
 //              rule, verifier, budget, temperature, stop_at_eos
@@ -44,6 +45,7 @@ struct ProcessConfig {
   int threads = 1;
   int idle_drafter_threads = 1;      // target on the CPU: threads while the drafter's core idles
   bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
+  bool cuda_graphs = true;           // on a cuda device: replay captured graphs (false: eager passes)
 };
 
 struct HttpConfig {

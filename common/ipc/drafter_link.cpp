@@ -52,10 +52,11 @@ void DrafterLink::begin_connect() {
     throw DrafterGone("pool_transport nccl: this build has no NCCL (ROOTSPEC_WITH_NCCL)");
   (void)want_nccl;
 #endif
-  // Messages through shared memory when both processes are on this host's CPU.
-  const bool want_shm =
-      opt_.pool_transport == "shm" || (opt_.pool_transport == "auto" && target_device < 0 &&
-                                       drafter_device < 0 && same_host_endpoint(opt_.endpoint));
+  // Messages through shared memory when both processes are on this host and NCCL does not carry
+  // the pool: both on the CPU, or both on one GPU (the pool, ~14 KB, comes back to the host
+  // anyway: the target selects its tree on the CPU).
+  const bool want_shm = opt_.pool_transport == "shm" ||
+                        (opt_.pool_transport == "auto" && !want_nccl && same_host_endpoint(opt_.endpoint));
   if (want_shm) {
     try {
       shm_ = ShmChannel::create(ShmChannel::Side::kTarget);

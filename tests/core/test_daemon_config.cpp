@@ -2,6 +2,7 @@
 // the key (hand-written overrides; the shipped configs load and validate).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "daemon_config.h"
@@ -69,6 +70,30 @@ TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {
   EXPECT_EQ(c.target.device, "cpu");
   EXPECT_EQ(c.target.idle_drafter_threads, 2);
   EXPECT_EQ(c.pool_transport, "auto");  // shared memory: both processes on this host's CPU
+}
+
+// Every shipped config loads and validates; the GPU ones put the pair where their names say.
+TEST(DaemonConfig, EveryShippedConfigLoadsAndTheGpuOnesNameTheirDevices) {
+  const std::string dir = std::string(ROOTSPEC_SOURCE_DIR) + "/configs/";
+  int gpu_configs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    const DaemonConfig c = DaemonConfig::load(entry.path().string(), {});
+    EXPECT_NO_THROW(c.validate());
+    const std::string name = entry.path().filename().string();
+    if (name.find("2gpu") != std::string::npos) {
+      ++gpu_configs;
+      EXPECT_EQ(c.target.device, "cuda:0");
+      EXPECT_EQ(c.drafter.device, "cuda:1");
+      EXPECT_EQ(c.target.dtype, "bfloat16");
+    } else if (name.find("1gpu") != std::string::npos) {
+      ++gpu_configs;
+      EXPECT_EQ(c.target.device, "cuda:0");
+      EXPECT_EQ(c.drafter.device, "cuda:0");
+    }
+  }
+  EXPECT_EQ(gpu_configs, 3);  // random-1gpu, llama3.1-8b-3.2-1b-2gpu, qwen3-8b-0.6b-2gpu
 }
 
 }  // namespace
