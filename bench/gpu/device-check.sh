@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 15), for one short run on a GPU machine with nvcc, CMake and
-# ninja and no package registry; bench/gpu/prepare.sh readies it on the CPU machine (it fills
-# .cache/gpu-carry, which must travel with the tree). It builds kernels/cuda alone
-# (ROOTSPEC_KERNELS_ONLY: no Debian package needed), runs the GPU tests (each kernel against its
-# CPU reference) and times the kernels, and writes into one folder:
-#   nvidia-smi.txt, build.log, kernels-tests.json (GoogleTest's report), kernels-tests.txt,
-#   kernel-timing.json, kernel-timing.txt, summary.md
+# The prepared GPU check (issue 15), for one short run (≤ 8 minutes) on a GPU machine with nvcc,
+# CMake, ninja and python3 with torch and transformers, and no package registry.
+# bench/gpu/prepare.sh readies it on the CPU machine: it fills .cache/gpu-carry (GoogleTest's
+# source, nlohmann/json's headers), which must travel with the tree (the device tool's `carry`).
 #   bench/gpu/device-check.sh [--dry-run] [OUT]
 # OUT: $OUT when set (the device tool's output folder), else bench/results/gpu-check.
-# --dry-run: configure and build, list the tests, and stop before the first GPU call (OUT
-# defaults to build-gpu/dry-run then).
-# What it does not check yet (the CudaBackend is not written): whole passes against the CPU
-# runtime, logits against transformers, the daemon's greedy identity on cuda:0, pass and
-# tokens/s timings against the HBM floor.
-set -euo pipefail
+# --dry-run: configure and build, list the tests, stop before the first GPU call (OUT defaults to
+# build-gpu/dry-run then).
+#
+# It builds the torch-free GPU path (ROOTSPEC_GPU_CHECK: kernels/cuda, the runtime with the Cuda
+# backend, the GPU tests and bench tools; sm_90 only, for time) and runs, each with its own
+# time limit, writing JSON and text into OUT, and summary.md over them:
+#   1. kernels-tests      each kernel against its CPU reference (tests/kernels)
+#   2. backend-tests      whole passes against the CPU runtime (LoopCpu here: no libtorch) in
+#                         float32 and bf16, graph replay against eager, greedy identity of every
+#                         rule and B {1, 8, 59} with target and drafter on cuda:0 (one process:
+#                         generate() runs the daemon's run_round; the daemons themselves need
+#                         ZeroMQ, which this machine lacks)
+#   3. hf-compare         our logits against transformers (Llama with llama3 RoPE, Qwen3), bf16 folders
+#   4. passes             1-token pass of the Llama-3.2-1B and 3.1-8B shapes against the HBM floor,
+#                         tree passes of 8/32/64 rows against 1 row, graph replay against eager
+#   5. tokens             ar / draft / root-draw tokens/s of a random pair on one GPU, host µs per round
+#   6. kernel-timing      tree attention alone: eager, graph replay, split-K, the KV floor
+set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dry_run=0
 [ "${1:-}" = --dry-run ] && { dry_run=1; shift; }
@@ -21,9 +30,9 @@ build=${ROOTSPEC_GPU_BUILD_DIR:-$root/build-gpu}
 default_out=$root/bench/results/gpu-check
 [ "$dry_run" = 1 ] && default_out=$build/dry-run  # a dry run leaves nothing in the tree
 out=${1:-${OUT:-$default_out}}
-gtest_src=$root/.cache/gpu-carry/googletest
-if [ ! -f "$gtest_src/CMakeLists.txt" ]; then
-  echo "device-check: no $gtest_src; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
+carry=$root/.cache/gpu-carry
+if [ ! -f "$carry/googletest/CMakeLists.txt" ] || [ ! -f "$carry/include/nlohmann/json.hpp" ]; then
+  echo "device-check: $carry is incomplete; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
   exit 2
 fi
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
@@ -31,43 +40,65 @@ mkdir -p "$out"
 start=$SECONDS
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-echo "device-check: building kernels/cuda in $build (log: $out/build.log)"
+archs=${ROOTSPEC_GPU_ARCHS:-90}
+echo "device-check: building the torch-free GPU path in $build (sm_$archs; log: $out/build.log)"
 {
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DROOTSPEC_KERNELS_ONLY=ON \
-    -DROOTSPEC_GTEST_SOURCE="$gtest_src"
-  cmake --build "$build" -j "$(nproc)"
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DROOTSPEC_GPU_CHECK=ON \
+    -DROOTSPEC_GPU_CARRY="$carry" -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON &&  # the carried headers, here as there
+    cmake --build "$build" -j "$(nproc)"
 } >"$out/build.log" 2>&1 || { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed" >&2; exit 1; }
-tests=$build/tests/kernels/kernels_test_cuda_kernels
+kernels_tests=$build/tests/kernels/kernels_test_cuda_kernels
+backend_tests=$build/model_test_cuda_backend
+bench=$build/bench/gpu/rootspec-gpu-bench
 timing=$build/bench/gpu/rootspec-gpu-kernel-timing
-"$tests" --gtest_list_tests >"$out/kernels-tests-list.txt"
-echo "device-check: built in $((SECONDS - start)) s; $(grep -c '^  ' "$out/kernels-tests-list.txt") GPU tests"
+"$kernels_tests" --gtest_list_tests >"$out/kernels-tests-list.txt"
+"$backend_tests" --gtest_list_tests >"$out/backend-tests-list.txt"
+echo "device-check: built in $((SECONDS - start)) s; $(grep -c '^  ' "$out/kernels-tests-list.txt") kernel tests," \
+  "$(grep -c '^  ' "$out/backend-tests-list.txt") backend tests"
 if [ "$dry_run" = 1 ]; then
-  echo "device-check: dry run: stopping before the first GPU call ($tests, $timing)"
+  "$bench" --help >/dev/null
+  python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$root/bench/gpu/hf_compare.py"
+  echo "device-check: dry run: stopping before the first GPU call ($kernels_tests, $backend_tests, $bench, $timing)"
   exit 0
 fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || echo "device-check: nvidia-smi failed (see nvidia-smi.txt)" >&2
-status=0
-"$tests" --gtest_output="json:$out/kernels-tests.json" >"$out/kernels-tests.txt" 2>&1 || status=1
-tail -n 5 "$out/kernels-tests.txt"
-"$timing" --out "$out/kernel-timing.json" >"$out/kernel-timing.txt" 2>&1 || status=1
-cat "$out/kernel-timing.txt"
+declare -A status
+# step NAME LIMIT_S COMMAND…: runs it with its output in NAME.txt, records its exit status.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  echo "device-check: $name ($((SECONDS - start)) s in)"
+  timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+  status[$name]=$?
+  tail -n 8 "$out/$name.txt"
+}
+step kernels-tests 60 "$kernels_tests" --gtest_output="json:$out/kernels-tests.json"
+step backend-tests 120 "$backend_tests" --gtest_output="json:$out/backend-tests.json"
+step hf-compare 120 python3 "$root/bench/gpu/hf_compare.py" "$bench" "$out/hf"
+step passes 120 "$bench" passes --out "$out/passes.json"
+step make-pair 60 "$bench" make-pair --out "$build/pair"
+step tokens 90 "$bench" tokens --target "$build/pair/target" --drafter "$build/pair/drafter" --out "$out/tokens.json"
+step kernel-timing 60 "$timing" --out "$out/kernel-timing.json"
+[ -f "$out/hf/hf-compare.json" ] && cp "$out/hf/hf-compare.json" "$out/hf-compare.json"
+rm -rf "$out/hf"/hf-* "$out/hf"/*.f32
 {
   echo "# GPU check, $(date -u +%Y-%m-%d) ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
-  echo
-  echo "## Kernels against their CPU references"
-  echo '```'
-  grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$out/kernels-tests.txt" || true
-  echo '```'
-  echo
-  echo "## Kernel timing"
-  echo '```'
-  cat "$out/kernel-timing.txt"
-  echo '```'
-  echo
-  echo "Not checked yet (no CudaBackend): passes against the CPU runtime, logits against"
-  echo "transformers, the daemon's greedy identity on cuda:0, pass and tokens/s timings."
+  for name in kernels-tests backend-tests hf-compare passes tokens kernel-timing; do
+    echo
+    echo "## $name (exit status ${status[$name]:-not run}; 124 = its time limit)"
+    echo '```'
+    if [[ $name == *tests ]]; then
+      grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$out/$name.txt" || tail -n 20 "$out/$name.txt"
+    else
+      tail -n 20 "$out/$name.txt"
+    fi
+    echo '```'
+  done
 } >"$out/summary.md"
-echo "device-check: done in $((SECONDS - start)) s; results in $out (status $status)"
-exit $status
+failed=0
+for name in "${!status[@]}"; do [ "${status[$name]}" = 0 ] || failed=1; done
+echo "device-check: done in $((SECONDS - start)) s; results in $out (failed steps: $failed)"
+exit $failed

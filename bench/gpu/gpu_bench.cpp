@@ -1,0 +1,293 @@
+// rootspec-gpu-bench: the GPU check's measurements (bench/gpu/device-check.sh runs it), torch-free.
+//   passes     the 1-token pass of real models' shapes (random weights made on the device) against
+//              the HBM floor, tree passes of 8/32/64 rows against 1 row, graph replay against eager
+//   logits     one chain pass over given tokens: every row's logits, raw float32 [n, vocab]
+//              (hf_compare.py compares them with Hugging Face transformers)
+//   make-pair  a random target folder and its one-layer drafter (bf16) for `tokens`
+//   tokens     ar / draft / root-draw tokens/s of a pair with both models on one GPU (one process,
+//              run_round as the daemon runs it), and the host time per round outside GPU work
+// Usage: rootspec-gpu-bench <command> [--flag value …]; rootspec-gpu-bench --help.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_backend.h"
+#include "generate.h"
+#include "model_runtime.h"
+#include "random_model.h"
+#include "tree_kv.h"
+
+namespace rootspec {
+namespace {
+
+constexpr double kHbmBytesPerSecond = 4.8e12;  // H200's HBM3e
+
+const char* kUsage =
+    "rootspec-gpu-bench passes [--out F.json] [--context N=1024] [--presets a,b] [--reps N=50]\n"
+    "rootspec-gpu-bench logits --model DIR --tokens 1,2,3 --out F.f32 [--device cuda:0] [--dtype bfloat16]\n"
+    "rootspec-gpu-bench make-pair --out DIR\n"
+    "rootspec-gpu-bench tokens --target DIR --drafter DIR [--out F.json] [--prompts N=8] [--new N=128]\n"
+    "                   [--dtype bfloat16] [--budget B=8]\n";
+
+using Flags = std::map<std::string, std::string>;
+
+Flags parse_flags(int argc, char** argv, int first) {
+  Flags f;
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || i + 1 >= argc)
+      throw std::invalid_argument("expected --flag value, got '" + a + "'");
+    f[a.substr(2)] = argv[++i];
+  }
+  return f;
+}
+
+std::string flag(const Flags& f, const std::string& name, const std::string& fallback = "") {
+  auto it = f.find(name);
+  if (it != f.end()) return it->second;
+  if (fallback.empty()) throw std::invalid_argument("--" + name + " is required");
+  return fallback;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, sep);)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_json(const nlohmann::json& j, const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) throw std::runtime_error(path + ": write failed");
+}
+
+// A backend with a TreeKv of its own: passes at a fixed context length.
+struct PassRig {
+  std::unique_ptr<PassBackend> backend;
+  TreeKv kv;
+  std::vector<float> rows;  // [64, vocab]
+  PassRig(const ModelConfig& c, bool graphs, int context)
+      : kv(context + kMaxTreeBucket, kMaxTreeBucket, c.vocab_size),
+        rows(static_cast<size_t>(kMaxTreeBucket) * c.vocab_size) {
+    CudaBackendOptions o;
+    o.graphs = graphs;
+    backend =
+        make_random_cuda_backend(c, o, TreeKv::capacity_for(context + kMaxTreeBucket, kMaxTreeBucket), 1);
+    std::vector<int32_t> tokens(kMaxTreeBucket), parents(kMaxTreeBucket), path(kMaxTreeBucket);
+    for (int done = 0; done < context; done += kMaxTreeBucket) {  // prefill, eagerly, in chunks
+      const int n = std::min(kMaxTreeBucket, context - done);
+      tokens.resize(n), parents.resize(n), path.resize(n);
+      for (int i = 0; i < n; ++i)
+        tokens[i] = (done + i) * 7919 % c.vocab_size, parents[i] = i - 1, path[i] = i;
+      kv.add_nodes(tokens, parents);
+      backend->forward(kv.batch(tokens.data(), 0, n, backend->row_bucket(n)), PassKind::Prefill, rows.data());
+      backend->move_kv(kv.commit(path));
+    }
+  }
+  // One pass of an n-node tree (a binary heap's parents) at the context; the tree is dropped.
+  void tree_pass(int n, PassKind kind) {
+    std::vector<int32_t> tokens(n), parents(n);
+    for (int i = 0; i < n; ++i) tokens[i] = i + 1, parents[i] = i == 0 ? -1 : (i - 1) / 2;
+    kv.add_nodes(tokens, parents);
+    backend->forward(kv.batch(tokens.data(), 0, n, backend->row_bucket(n)), kind, rows.data());
+    kv.discard_tree();
+  }
+  // Median wall and device µs of `reps` passes of n rows (after 3 unmeasured ones: capture).
+  std::pair<double, double> time(int n, PassKind kind, int reps) {
+    for (int i = 0; i < 3; ++i) tree_pass(n, kind);
+    std::vector<double> wall, device;
+    for (int i = 0; i < reps; ++i) {
+      const double d0 = backend->device_seconds(), t0 = now_s();
+      tree_pass(n, kind);
+      wall.push_back((now_s() - t0) * 1e6);
+      device.push_back((backend->device_seconds() - d0) * 1e6);
+    }
+    return {median(wall), median(device)};
+  }
+};
+
+int cmd_passes(const Flags& f) {
+  const int context = std::stoi(flag(f, "context", "1024")), reps = std::stoi(flag(f, "reps", "50"));
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& preset : split(flag(f, "presets", "llama-3.2-1b,llama-3.1-8b"), ',')) {
+    ModelConfig c;
+    if (!real_model_preset(preset, &c)) throw std::invalid_argument("unknown preset '" + preset + "'");
+    nlohmann::json j;
+    j["preset"] = preset;
+    j["context"] = context;
+    j["dtype"] = "bfloat16";
+    {
+      PassRig rig(c, /*graphs=*/true, context);
+      const double weights = static_cast<double>(rig.backend->weight_bytes());
+      // The KV a 1-token pass reads: every layer's K and V of the context, bf16.
+      const double kv = 2.0 * c.num_hidden_layers * context * c.num_key_value_heads * c.head_dim * 2;
+      j["weight_bytes"] = weights;
+      j["hbm_floor_us"] = weights / kHbmBytesPerSecond * 1e6;
+      j["hbm_floor_with_kv_us"] = (weights + kv) / kHbmBytesPerSecond * 1e6;
+      for (const int rows : {1, 8, 32, 64}) {
+        const auto [wall, device] = rig.time(rows, rows == 1 ? PassKind::Root : PassKind::Tree, reps);
+        j["graph_wall_us"][std::to_string(rows)] = wall;
+        j["graph_device_us"][std::to_string(rows)] = device;
+      }
+    }
+    {
+      PassRig rig(c, /*graphs=*/false, context);
+      const auto [wall, device] = rig.time(1, PassKind::Root, reps);
+      j["eager_wall_us"]["1"] = wall;
+      j["eager_device_us"]["1"] = device;
+    }
+    const double root = j["graph_wall_us"]["1"].get<double>();
+    j["root_over_hbm_floor"] = root / j["hbm_floor_us"].get<double>();
+    j["tree64_over_root"] = j["graph_wall_us"]["64"].get<double>() / root;
+    j["graph_over_eager"] = root / j["eager_wall_us"]["1"].get<double>();
+    std::printf(
+        "%-13s 1-token pass %8.1f µs (device %8.1f µs), HBM floor %8.1f µs: %.2fx floor; "
+        "8/32/64 rows %.2fx/%.2fx/%.2fx of 1 row; graph replay %.2fx of eager (%8.1f µs)\n",
+        preset.c_str(), root, j["graph_device_us"]["1"].get<double>(), j["hbm_floor_us"].get<double>(),
+        j["root_over_hbm_floor"].get<double>(), j["graph_wall_us"]["8"].get<double>() / root,
+        j["graph_wall_us"]["32"].get<double>() / root, j["tree64_over_root"].get<double>(),
+        j["graph_over_eager"].get<double>(), j["eager_wall_us"]["1"].get<double>());
+    std::fflush(stdout);
+    out.push_back(j);
+  }
+  write_json(out, flag(f, "out", "-") == "-" ? "" : flag(f, "out"));
+  return 0;
+}
+
+int cmd_logits(const Flags& f) {
+  RuntimeOptions o;
+  o.device = flag(f, "device", "cuda:0");
+  o.dtype = flag(f, "dtype", "bfloat16");
+  o.max_context = 256;
+  std::vector<int32_t> tokens;
+  for (const std::string& t : split(flag(f, "tokens"), ',')) tokens.push_back(std::stoi(t));
+  if (tokens.empty() || tokens.size() > static_cast<size_t>(kMaxTreeBucket))
+    throw std::invalid_argument("--tokens: 1 to 64 ids");
+  ModelRuntime rt(flag(f, "model"), o);
+  std::vector<int32_t> parents(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) parents[i] = static_cast<int32_t>(i) - 1;
+  const RowsView rows = rt.tree_pass(tokens, parents);  // a chain: row i is the logits after token i
+  const std::string path = flag(f, "out");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(rows.row(0)), sizeof(float) * rows.n_rows * rows.vocab);
+  if (!out) throw std::runtime_error(path + ": write failed");
+  std::printf("%s: [%d, %d] float32 logits (%s, %s)\n", path.c_str(), rows.n_rows, rows.vocab,
+              rt.backend_name(), o.dtype.c_str());
+  return 0;
+}
+
+int cmd_make_pair(const Flags& f) {
+  const std::string dir = flag(f, "out");
+  // ~100M parameters: a Llama-style target whose drafter keeps its first layer.
+  const ModelConfig c = small_config(ModelArch::Llama, 32000, 1024, 8, 16, 8, 2816);
+  RandomModelOptions o;
+  o.seed = 7;
+  o.dtype = TensorDtype::BF16;
+  write_random_model(dir + "/target", c, o);
+  write_truncated_model(dir + "/target", dir + "/drafter", 1);
+  std::printf("wrote %s/target (%lld parameters) and %s/drafter (its first layer)\n", dir.c_str(),
+              static_cast<long long>(c.parameter_count()), dir.c_str());
+  return 0;
+}
+
+int cmd_tokens(const Flags& f) {
+  const int prompts = std::stoi(flag(f, "prompts", "8")), new_tokens = std::stoi(flag(f, "new", "128")),
+            budget = std::stoi(flag(f, "budget", "8"));
+  const std::string dtype = flag(f, "dtype", "bfloat16");
+  RequestOptions big;
+  big.budget = std::max(budget, 59);
+  big.max_new_tokens = new_tokens;
+  const int prompt_len = 32;
+  ModelRuntime target(flag(f, "target"),
+                      runtime_options_for(big, PoolShape(), prompt_len, false, "cuda:0", dtype));
+  ModelRuntime drafter(flag(f, "drafter"),
+                       runtime_options_for(big, PoolShape(), prompt_len, true, "cuda:0", dtype));
+  std::mt19937 gen(11);
+  std::vector<std::vector<int32_t>> prompt_set;
+  for (int p = 0; p < prompts; ++p) {
+    std::vector<int32_t> t(prompt_len);
+    for (int32_t& x : t) x = static_cast<int32_t>(gen() % target.vocab_size());
+    prompt_set.push_back(t);
+  }
+  nlohmann::json out;
+  out["prompts"] = prompts;
+  out["new_tokens"] = new_tokens;
+  out["budget"] = budget;
+  out["dtype"] = dtype;
+  double ar_tps = 0;
+  for (const std::string decoder : {"ar", "draft", "root-draw"}) {
+    RequestOptions o;
+    o.autoregressive = decoder == "ar";
+    if (!o.autoregressive) parse_decoder(decoder, &o);
+    o.budget = budget;
+    o.max_new_tokens = new_tokens;
+    o.stop_at_eos = false;
+    generate(target, o.autoregressive ? nullptr : &drafter, prompt_set[0], o);  // warm-up: captures
+    long tokens = 0, rounds = 0;
+    const double d0 = target.device_seconds() + drafter.device_seconds(), t0 = now_s();
+    for (const auto& prompt : prompt_set) {
+      const GenerateResult r = generate(target, o.autoregressive ? nullptr : &drafter, prompt, o);
+      tokens += static_cast<long>(r.tokens.size());
+      rounds += static_cast<long>(r.rounds.size());
+    }
+    const double wall = now_s() - t0, device = target.device_seconds() + drafter.device_seconds() - d0;
+    const double tps = tokens / wall;
+    if (decoder == "ar") ar_tps = tps;
+    // Host time outside GPU work, per round (prefill included in both terms).
+    const double host_us = (wall - device) / std::max(1L, rounds) * 1e6;
+    out["decoders"][decoder] = {{"tokens_per_s", tps},
+                                {"over_ar", tps / ar_tps},
+                                {"tokens_per_round", double(tokens) / std::max(1L, rounds)},
+                                {"host_us_per_round", host_us}};
+    std::printf(
+        "%-9s %8.1f tokens/s (%.2fx ar), %.2f tokens/round, host time outside GPU work %.1f µs/round\n",
+        decoder.c_str(), tps, tps / ar_tps, double(tokens) / std::max(1L, rounds), host_us);
+    std::fflush(stdout);
+  }
+  write_json(out, flag(f, "out", "-") == "-" ? "" : flag(f, "out"));
+  return 0;
+}
+
+}  // namespace
+}  // namespace rootspec
+
+int main(int argc, char** argv) {
+  using namespace rootspec;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    const std::string cmd = argv[1];
+    const Flags f = parse_flags(argc, argv, 2);
+    if (cmd == "passes") return cmd_passes(f);
+    if (cmd == "logits") return cmd_logits(f);
+    if (cmd == "make-pair") return cmd_make_pair(f);
+    if (cmd == "tokens") return cmd_tokens(f);
+    throw std::invalid_argument("unknown command '" + cmd + "'\n" + kUsage);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rootspec-gpu-bench: %s\n", e.what());
+    return 1;
+  }
+}
