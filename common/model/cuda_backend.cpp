@@ -105,10 +105,12 @@ class FolderSource final : public WeightSource {
     const TensorView& t = checked_tensor(folder_, spec);
     const Elem from = elem_of(t);
     if (from == type) {
-      check(cudaMemcpy(out, t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weights)");
+      check(cudaMemcpyAsync(out, t.data, t.nbytes, cudaMemcpyHostToDevice, stream_),
+            "cudaMemcpyAsync (weights)");
     } else {  // the file's bytes to the device, converted there
       if (staging_.bytes() < t.nbytes) staging_ = DeviceBuffer(t.nbytes);
-      check(cudaMemcpy(staging_.get(), t.data, t.nbytes, cudaMemcpyHostToDevice), "cudaMemcpy (weights)");
+      check(cudaMemcpyAsync(staging_.get(), t.data, t.nbytes, cudaMemcpyHostToDevice, stream_),
+            "cudaMemcpyAsync (weights)");
       check(cuda::convert_elements(staging_.get(), from, spec.elements(), out, type, stream_),
             "convert_elements");
       check(cudaStreamSynchronize(stream_), "weight conversion");
@@ -155,6 +157,8 @@ class CudaBackend final : public PassBackend {
   float* host_rows(size_t floats) override;
   double device_seconds() const override { return device_seconds_; }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
+  void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
+  int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
 
  private:
@@ -190,6 +194,11 @@ class CudaBackend final : public PassBackend {
   }
   // Enqueues one pass of `bucket` rows over the inputs already in device memory.
   void enqueue_pass(int bucket, int mask_words);
+  // Stages the batch's inputs (one copy) and enqueues its pass, replaying the bucket's graph
+  // (captured on first use) or eagerly; the logits land in logits_.
+  void start_pass(const PassBatch& batch, PassKind kind);
+  // Waits for what start_pass and the copies after it enqueued; adds the pass's device time.
+  void finish_pass();
 
   ModelConfig config_;
   Elem dtype_;
@@ -209,14 +218,16 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer kv_;                   // every layer's K and V caches
   DeviceBuffer rope_cos_, rope_sin_;  // [capacity, hd] float32
   // Pass buffers, [kMaxTreeBucket, width] each.
-  DeviceBuffer x_;        // [64, hidden] float32 residual stream
-  DeviceBuffer normed_;   // [64, hidden] dtype: product input
-  DeviceBuffer qkv_;      // [64, (heads + 2·kv)·hd] float32
-  DeviceBuffer q_;        // [64, heads·hd] float32, RoPE applied
-  DeviceBuffer attn_;     // [64, heads·hd] dtype
-  DeviceBuffer gate_up_;  // [64, 2·inter] float32
-  DeviceBuffer act_;      // [64, inter] dtype
-  DeviceBuffer logits_;   // [64, vocab] float32
+  DeviceBuffer x_;                          // [64, hidden] float32 residual stream
+  DeviceBuffer normed_;                     // [64, hidden] dtype: product input
+  DeviceBuffer qkv_;                        // [64, (heads + 2·kv)·hd] float32
+  DeviceBuffer q_;                          // [64, heads·hd] float32, RoPE applied
+  DeviceBuffer attn_;                       // [64, heads·hd] dtype
+  DeviceBuffer gate_up_;                    // [64, 2·inter] float32
+  DeviceBuffer act_;                        // [64, inter] dtype
+  DeviceBuffer logits_;                     // [64, vocab] float32
+  DeviceBuffer top_;                        // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
+  std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
   DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
   InputLayout layout_;
   int max_mask_words_ = 0;
@@ -303,7 +314,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   // KV caches: [capacity, kv_heads, hd] per layer, K then V.
   const size_t cache_bytes = aligned(static_cast<size_t>(capacity) * nkv * hd * es);
   kv_ = DeviceBuffer(cache_bytes * 2 * layers_.size());
-  check(cudaMemset(kv_.get(), 0, kv_.bytes()), "cudaMemset (KV cache)");
+  check(cudaMemsetAsync(kv_.get(), 0, kv_.bytes(), stream_), "cudaMemsetAsync (KV cache)");
   kv_bytes_ = static_cast<int64_t>(kv_.bytes());
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i].k_cache = static_cast<char*>(kv_.get()) + (2 * i) * cache_bytes;
@@ -313,8 +324,10 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   std::vector<float> cos(rope.cos.begin(), rope.cos.end()), sin(rope.sin.begin(), rope.sin.end());
   rope_cos_ = DeviceBuffer(cos.size() * 4);
   rope_sin_ = DeviceBuffer(sin.size() * 4);
-  check(cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE)");
-  check(cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy (RoPE)");
+  check(cudaMemcpyAsync(rope_cos_.get(), cos.data(), cos.size() * 4, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (RoPE)");
+  check(cudaMemcpyAsync(rope_sin_.get(), sin.data(), sin.size() * 4, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (RoPE)");
 
   const size_t rows = kMaxTreeBucket;
   x_ = DeviceBuffer(rows * hidden * 4);
@@ -325,6 +338,8 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   gate_up_ = DeviceBuffer(rows * 2 * inter * 4);
   act_ = DeviceBuffer(rows * inter * es);
   logits_ = DeviceBuffer(rows * vocab * 4);
+  top_ = DeviceBuffer(rows * cuda::kMaxTopK * 8);
+  top_host_ = std::make_unique<PinnedBuffer>(rows * cuda::kMaxTopK * 8);
   size_t partial_floats = 0;
   for (int b = 1; b <= kMaxTreeBucket; b *= 2) {
     const int splits = cuda::attention_splits(b, static_cast<int>(nh), sm_count_, kMaxSplits);
@@ -341,13 +356,14 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   layout_.bytes = layout_.mask + rows * max_mask_words_ * 8;
   staging_ = std::make_unique<PinnedBuffer>(layout_.bytes);
   inputs_ = DeviceBuffer(layout_.bytes);
-  check(cudaMemset(inputs_.get(), 0, layout_.bytes), "cudaMemset (inputs)");
+  check(cudaMemsetAsync(inputs_.get(), 0, layout_.bytes, stream_), "cudaMemsetAsync (inputs)");
   move_staging_ = std::make_unique<PinnedBuffer>(size_t(2) * capacity * 4);
   moves_ = DeviceBuffer(size_t(2) * capacity * 4);
   check(cudaEventCreateWithFlags(&moves_copied_, cudaEventDisableTiming), "cudaEventCreate");
   check(cudaEventRecord(moves_copied_, stream_), "cudaEventRecord");
   check(cudaEventCreate(&pass_start_), "cudaEventCreate");
   check(cudaEventCreate(&pass_end_), "cudaEventCreate");
+  check(cudaStreamSynchronize(stream_), "backend set-up");  // caches zeroed, tables uploaded
 }
 
 CudaBackend::~CudaBackend() {
@@ -453,7 +469,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
   gemm_->run(lm_head_, normed_.get(), logits_.f32(), b, vocab, hidden, false, stream_);
 }
 
-void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
+void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   const int b = batch.bucket;
   assert(b == row_bucket(batch.rows) && b <= kMaxTreeBucket);
   if (batch.mask_words > max_mask_words_)
@@ -499,15 +515,40 @@ void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) 
     enqueue_pass(b, batch.mask_words);  // also makes the bucket's product plans
     planned_[b] = true;
   }
-  // Only the real rows come back; the pinned rows buffer (host_rows) makes it a DMA.
-  check(cudaMemcpyAsync(logits, logits_.get(), static_cast<size_t>(batch.rows) * config_.vocab_size * 4,
-                        cudaMemcpyDeviceToHost, stream_),
-        "cudaMemcpyAsync (logits)");
+}
+
+void CudaBackend::finish_pass() {
   check(cudaEventRecord(pass_end_, stream_), "cudaEventRecord");
   check(cudaStreamSynchronize(stream_), "the pass");
   float ms = 0;
   check(cudaEventElapsedTime(&ms, pass_start_, pass_end_), "cudaEventElapsedTime");
   device_seconds_ += ms * 1e-3;
+}
+
+void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
+  start_pass(batch, kind);
+  // Only the real rows come back; the pinned rows buffer (host_rows) makes it a DMA.
+  check(cudaMemcpyAsync(logits, logits_.get(), static_cast<size_t>(batch.rows) * config_.vocab_size * 4,
+                        cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (logits)");
+  finish_pass();
+}
+
+void CudaBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {
+  if (k > cuda::kMaxTopK) return PassBackend::forward_top_k(batch, kind, k, tokens, probs);
+  start_pass(batch, kind);
+  const size_t n = static_cast<size_t>(batch.rows) * k;
+  int32_t* top_tokens = static_cast<int32_t*>(top_.get());                                    // [rows, k]
+  float* top_probs = reinterpret_cast<float*>(top_tokens + kMaxTreeBucket * cuda::kMaxTopK);  // [rows, k]
+  check(cuda::top_k_rows(logits_.f32(), batch.rows, config_.vocab_size, k, top_tokens, top_probs, stream_),
+        "top_k_rows");
+  char* host = static_cast<char*>(top_host_->get());
+  check(cudaMemcpyAsync(host, top_tokens, n * 4, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (top-k)");
+  check(cudaMemcpyAsync(host + n * 4, top_probs, n * 4, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (top-k)");
+  finish_pass();
+  std::memcpy(tokens, host, n * 4);
+  std::memcpy(probs, host + n * 4, n * 4);
 }
 
 void CudaBackend::move_kv(const std::vector<KvMove>& moves) {
@@ -530,11 +571,19 @@ void CudaBackend::move_kv(const std::vector<KvMove>& moves) {
           "move_kv_rows");
 }
 
-cudaStream_t new_stream(int device) {
+// A backend built on a new stream of `device`, which it then owns; make(stream) builds it (and
+// the stream is destroyed if that throws).
+template <typename Make>
+std::unique_ptr<PassBackend> on_new_stream(int device, Make&& make) {
   check(cudaSetDevice(device), "cudaSetDevice");
   cudaStream_t s = nullptr;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-  return s;
+  try {
+    return make(s);
+  } catch (...) {
+    cudaStreamDestroy(s);
+    throw;
+  }
 }
 
 void check_device(int device) {
@@ -568,18 +617,20 @@ std::unique_ptr<PassBackend> make_cuda_backend(const std::string& dir, const Cud
                                                int capacity) {
   check_device(options.device);
   const ModelConfig config = load_config(dir + "/config.json");
-  cudaStream_t stream = new_stream(options.device);
-  FolderSource source(dir, stream);
-  return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+  return on_new_stream(options.device, [&](cudaStream_t stream) {
+    FolderSource source(dir, stream);
+    return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+  });
 }
 
 std::unique_ptr<PassBackend> make_random_cuda_backend(const ModelConfig& config,
                                                       const CudaBackendOptions& options, int capacity,
                                                       uint64_t seed) {
   check_device(options.device);
-  cudaStream_t stream = new_stream(options.device);
-  RandomSource source(seed, stream);
-  return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+  return on_new_stream(options.device, [&](cudaStream_t stream) {
+    RandomSource source(seed, stream);
+    return std::make_unique<CudaBackend>(config, source, options, capacity, stream);
+  });
 }
 
 }  // namespace rootspec

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <stdexcept>
+#include <string>
 
 namespace rootspec {
 
@@ -86,6 +87,35 @@ RowsView ModelRuntime::extend_tree(const std::vector<int32_t>& tokens, const std
   const int first = kv_.add_nodes(tokens, parents);
   return run_nodes(tokens, first, PassKind::Tree);
 }
+
+TopKRowsView ModelRuntime::run_nodes_top_k(const std::vector<int32_t>& tokens, int first, int k) {
+  const int n = static_cast<int>(tokens.size());
+  top_tokens_.resize(static_cast<size_t>(n) * k);
+  top_probs_.resize(top_tokens_.size());
+  for (int done = 0; done < n; done += kMaxTreeBucket) {
+    const int m = std::min(kMaxTreeBucket, n - done);
+    const PassBatch& batch = kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m));
+    const size_t at = static_cast<size_t>(done) * k;
+    backend_->forward_top_k(batch, PassKind::Tree, k, top_tokens_.data() + at, top_probs_.data() + at);
+  }
+  return TopKRowsView{top_tokens_.data(), top_probs_.data(), n, k};
+}
+
+TopKRowsView ModelRuntime::tree_pass_top_k(const std::vector<int32_t>& tokens,
+                                           const std::vector<int32_t>& parents, int k) {
+  kv_.discard_tree();
+  return extend_tree_top_k(tokens, parents, k);
+}
+
+TopKRowsView ModelRuntime::extend_tree_top_k(const std::vector<int32_t>& tokens,
+                                             const std::vector<int32_t>& parents, int k) {
+  if (k < 1 || k > vocab_size())
+    throw std::invalid_argument("top-k rows: k = " + std::to_string(k) + " is outside [1, vocab]");
+  const int first = kv_.add_nodes(tokens, parents);
+  return run_nodes_top_k(tokens, first, k);
+}
+
+int ModelRuntime::device_top_k() const { return backend_->device_top_k(); }
 
 void ModelRuntime::commit(const std::vector<int32_t>& path) { backend_->move_kv(kv_.commit(path)); }
 

@@ -67,6 +67,15 @@ class ModelRuntime {
   // Adds nodes to the current tree: parents[i] ∈ {−1} ∪ [0, tree_size() + i). Returns rows
   // [n, vocab] for the new nodes only.
   RowsView extend_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents);
+  // tree_pass / extend_tree for a top-k pool's draft rows: only each new row's k most probable
+  // tokens and their probabilities at T = 1 (PassBackend::forward_top_k), [n, k] each; valid
+  // until the next call.
+  TopKRowsView tree_pass_top_k(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                               int k);
+  TopKRowsView extend_tree_top_k(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                                 int k);
+  // The largest k the backend takes on the device (0: none; pass_backend.h).
+  int device_top_k() const;
   // Appends the tree nodes `path` (a path from the context: path[0] has parent −1 and each
   // next node is a child of the previous) to the context, moving their K/V to positions
   // length().. ; discards the tree.
@@ -80,11 +89,16 @@ class ModelRuntime {
   // Runs tree nodes [first, first + tokens.size()) in passes of ≤ kMaxTreeBucket rows.
   RowsView run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind);
 
+  // Runs tree nodes [first, first + tokens.size()) like run_nodes, keeping each row's top k.
+  TopKRowsView run_nodes_top_k(const std::vector<int32_t>& tokens, int first, int k);
+
   RuntimeOptions options_;
   std::unique_ptr<PassBackend> backend_;
   TreeKv kv_;
-  std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
-  float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back
+  std::vector<float> own_rows_;      // the rows' storage when the backend has none (host_rows)
+  float* host_rows_ = nullptr;       // [max(max_tree, 64), vocab] rows handed back
+  std::vector<int32_t> top_tokens_;  // [tree nodes of the call, k] top_k rows handed back
+  std::vector<float> top_probs_;     // [tree nodes of the call, k]
 };
 
 // Intra-op threads of torch in this process (tests and tools use 1).

@@ -3,15 +3,26 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "libtorch_backends.h"
 #include "loop_cpu_backend.h"
 #include "model_runtime.h"
+#include "rows.h"
 #if ROOTSPEC_WITH_CUDA
 #include "cuda_backend.h"
 #endif
 
 namespace rootspec {
+
+void PassBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {
+  const int vocab = config().vocab_size;
+  std::vector<float> logits(static_cast<size_t>(batch.rows) * vocab);  // [rows, vocab]
+  forward(batch, kind, logits.data());
+  for (int r = 0; r < batch.rows; ++r)
+    top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, tokens + static_cast<size_t>(r) * k,
+                    probs + static_cast<size_t>(r) * k);
+}
 
 void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
   const float ninf = -std::numeric_limits<float>::infinity();

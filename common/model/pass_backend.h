@@ -92,6 +92,13 @@ class PassBackend {
   // Runs the batch: writes every row's K/V at its slot and the real rows' logits to
   // `logits` ([batch.rows, vocab] float32, host memory).
   virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;
+  // forward() for a top-k pool's draft rows: each real row's k largest logits' tokens (ties →
+  // the lower id) and their probabilities (top_k_of_logits, rows.h) into tokens, probs
+  // [batch.rows, k] (host memory). This default runs forward() and takes them on the host.
+  virtual void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs);
+  // The largest k forward_top_k takes on the device (a GPU backend: kernels/cuda's top_k_rows,
+  // so that 2·k numbers per row cross to the host instead of the vocabulary); 0: none.
+  virtual int device_top_k() const { return 0; }
   // The KV commit's row moves, every layer.
   virtual void move_kv(const std::vector<KvMove>& moves) = 0;
   // Host memory of `floats` floats, owned by the backend, that the runtime hands rows back in
@@ -101,8 +108,9 @@ class PassBackend {
     (void)floats;
     return nullptr;
   }
-  // Seconds the device spent in this backend's passes and KV moves so far (a GPU backend times
-  // them with events); 0 for backends that run on the calling thread.
+  // Seconds the device spent in this backend's passes so far, from the inputs' copy to the rows'
+  // return (a GPU backend times them with events; KV moves, queued between passes, are not
+  // counted); 0 for backends that run on the calling thread.
   virtual double device_seconds() const { return 0.0; }
 };
 

@@ -1,33 +1,33 @@
 #include "runtime_drafter.h"
 
+#include <algorithm>
 #include <cassert>
 #include <stdexcept>
 #include <string>
 
 #include "cpu_attention.h"
+#include "rows.h"
 
 namespace rootspec {
 
-RuntimeDrafter::RuntimeDrafter(ModelRuntime& rt) : rt_(rt), vocab_(rt.vocab_size()) {}
+RuntimeDrafter::RuntimeDrafter(ModelRuntime& rt, bool top_k_on_host)
+    : rt_(rt), vocab_(rt.vocab_size()), top_k_on_host_(top_k_on_host) {}
 
 void RuntimeDrafter::begin_round(const float* root_logits) {
+  root_logits_.assign(root_logits, root_logits + vocab_);
   root_probs_.resize(vocab_);
   cpu_softmax(root_logits, vocab_, root_probs_.data());
   tree_of_pool_.clear();
   tree_started_ = false;
 }
 
-void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
-  out.resize(nodes.size() * static_cast<size_t>(vocab_));
-  std::vector<int32_t> tokens, parents;
-  std::vector<size_t> slots;  // out row of each forwarded node
+void RuntimeDrafter::forwarded(const Pool& pool, const std::vector<int>& nodes, std::vector<int32_t>& tokens,
+                               std::vector<int32_t>& parents, std::vector<size_t>& at) {
+  tokens.clear(), parents.clear(), at.clear();
   const int base = tree_started_ ? rt_.tree_size() : 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int v = nodes[i];
-    if (v == kRoot) {
-      std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
-      continue;
-    }
+    if (v == kRoot) continue;
     assert(v >= 0 && v < pool.size());
     const int p = pool.parent[v];
     int tree_parent = -1;
@@ -41,14 +41,44 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
     tree_of_pool_[v] = base + static_cast<int>(tokens.size());
     tokens.push_back(pool.token[v]);
     parents.push_back(tree_parent);
-    slots.push_back(i);
+    at.push_back(i);
   }
+}
+
+void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
+  out.resize(nodes.size() * static_cast<size_t>(vocab_));
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] == kRoot) std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
+  std::vector<int32_t> tokens, parents;
+  std::vector<size_t> at;  // out row of each forwarded node
+  forwarded(pool, nodes, tokens, parents, at);
   if (tokens.empty()) return;
   const RowsView rows = tree_started_ ? rt_.extend_tree(tokens, parents) : rt_.tree_pass(tokens, parents);
   tree_started_ = true;
-  for (size_t j = 0; j < slots.size(); ++j)
+  for (size_t j = 0; j < at.size(); ++j)
     cpu_softmax(rows.row(static_cast<int>(j)), vocab_,
-                out.data() + slots[j] * vocab_);  // the draft rows at T = 1
+                out.data() + at[j] * vocab_);  // the draft rows at T = 1
+}
+
+bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k,
+                                 std::vector<int32_t>& tokens, std::vector<float>& probs) {
+  if (!top_k_on_host_ && rt_.device_top_k() < k) return false;
+  tokens.resize(nodes.size() * static_cast<size_t>(k));
+  probs.resize(tokens.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] == kRoot) top_k_of_logits(root_logits_.data(), vocab_, k, &tokens[i * k], &probs[i * k]);
+  std::vector<int32_t> pass_tokens, parents;
+  std::vector<size_t> at;  // row of each forwarded node
+  forwarded(pool, nodes, pass_tokens, parents, at);
+  if (pass_tokens.empty()) return true;
+  const TopKRowsView top = tree_started_ ? rt_.extend_tree_top_k(pass_tokens, parents, k)
+                                         : rt_.tree_pass_top_k(pass_tokens, parents, k);
+  tree_started_ = true;
+  for (size_t j = 0; j < at.size(); ++j) {
+    std::copy_n(top.tokens + j * k, k, &tokens[at[j] * k]);
+    std::copy_n(top.probs + j * k, k, &probs[at[j] * k]);
+  }
+  return true;
 }
 
 void DraftSession::start(const PoolShape& shape, uint64_t draft_seed) {

@@ -18,7 +18,9 @@ namespace rootspec {
 
 class RuntimeDrafter : public DraftModel {
  public:
-  explicit RuntimeDrafter(ModelRuntime& rt);
+  // Offers draft_top_k where the runtime's backend takes top-k rows on the device, or always
+  // with `top_k_on_host` (tests: the host path of PassBackend::forward_top_k).
+  explicit RuntimeDrafter(ModelRuntime& rt, bool top_k_on_host = false);
 
   int vocab_size() const override { return vocab_; }
 
@@ -26,10 +28,19 @@ class RuntimeDrafter : public DraftModel {
   void begin_round(const float* root_logits);
 
   void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override;
+  bool draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k, std::vector<int32_t>& tokens,
+                   std::vector<float>& probs) override;
 
  private:
+  // The tree-pass inputs for the pool nodes among `nodes` (kRoot's row is root_logits_):
+  // tokens, parents (runtime tree nodes) and, for each, its index in `nodes`.
+  void forwarded(const Pool& pool, const std::vector<int>& nodes, std::vector<int32_t>& tokens,
+                 std::vector<int32_t>& parents, std::vector<size_t>& at);
+
   ModelRuntime& rt_;
   int vocab_;
+  bool top_k_on_host_;
+  std::vector<float> root_logits_;             // [vocab] the drafter's logits at C
   std::vector<float> root_probs_;              // [vocab] untempered draft row at C
   std::unordered_map<int, int> tree_of_pool_;  // pool index → runtime tree node
   bool tree_started_ = false;

@@ -193,24 +193,38 @@ void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng
   const int vocab = drafter.vocab_size();
   pool.clear();
   pool.rheo_m = shape.rheo_m;
-  std::vector<float> rows;  // [frontier, vocab] draft probabilities
+  const int K = std::min(shape.top_k, vocab);
+  // A top-k pool reads only each row's top K: the drafter may hand just those over.
+  const bool top_k_only = shape.rheo_m < 0 && !(shape.sparse > 0 && shape.sparse < vocab);
+  std::vector<float> rows;   // [frontier, vocab] draft probabilities
+  std::vector<int32_t> top;  // [frontier, K] the rows' top K tokens (draft_top_k)
+  std::vector<float> top_p;  // [frontier, K] their probabilities
+  // The children of every node of `frontier` (kRoot at step one), from one drafter call.
+  auto children_of = [&](const std::vector<int>& frontier) {
+    std::vector<int> fresh;
+    if (top_k_only && drafter.draft_top_k(pool, frontier, K, top, top_p)) {
+      assert(top.size() == frontier.size() * static_cast<size_t>(K) && top_p.size() == top.size());
+      for (size_t f = 0; f < frontier.size(); ++f)
+        for (int j = 0; j < K; ++j)
+          fresh.push_back(pool.add(top[f * K + j], frontier[f], safe_log(top_p[f * K + j])));
+      return fresh;
+    }
+    drafter.draft_rows(pool, frontier, rows);
+    assert(rows.size() == frontier.size() * static_cast<size_t>(vocab));
+    for (size_t f = 0; f < frontier.size(); ++f) {
+      const auto added = add_children(pool, frontier[f], rows.data() + f * vocab, vocab, shape, rng);
+      fresh.insert(fresh.end(), added.begin(), added.end());
+    }
+    return fresh;
+  };
 
-  drafter.draft_rows(pool, {kRoot}, rows);
-  assert(static_cast<int>(rows.size()) == vocab);
-  std::vector<int> fresh = add_children(pool, kRoot, rows.data(), vocab, shape, rng);
-
+  std::vector<int> fresh = children_of({kRoot});
   for (int d = 2; d <= shape.depth; ++d) {
     // Forward the best `expand` of the newest candidates, in rank order.
     sort_ranked(pool, fresh);
     std::vector<int> frontier(fresh.begin(), fresh.begin() + std::min<int>(shape.expand, fresh.size()));
     for (int v : frontier) pool.expanded[v] = 1;
-    drafter.draft_rows(pool, frontier, rows);
-    assert(rows.size() == frontier.size() * static_cast<size_t>(vocab));
-    fresh.clear();
-    for (size_t f = 0; f < frontier.size(); ++f) {
-      const auto added = add_children(pool, frontier[f], rows.data() + f * vocab, vocab, shape, rng);
-      fresh.insert(fresh.end(), added.begin(), added.end());
-    }
+    fresh = children_of(frontier);
   }
   pool.row_start.resize(pool.size() + 1, -1);
   pool.row_len.resize(pool.size() + 1, 0);

@@ -79,6 +79,15 @@ class DraftModel {
   // Called once per expansion step with that step's frontier: a model-backed drafter scores
   // the frontier in one tree pass.
   virtual void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) = 0;
+  // What a top-k pool (no Rheo, no sparse rows) reads of those rows: the k most probable
+  // tokens of each (ties → the lower id; best first) and their probabilities, [nodes.size(), k]
+  // each. A drafter on a GPU takes them there, so that 2·k numbers per row come back instead of
+  // the vocabulary. false: not offered, grow_pool reads whole rows (draft_rows).
+  virtual bool draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k,
+                           std::vector<int32_t>& tokens, std::vector<float>& probs) {
+    (void)pool, (void)nodes, (void)k, (void)tokens, (void)probs;
+    return false;
+  }
 };
 
 // Grows the EAGLE-3 pool below the committed context: the top_k most probable tokens at the

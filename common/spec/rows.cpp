@@ -1,8 +1,11 @@
 #include "rows.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 namespace rootspec {
 
@@ -62,6 +65,22 @@ void temper_probs(const float* probs, int vocab, double temperature, float* out)
     total += e;
   }
   for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / total);
+}
+
+void top_k_of_logits(const float* logits, int vocab, int k, int32_t* tokens, float* probs) {
+  assert(k >= 1 && k <= vocab);
+  std::vector<int32_t> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  const double max_logit = logits[ids[0]];
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) total += std::exp(static_cast<double>(logits[i]) - max_logit);
+  for (int j = 0; j < k; ++j) {
+    tokens[j] = ids[j];
+    probs[j] = static_cast<float>(std::exp(static_cast<double>(logits[ids[j]]) - max_logit) / total);
+  }
 }
 
 double total_variation(const float* p, const float* q, int vocab) {

@@ -19,6 +19,15 @@ struct RowsView {
   const float* row(int i) const { return data + static_cast<int64_t>(i) * vocab; }
 };
 
+// Each row's k most probable tokens and their probabilities, [n_rows, k] each: what a top-k
+// pool reads of its draft rows (pool.h). Does not own its data.
+struct TopKRowsView {
+  const int32_t* tokens = nullptr;  // [n_rows, k] best first
+  const float* probs = nullptr;     // [n_rows, k]
+  int n_rows = 0;
+  int k = 0;
+};
+
 // Lowest index of the largest value.
 int argmax(const float* row, int vocab);
 
@@ -29,6 +38,11 @@ void probs_from_logits(const float* logits, int vocab, double temperature, float
 RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out);
 // out[0..vocab) = tempered probabilities of a probability row (p^(1/T), renormalised).
 void temper_probs(const float* probs, int vocab, double temperature, float* out);
+
+// The k largest logits of a logit row (ties → the lower id), best first, into tokens[0..k), and
+// their probabilities softmax(logits) (T = 1) into probs[0..k); 1 ≤ k ≤ vocab. The CPU
+// reference of kernels/cuda's top_k_rows, and the host path of PassBackend::forward_top_k.
+void top_k_of_logits(const float* logits, int vocab, int k, int32_t* tokens, float* probs);
 
 // 0.5 * Σ |p − q|.
 double total_variation(const float* p, const float* q, int vocab);

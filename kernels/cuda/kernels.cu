@@ -2,6 +2,8 @@
 #include <cuda_fp16.h>
 
 #include <cfloat>
+#include <climits>
+#include <cmath>
 
 #include "kernels.h"
 #include "tree_index.h"
@@ -171,6 +173,59 @@ __global__ void tempered_rows_kernel(const float* logits, int vocab, float tempe
   for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] *= inv_sum;
 }
 
+// Whether (v, id) comes before (w, jd) in a top-k row: the larger logit, ties → the lower id.
+__device__ inline bool ranks_before(float v, int id, float w, int jd) { return v > w || (v == w && id < jd); }
+
+// One block per row. Each thread keeps the sorted top k of its strided share of the row (in
+// local memory; after the first k, few entries beat its last); then k rounds of a block-wide
+// arg-best over the threads' heads merge them, the winner's thread advancing its head.
+__global__ void top_k_rows_kernel(const float* logits, int vocab, int k, int32_t* tokens, float* probs) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ float warp_value[kThreads / 32];
+  __shared__ int warp_id[kThreads / 32];
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  float values[kMaxTopK];
+  int ids[kMaxTopK];
+  int n = 0;
+  float top = -FLT_MAX;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    const float x = row[i];
+    top = fmaxf(top, x);
+    if (n == k && !ranks_before(x, i, values[k - 1], ids[k - 1])) continue;
+    if (n < k) ++n;
+    int j = n - 1;
+    for (; j > 0 && ranks_before(x, i, values[j - 1], ids[j - 1]); --j)
+      values[j] = values[j - 1], ids[j] = ids[j - 1];
+    values[j] = x, ids[j] = i;
+  }
+  const float row_max = block_max(top, scratch);
+  float sum = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += __expf(row[i] - row_max);
+  const float inv_sum = 1.0f / block_sum(sum, scratch);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int head = 0;
+  for (int r = 0; r < k; ++r) {
+    float v = head < n ? values[head] : -INFINITY;
+    int id = head < n ? ids[head] : INT_MAX;
+    for (int o = 16; o > 0; o /= 2) {
+      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+      const int oid = __shfl_xor_sync(0xffffffffu, id, o);
+      if (ranks_before(ov, oid, v, id)) v = ov, id = oid;
+    }
+    __syncthreads();  // the previous round's reads of warp_value / warp_id are done
+    if (lane == 0) warp_value[warp] = v, warp_id[warp] = id;
+    __syncthreads();
+    v = warp_value[0], id = warp_id[0];
+    for (int w = 1; w < kThreads / 32; ++w)
+      if (ranks_before(warp_value[w], warp_id[w], v, id)) v = warp_value[w], id = warp_id[w];
+    if (head < n && ids[head] == id) ++head;  // ids are distinct: one thread owns the winner
+    if (threadIdx.x == 0) {
+      tokens[static_cast<int64_t>(blockIdx.x) * k + r] = id;
+      probs[static_cast<int64_t>(blockIdx.x) * k + r] = __expf(v - row_max) * inv_sum;
+    }
+  }
+}
+
 // One block: the moves in order, each copied by all threads in 16-bit units (a later move may
 // read what an earlier one wrote).
 __global__ void move_kv_rows_kernel(uint16_t* k, uint16_t* v, const int32_t* from, const int32_t* to,
@@ -245,7 +300,8 @@ __global__ void tree_attention_kernel(TreeAttention a) {
   float acc[kDimsPerThread] = {};
   float running_max = -FLT_MAX, running_sum = 0;
   int begin = 0, end = 0;
-  split_keys(key_end(r, rows, context, a.slots, a.mask_words), split, a.splits, kThreads, &begin, &end);
+  split_keys(key_begin(r, rows, a.slots), key_end(r, rows, context, a.slots, a.mask_words), split, a.splits,
+             kThreads, &begin, &end);
   for (int base = begin; base < end; base += kThreads) {
     const int s = base + threadIdx.x;
     float score = -FLT_MAX;
@@ -391,6 +447,14 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
                           cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   tempered_rows_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, temperature, out);
+  return cudaGetLastError();
+}
+
+cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
+                       cudaStream_t stream) {
+  if (k < 1 || k > kMaxTopK || k > vocab) return cudaErrorInvalidValue;
+  if (rows <= 0) return cudaSuccess;
+  top_k_rows_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, k, tokens, probs);
   return cudaGetLastError();
 }
 

@@ -59,6 +59,16 @@ cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float l
 cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temperature, float* out,
                           cudaStream_t stream);
 
+// The most tokens top_k_rows takes per row (a pool's top_k beyond it reads whole rows).
+constexpr int kMaxTopK = 32;
+
+// What a top-k pool reads of a draft row, without the row leaving the device: per row the k
+// largest logits' tokens (ties → the lower id) and their probabilities softmax(logits) (T = 1).
+// logits [rows, vocab]; tokens, probs [rows, k]; 1 ≤ k ≤ min(kMaxTopK, vocab). CPU reference:
+// top_k_of_logits (common/spec/rows.h).
+cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
+                       cudaStream_t stream);
+
 // The KV commit: for m in order, slot to[m] of both caches takes slot from[m]'s row of
 // `row_bytes` bytes (n_kv_heads·head_dim elements). from, to [n_moves] in device memory. Moves
 // run in order (a later move may read a slot an earlier one wrote to, never the reverse: KvMove).

@@ -19,13 +19,13 @@ void reference_tree_attention(const TreeAttention& a) {
   const int d = a.head_dim;
   std::vector<double> scores, acc(d);
   for (int r = 0; r < a.bucket; ++r) {
-    const int end = key_end(r, rows, context, a.slots, a.mask_words);
+    const int begin = key_begin(r, rows, a.slots), end = key_end(r, rows, context, a.slots, a.mask_words);
     for (int h = 0; h < a.n_heads; ++h) {
       const int kvh = kv_head_of(h, a.n_heads, a.n_kv_heads);
       const float* q = a.q + (static_cast<int64_t>(r) * a.n_heads + h) * d;
       scores.assign(end, -std::numeric_limits<double>::infinity());
       double top = -std::numeric_limits<double>::infinity();
-      for (int s = 0; s < end; ++s) {
+      for (int s = begin; s < end; ++s) {
         if (!row_sees_slot(r, s, rows, context, a.slots, a.tree_mask, a.mask_words)) continue;
         double dot = 0;
         for (int i = 0; i < d; ++i) dot += double(q[i]) * k_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];

@@ -33,19 +33,24 @@ ROOTSPEC_HD bool row_sees_slot(int row, int slot, int rows, int context, const i
          ((tree_mask[row * mask_words + j / kMaskBits] >> (j % kMaskBits)) & 1u);
 }
 
+// The first key slot row `row` may see: a padded row sees only its own slot, so its key loop
+// starts there rather than walking the committed prefix.
+ROOTSPEC_HD int key_begin(int row, int rows, const int32_t* slots) { return row >= rows ? slots[row] : 0; }
+
 // The last key slot row `row` may see, plus one: the bound of its key loop.
 ROOTSPEC_HD int key_end(int row, int rows, int context, const int32_t* slots, int mask_words) {
   if (row >= rows) return slots[row] + 1;
   return context + mask_words * kMaskBits;
 }
 
-// Split-K: the key range [*begin, *end) of split `split` of `splits` over keys [0, key_end):
-// equal ranges rounded up to `quantum` keys (the kernel's chunk), the last ones possibly empty.
-// The ranges are disjoint and cover [0, key_end) in order.
-ROOTSPEC_HD void split_keys(int key_end, int split, int splits, int quantum, int* begin, int* end) {
-  const int per_split = (key_end + splits - 1) / splits;
+// Split-K: the key range [*begin, *end) of split `split` of `splits` over keys
+// [key_begin, key_end): equal ranges rounded up to `quantum` keys (the kernel's chunk), the last
+// ones possibly empty. The ranges are disjoint and cover [key_begin, key_end) in order.
+ROOTSPEC_HD void split_keys(int key_begin, int key_end, int split, int splits, int quantum, int* begin,
+                            int* end) {
+  const int per_split = (key_end - key_begin + splits - 1) / splits;
   const int per = (per_split + quantum - 1) / quantum * quantum;
-  const int lo = split * per, hi = lo + per;
+  const int lo = key_begin + split * per, hi = lo + per;
   *begin = lo < key_end ? lo : key_end;
   *end = hi < key_end ? hi : key_end;
 }

@@ -1,6 +1,7 @@
 // Pool growth in EAGLE-3's shape (paper 000 App. C) and the candidate ranking.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "pool.h"
@@ -75,6 +76,75 @@ TEST(Pool, TopKTiesGoToLowerTokenAndFrontierIsBestRanked) {
   EXPECT_EQ(PoolShape({3, 3, 2}).expected_size(), 15);
   EXPECT_EQ(pool.parent[3], 0);
   EXPECT_NEAR(pool.cum_logq[3], 2 * std::log(0.3), 1e-6);
+}
+
+// A table drafter that also offers draft_top_k, taken from its own rows (ties → the lower id),
+// counting the calls of each kind.
+class TopKTableDrafter : public DraftModel {
+ public:
+  explicit TopKTableDrafter(TableDrafter& inner) : inner_(inner) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override {
+    ++row_calls;
+    inner_.draft_rows(pool, nodes, out);
+  }
+  bool draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k, std::vector<int32_t>& tokens,
+                   std::vector<float>& probs) override {
+    ++top_k_calls;
+    std::vector<float> rows;
+    inner_.draft_rows(pool, nodes, rows);
+    const int V = vocab_size();
+    tokens.clear(), probs.clear();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const float* row = &rows[i * V];
+      std::vector<int32_t> ids(V);
+      for (int t = 0; t < V; ++t) ids[t] = t;
+      std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      for (int j = 0; j < k; ++j) tokens.push_back(ids[j]), probs.push_back(row[ids[j]]);
+    }
+    return true;
+  }
+  int row_calls = 0, top_k_calls = 0;
+
+ private:
+  TableDrafter& inner_;
+};
+
+TEST(Pool, TopKPoolsReadOnlyTopKRowsAndGrowTheSamePool) {
+  const TableModel model = TableModel::random(40, 2, 11);
+  TableDrafter plain(model, model.context());
+  Pool want;
+  const PoolShape shape{4, 5, 3};
+  grow_pool(plain, shape, want);
+  TableDrafter inner(model, model.context());
+  TopKTableDrafter drafter(inner);
+  Pool got;
+  grow_pool(drafter, shape, got);
+  EXPECT_EQ(drafter.top_k_calls, shape.depth);
+  EXPECT_EQ(drafter.row_calls, 0);
+  EXPECT_EQ(got.token, want.token);
+  EXPECT_EQ(got.parent, want.parent);
+  EXPECT_EQ(got.logq, want.logq);
+  EXPECT_EQ(got.expanded, want.expanded);
+}
+
+TEST(Pool, RheoAndSparsePoolsReadWholeRows) {
+  const TableModel model = TableModel::random(40, 2, 12);
+  for (const bool rheo : {true, false}) {
+    SCOPED_TRACE(rheo ? "rheo" : "sparse");
+    PoolShape shape{4, 3, 2};
+    if (rheo)
+      shape.rheo_m = 2;
+    else
+      shape.sparse = 8;
+    TableDrafter inner(model, model.context());
+    TopKTableDrafter drafter(inner);
+    Pool pool;
+    Rng rng(5);
+    grow_pool(drafter, shape, pool, &rng);
+    EXPECT_EQ(drafter.top_k_calls, 0);
+    EXPECT_EQ(drafter.row_calls, shape.depth);
+  }
 }
 
 TEST(Pool, RankingIsScoreThenDepthThenIndex) {

@@ -123,6 +123,39 @@ TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
   }
 }
 
+// Ties (equal logits: the lower id first), k at both ends of its range, a vocabulary of
+// Llama 3's size and one smaller than a block's stride pattern.
+TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
+  SKIP_WITHOUT_GPU();
+  for (const int vocab : {300, 128256})
+    for (const int k : {1, 10, cuda::kMaxTopK}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + ", k " + std::to_string(k));
+      const int rows = 5;
+      auto logits = random_floats(static_cast<size_t>(rows) * vocab, 30 + k, 4.0f);
+      for (int j = 0; j < 6; ++j) logits[vocab + 37 * j + 3] = 9.0f;  // row 1: six tied leaders
+      logits[2 * vocab + vocab - 1] = logits[2 * vocab] = 12.0f;      // row 2: a tie at both ends
+      DeviceArray<float> dl(logits);
+      DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
+      DeviceArray<float> dprobs(std::vector<float>(rows * k));
+      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, nullptr));
+      std::vector<int32_t> want_tokens(rows * k);
+      std::vector<float> want_probs(rows * k);
+      for (int r = 0; r < rows; ++r)
+        top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, &want_tokens[r * k],
+                        &want_probs[r * k]);
+      EXPECT_EQ(dtokens.host(), want_tokens);
+      const std::vector<float> got = dprobs.host();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want_probs[i], 1e-4f * want_probs[i] + 1e-9f) << "entry " << i;  // float sums
+    }
+  DeviceArray<float> one(std::vector<float>(10));
+  DeviceArray<int32_t> t(std::vector<int32_t>(64));
+  DeviceArray<float> p(std::vector<float>(64));
+  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 11, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue)
+      << "k > vocab";
+  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 0, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue) << "k = 0";
+}
+
 TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   const int slots = 64, row_floats = 2 * 128;
@@ -191,10 +224,9 @@ TEST(CudaKernels, RopeKvWriteMatchesTheReference) {
 // serves two contexts through `dims` in device memory (as a replayed graph would); one block per
 // (row, head) and split-K with 4 and 7 splits (of which some are empty on the short context).
 // Tree attention's arguments for one shape over the given buffers (device or host pointers).
-cuda::TreeAttention attention_over(int bucket, int n_heads, int n_kv, int hd, int mask_words,
-                                   const float* q, const void* k, const void* v,
-                                   const int32_t* slots, const uint64_t* mask, const int32_t* dims,
-                                   void* out) {
+cuda::TreeAttention attention_over(int bucket, int n_heads, int n_kv, int hd, int mask_words, const float* q,
+                                   const void* k, const void* v, const int32_t* slots, const uint64_t* mask,
+                                   const int32_t* dims, void* out) {
   cuda::TreeAttention a;
   a.bucket = bucket;
   a.n_heads = n_heads;
@@ -237,15 +269,15 @@ TEST(CudaKernels, TreeAttentionMatchesTheReference) {
       for (int r = 0; r < bucket; ++r) slots[r] = context + r;
       const std::vector<int32_t> dims = {context, rows};
       DeviceArray<int32_t> dslots(slots), ddims(dims);
-      cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr,
-                                             dv.ptr, dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+      cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
+                                             dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
       a.splits = splits;
       a.partial = dpartial.ptr;
       CUDA_OK(cuda::tree_attention(a, nullptr));
       std::vector<float> want(q.size());
-      cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(),
-                                                    k.data(), v.data(), slots.data(), mask.data(),
-                                                    dims.data(), want.data()));
+      cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(),
+                                                    v.data(), slots.data(), mask.data(), dims.data(),
+                                                    want.data()));
       expect_near(dout.host(), want, 1e-4f);
     }
 }
@@ -271,16 +303,16 @@ TEST(CudaKernels, TreeAttentionInBf16MatchesTheReferenceWithinBf16Rounding) {
   DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 3 * (hd + 2)));
   DeviceArray<int32_t> dslots(slots), ddims(dims);
   DeviceArray<uint64_t> dmask(mask);
-  cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr,
-                                         dv.ptr, dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+  cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
+                                         dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
   a.dtype = cuda::Elem::BF16;
   a.splits = 3;
   a.partial = dpartial.ptr;
   CUDA_OK(cuda::tree_attention(a, nullptr));
   std::vector<float> want(q.size());  // the float32 reference over the bf16-rounded k and v
-  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(),
-                                                k.data(), v.data(), slots.data(), mask.data(),
-                                                dims.data(), want.data()));
+  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(),
+                                                v.data(), slots.data(), mask.data(), dims.data(),
+                                                want.data()));
   const std::vector<uint16_t> got16 = dout.host();
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_NEAR(bf16_to_float(got16[i]), want[i], 1e-2f * std::max(1.0f, std::fabs(want[i])))

@@ -59,12 +59,14 @@ TEST(CudaTreeIndex, RowSeesSlotIsPassBatchSees) {
     const int bucket = std::max(rows, 1 << static_cast<int>(rng() % 7));
     const RandomTreePass p(static_cast<int>(rng() % 300), rows, std::min(bucket, 64), rng);
     for (int r = 0; r < p.bucket; ++r) {
+      const int begin = cuda::key_begin(r, p.rows, p.slots.data());
       const int end = cuda::key_end(r, p.rows, p.context, p.slots.data(), p.mask_words);
       for (int s = 0; s < p.context + p.bucket + 70; ++s) {
         const bool seen =
             cuda::row_sees_slot(r, s, p.rows, p.context, p.slots.data(), p.mask.data(), p.mask_words);
         ASSERT_EQ(seen, p.batch.sees(r, s)) << "trial " << trial << " row " << r << " slot " << s;
         if (seen) {
+          ASSERT_GE(s, begin) << "a seen slot before the row's key loop";
           ASSERT_LT(s, end) << "a seen slot past the row's key loop";
         }
       }
@@ -73,19 +75,22 @@ TEST(CudaTreeIndex, RowSeesSlotIsPassBatchSees) {
 }
 
 TEST(CudaTreeIndex, SplitKeysPartitionTheKeyRangeInOrder) {
-  for (const int end : {0, 1, 127, 128, 129, 1000, 4161})
-    for (const int splits : {1, 2, 3, 7, 32}) {
-      int expected_begin = 0;
-      for (int z = 0; z < splits; ++z) {
-        int begin = -1, stop = -1;
-        cuda::split_keys(end, z, splits, 128, &begin, &stop);
-        ASSERT_EQ(begin, expected_begin) << "end " << end << " splits " << splits << " split " << z;
-        ASSERT_LE(begin, stop);
-        ASSERT_TRUE(stop == end || (stop - begin) % 128 == 0) << "a split ends off the kernel's chunk";
-        expected_begin = stop;
+  for (const int first : {0, 37})
+    for (const int count : {0, 1, 127, 128, 129, 1000, 4161})
+      for (const int splits : {1, 2, 3, 7, 32}) {
+        const int end = first + count;
+        int expected_begin = first;
+        for (int z = 0; z < splits; ++z) {
+          int begin = -1, stop = -1;
+          cuda::split_keys(first, end, z, splits, 128, &begin, &stop);
+          ASSERT_EQ(begin, expected_begin)
+              << "keys [" << first << ", " << end << ") splits " << splits << " split " << z;
+          ASSERT_LE(begin, stop);
+          ASSERT_TRUE(stop == end || (stop - begin) % 128 == 0) << "a split ends off the kernel's chunk";
+          expected_begin = stop;
+        }
+        EXPECT_EQ(expected_begin, end) << "the splits do not cover the keys";
       }
-      EXPECT_EQ(expected_begin, end) << "the splits do not cover the keys";
-    }
 }
 
 TEST(CudaTreeIndex, AttentionSplitsAimAtTwoWavesWithinTheirBounds) {

@@ -181,6 +181,40 @@ TEST(CudaBackend, GraphReplayGivesTheRowsOfEagerPasses) {
   }
 }
 
+// A drafter's expansion steps on the GPU return only each row's top k (top_k_rows): the same
+// tokens and probabilities as the host's top k of the same pass's logits rows.
+TEST(CudaBackend, TopKRowsOfATreePassMatchTheHostTopKOfItsLogits) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_top_k");
+  const ModelConfig c = shapes()[3].config;
+  const std::string model = testing::make_model(dir, "m", c, 20);
+  ModelRuntime gpu(model, runtime("cuda:0", "float32"));
+  ASSERT_EQ(gpu.device_top_k(), 32);
+  std::mt19937 gen(6);
+  const auto prompt = testing::random_tokens(gen, 9, c.vocab_size);
+  const auto tokens = testing::random_tokens(gen, 20, c.vocab_size);
+  std::vector<int32_t> parents(20);
+  for (int i = 0; i < 20; ++i) parents[i] = i < 3 ? -1 : (i * 5 + 1) % i;
+  gpu.prefill(prompt);
+  const RowsView rows = gpu.tree_pass(tokens, parents);
+  const std::vector<float> logits(rows.data, rows.data + size_t{20} * c.vocab_size);
+  for (const int k : {1, 10, 32}) {
+    SCOPED_TRACE("k " + std::to_string(k));
+    const TopKRowsView top = gpu.tree_pass_top_k(tokens, parents, k);
+    ASSERT_EQ(top.n_rows, 20);
+    std::vector<int32_t> want_tokens(k);
+    std::vector<float> want_probs(k);
+    for (int r = 0; r < 20; ++r) {
+      top_k_of_logits(&logits[size_t(r) * c.vocab_size], c.vocab_size, k, want_tokens.data(),
+                      want_probs.data());
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(top.tokens[r * k + j], want_tokens[j]) << "row " << r << " rank " << j;
+        EXPECT_NEAR(top.probs[r * k + j], want_probs[j], 1e-4f * want_probs[j] + 1e-9f) << "row " << r;
+      }
+    }
+  }
+}
+
 TEST(CudaBackend, GreedyEveryRuleAndBudgetEqualsArOnOneGpu) {
   SKIP_WITHOUT_GPU();
   TempDir dir("cuda_greedy");

@@ -1,8 +1,10 @@
 // RuntimeDrafter: the draft rows pool growth receives equal the drafter model's rows by
-// sequential decoding at each forwarded node, across rounds with appended contexts.
+// sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
+// rows grow the same pool.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 
 #include "model_fixtures.h"
 #include "rows.h"
@@ -71,6 +73,48 @@ TEST(RuntimeDrafter, PoolRowsEqualSequentialDraftRows) {
     root_logits.assign(last.row(0), last.row(0) + V);
     context.insert(context.end(), emitted.begin(), emitted.end());
     ASSERT_EQ(rt.length(), static_cast<int>(context.size()));
+  }
+}
+
+// The top-k path (PassBackend::forward_top_k on the host here, kernels/cuda's top_k_rows on a
+// GPU) grows the pool the whole rows grow, over rounds with appended contexts; only the
+// probabilities' rounding differs (double-precision softmax there, float here).
+TEST(RuntimeDrafter, TopKRowsGrowTheSamePoolAsWholeRows) {
+  set_torch_threads(1);
+  TempDir dir("drafter-top-k");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 5);
+  RuntimeOptions o;
+  o.max_context = 128;
+  o.max_tree = 80;
+  ModelRuntime rows_rt(d, o), top_rt(d, o);
+  ASSERT_EQ(top_rt.device_top_k(), 0) << "a CPU backend takes top-k rows on the host";
+  RuntimeDrafter by_rows(rows_rt), by_top_k(top_rt, /*top_k_on_host=*/true);
+  Pool unused;
+  std::vector<int32_t> tokens;
+  std::vector<float> probs;
+  by_rows.begin_round(rows_rt.prefill({1}).row(0));
+  EXPECT_FALSE(by_rows.draft_top_k(unused, {kRoot}, 10, tokens, probs)) << "offered only on request or a GPU";
+  std::mt19937 gen(4);
+  const int V = rows_rt.vocab_size();
+  std::vector<int32_t> context = testing::random_tokens(gen, 5, V);
+  rows_rt.truncate(0);
+  RowsView a = rows_rt.prefill(context), b = top_rt.prefill(context);
+  const PoolShape shape{6, 4, 5};
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    by_rows.begin_round(a.row(0));
+    by_top_k.begin_round(b.row(0));
+    Pool want, got;
+    grow_pool(by_rows, shape, want);
+    grow_pool(by_top_k, shape, got);
+    ASSERT_EQ(got.size(), shape.expected_size());
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_EQ(got.parent, want.parent);
+    EXPECT_EQ(got.expanded, want.expanded);
+    for (int u = 0; u < got.size(); ++u) ASSERT_NEAR(got.logq[u], want.logq[u], 1e-5) << "node " << u;
+    const std::vector<int32_t> emitted = {want.token[0], testing::random_tokens(gen, 1, V)[0]};
+    a = rows_rt.prefill(emitted);
+    b = top_rt.prefill(emitted);
   }
 }
 
