@@ -2,26 +2,29 @@
 # The prepared GPU check (issue 15), for one short run (≤ 8 minutes) on a GPU machine with nvcc,
 # CMake, ninja and python3 with torch and transformers, and no package registry.
 # bench/gpu/prepare.sh readies it on the CPU machine: it fills .cache/gpu-carry (GoogleTest's
-# source, nlohmann/json's headers), which must travel with the tree (the device tool's `carry`).
+# source, header-only libraries, the ZeroMQ and PCRE2 sources), which must travel with the tree
+# (the device tool's `carry`).
 #   bench/gpu/device-check.sh [--dry-run] [OUT]
 # OUT: $OUT when set (the device tool's output folder), else bench/results/gpu-check.
-# --dry-run: configure and build, list the tests, stop before the first GPU call (OUT defaults to
-# build-gpu/dry-run then).
+# --dry-run: build, list the tests, run the daemons' greedy identity on the CPU (LoopCpu), stop
+# before the first GPU call (OUT defaults to build-gpu/dry-run then).
 #
-# It builds the torch-free GPU path (ROOTSPEC_GPU_CHECK: kernels/cuda, the runtime with the Cuda
-# backend, the GPU tests and bench tools; sm_90 only, for time) and runs, each with its own
-# time limit, writing JSON and text into OUT, and summary.md over them:
+# It builds ZeroMQ and PCRE2 (static, from the carried sources), then the torch-free GPU path
+# (ROOTSPEC_GPU_CHECK: kernels/cuda, the runtime with the Cuda backend, the two daemons, the GPU
+# tests and bench tools; sm_90 only, for time) and runs, each with its own time limit, writing
+# JSON and text into OUT, and summary.md over them:
 #   1. kernels-tests      each kernel against its CPU reference (tests/kernels)
 #   2. backend-tests      whole passes against the CPU runtime (LoopCpu here: no libtorch) in
-#                         float32 and bf16, graph replay against eager, greedy identity of every
-#                         rule and B {1, 8, 59} with target and drafter on cuda:0 (one process:
-#                         generate() runs the daemon's run_round; the daemons themselves need
-#                         ZeroMQ, which this machine lacks)
-#   3. hf-compare         our logits against transformers (Llama with llama3 RoPE, Qwen3), bf16 folders
-#   4. passes             1-token pass of the Llama-3.2-1B and 3.1-8B shapes against the HBM floor,
+#                         float32 and bf16, graph replay against eager, top-k rows against the
+#                         host's, greedy identity of every rule and B {1, 8, 59} in one process
+#   3. daemon-identity    the daemon pair with both processes on cuda:0 (the pool by shared
+#                         memory): greedy output of every rule × B {1, 8, 59} × verifier equals
+#                         plain decoding (tests/daemon, ROOTSPEC_TEST_DEVICE=cuda:0)
+#   4. hf-compare         our logits against transformers (Llama with llama3 RoPE, Qwen3), bf16 folders
+#   5. passes             1-token pass of the Llama-3.2-1B and 3.1-8B shapes against the HBM floor,
 #                         tree passes of 8/32/64 rows against 1 row, graph replay against eager
-#   5. tokens             ar / draft / root-draw tokens/s of a random pair on one GPU, host µs per round
-#   6. kernel-timing      tree attention alone: eager, graph replay, split-K, the KV floor
+#   6. tokens             ar / draft / root-draw tokens/s of a random pair on one GPU, host µs per round
+#   7. kernel-timing      tree attention alone: eager, graph replay, split-K, the KV floor
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dry_run=0
@@ -31,25 +34,47 @@ default_out=$root/bench/results/gpu-check
 [ "$dry_run" = 1 ] && default_out=$build/dry-run  # a dry run leaves nothing in the tree
 out=${1:-${OUT:-$default_out}}
 carry=$root/.cache/gpu-carry
-if [ ! -f "$carry/googletest/CMakeLists.txt" ] || [ ! -f "$carry/include/nlohmann/json.hpp" ]; then
-  echo "device-check: $carry is incomplete; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
-  exit 2
-fi
+for need in googletest/CMakeLists.txt include/nlohmann/json.hpp include/zmq.hpp src/zeromq.tar.gz src/pcre2.tar.gz; do
+  if [ ! -e "$carry/$need" ]; then
+    echo "device-check: $carry lacks $need; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
+    exit 2
+  fi
+done
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 mkdir -p "$out"
 start=$SECONDS
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 archs=${ROOTSPEC_GPU_ARCHS:-90}
-echo "device-check: building the torch-free GPU path in $build (sm_$archs; log: $out/build.log)"
+deps=$build/deps
+# build_dep NAME CMAKE_ARGS…: the carried source NAME, built static and installed into $deps.
+build_dep() {
+  local name=$1
+  shift
+  [ -f "$deps/.$name-built" ] && return 0
+  rm -rf "$build/deps-src/$name" && mkdir -p "$build/deps-src/$name"
+  tar xf "$carry/src/$name.tar.gz" -C "$build/deps-src/$name" --strip-components=1 &&
+    cmake -S "$build/deps-src/$name" -B "$build/deps-src/$name/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$deps" -DCMAKE_INSTALL_LIBDIR=lib -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+      -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "$@" &&
+    cmake --build "$build/deps-src/$name/build" -j "$(nproc)" &&
+    cmake --install "$build/deps-src/$name/build" >/dev/null &&
+    touch "$deps/.$name-built"
+}
+echo "device-check: building ZeroMQ, PCRE2 and the torch-free GPU path in $build (sm_$archs; log: $out/build.log)"
 {
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DROOTSPEC_GPU_CHECK=ON \
-    -DROOTSPEC_GPU_CARRY="$carry" -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON &&  # the carried headers, here as there
+  build_dep zeromq -DBUILD_SHARED=OFF -DBUILD_STATIC=ON -DBUILD_TESTS=OFF -DWITH_DOCS=OFF -DWITH_LIBSODIUM=OFF \
+    -DENABLE_CURVE=OFF -DWITH_LIBBSD=OFF -DENABLE_DRAFTS=OFF -DWITH_PERF_TOOL=OFF &&
+    build_dep pcre2 -DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DPCRE2_BUILD_PCRE2GREP=OFF \
+      -DPCRE2_BUILD_TESTS=OFF -DPCRE2_SUPPORT_JIT=ON &&
+    cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DROOTSPEC_GPU_CHECK=ON \
+      -DROOTSPEC_GPU_CARRY="$carry" -DROOTSPEC_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$archs" &&
     cmake --build "$build" -j "$(nproc)"
 } >"$out/build.log" 2>&1 || { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed" >&2; exit 1; }
 kernels_tests=$build/tests/kernels/kernels_test_cuda_kernels
 backend_tests=$build/model_test_cuda_backend
+daemon_tests=$build/daemon_test_pipeline
+daemon_identity=--gtest_filter=Daemon.GreedyOutputEqualsPlainDecodingForEveryRuleBudgetVerifier
 bench=$build/bench/gpu/rootspec-gpu-bench
 timing=$build/bench/gpu/rootspec-gpu-kernel-timing
 "$kernels_tests" --gtest_list_tests >"$out/kernels-tests-list.txt"
@@ -59,6 +84,10 @@ echo "device-check: built in $((SECONDS - start)) s; $(grep -c '^  ' "$out/kerne
 if [ "$dry_run" = 1 ]; then
   "$bench" --help >/dev/null
   python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$root/bench/gpu/hf_compare.py"
+  # The daemons of this build (torch-free: LoopCpu on the CPU) through the same test the GPU runs.
+  ROOTSPEC_TEST_DEVICE=cpu timeout 300 "$daemon_tests" "$daemon_identity" >"$out/daemon-identity-cpu.txt" 2>&1 ||
+    { tail -n 30 "$out/daemon-identity-cpu.txt" >&2; echo "device-check: dry run: the daemons' greedy identity failed on the CPU" >&2; exit 1; }
+  echo "device-check: dry run: $(grep -E 'PASSED|FAILED' "$out/daemon-identity-cpu.txt" | head -n 1) (the daemons' greedy identity on the CPU)"
   echo "device-check: dry run: stopping before the first GPU call ($kernels_tests, $backend_tests, $bench, $timing)"
   exit 0
 fi
@@ -75,6 +104,8 @@ step() {
 }
 step kernels-tests 60 "$kernels_tests" --gtest_output="json:$out/kernels-tests.json"
 step backend-tests 120 "$backend_tests" --gtest_output="json:$out/backend-tests.json"
+ROOTSPEC_TEST_DEVICE=cuda:0 step daemon-identity 150 "$daemon_tests" "$daemon_identity" \
+  --gtest_output="json:$out/daemon-identity.json"
 step hf-compare 120 python3 "$root/bench/gpu/hf_compare.py" "$bench" "$out/hf"
 step passes 120 "$bench" passes --out "$out/passes.json"
 step make-pair 60 "$bench" make-pair --out "$build/pair"
@@ -86,11 +117,11 @@ rm -rf "$out/hf"/hf-* "$out/hf"/*.f32
   echo "# GPU check, $(date -u +%Y-%m-%d) ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo
   echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
-  for name in kernels-tests backend-tests hf-compare passes tokens kernel-timing; do
+  for name in kernels-tests backend-tests daemon-identity hf-compare passes tokens kernel-timing; do
     echo
     echo "## $name (exit status ${status[$name]:-not run}; 124 = its time limit)"
     echo '```'
-    if [[ $name == *tests ]]; then
+    if [[ $name == *tests || $name == daemon-identity ]]; then
       grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$out/$name.txt" || tail -n 20 "$out/$name.txt"
     else
       tail -n 20 "$out/$name.txt"

@@ -1,25 +1,53 @@
 # Included by the top CMakeLists.txt with ROOTSPEC_GPU_CHECK=ON: the build of
 # bench/gpu/device-check.sh on a GPU machine that has nvcc, CMake and ninja but none of our Debian
-# packages (no libtorch, no ZeroMQ). It builds what runs torch-free: kernels/cuda, the plain-C++
-# libraries (common/spec, kernels/cpu, the model runtime with the Cuda backend only), the GPU
-# tests (tests/kernels, tests/model/test_cuda_backend.cpp) and the GPU bench tools (bench/gpu).
-# GoogleTest's source and nlohmann/json's headers come from .cache/gpu-carry (bench/gpu/prepare.sh).
+# packages (no libtorch). It builds what runs torch-free: kernels/cuda, the plain-C++ libraries
+# (common/*, kernels/cpu, the model runtime with the Cuda and LoopCpu backends), the two daemons,
+# the GPU tests (tests/kernels, tests/model/test_cuda_backend.cpp, the daemons' greedy identity
+# of tests/daemon/test_pipeline.cpp) and the GPU bench tools (bench/gpu).
+# From .cache/gpu-carry (bench/gpu/prepare.sh): GoogleTest's source and the header-only
+# libraries; from ROOTSPEC_GPU_DEPS (device-check.sh builds them from the carried sources):
+# static ZeroMQ and PCRE2.
 rootspec_enable_cuda()
 find_package(Threads REQUIRED)
 set(ROOTSPEC_WITH_CUDA ON)
 set(ROOTSPEC_WITH_TORCH OFF)
 
-# common/base without spdlog: nothing built here logs.
-add_library(rootspec_base INTERFACE)
-target_include_directories(rootspec_base INTERFACE ${PROJECT_SOURCE_DIR}/common/base)
-
 set(ROOTSPEC_GPU_CARRY "${PROJECT_SOURCE_DIR}/.cache/gpu-carry" CACHE PATH "bench/gpu/prepare.sh's folder")
-find_package(nlohmann_json QUIET)
-if(NOT nlohmann_json_FOUND)
-  add_library(nlohmann_json INTERFACE)
-  target_include_directories(nlohmann_json INTERFACE ${ROOTSPEC_GPU_CARRY}/include)
-  add_library(nlohmann_json::nlohmann_json ALIAS nlohmann_json)
+set(ROOTSPEC_GPU_DEPS "${CMAKE_BINARY_DIR}/deps" CACHE PATH "static ZeroMQ and PCRE2 (device-check.sh)")
+set(carried_headers ${ROOTSPEC_GPU_CARRY}/include)
+if(NOT EXISTS ${carried_headers}/nlohmann/json.hpp)
+  message(FATAL_ERROR "ROOTSPEC_GPU_CHECK: ${carried_headers} lacks the carried headers (bench/gpu/prepare.sh)")
 endif()
+# The packages the main build finds, as the targets it links, over the carried headers.
+# header_only_library(TARGET [DEFINITIONS…])
+function(header_only_library target)
+  add_library(${target} INTERFACE IMPORTED GLOBAL)
+  target_include_directories(${target} SYSTEM INTERFACE ${carried_headers})
+  if(ARGN)
+    target_compile_definitions(${target} INTERFACE ${ARGN})
+  endif()
+endfunction()
+header_only_library(nlohmann_json::nlohmann_json)
+header_only_library(CLI11::CLI11)
+header_only_library(tomlplusplus::tomlplusplus)
+header_only_library(msgpackc-cxx)
+# Debian's spdlog is built for an external fmt (its tweakme.h): both used header-only here.
+header_only_library(spdlog::spdlog SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
+# static_library(TARGET NAME): lib<NAME>.a from ROOTSPEC_GPU_DEPS.
+function(static_library target name)
+  find_library(${name}_path NAMES lib${name}.a PATHS ${ROOTSPEC_GPU_DEPS}/lib NO_DEFAULT_PATH)
+  if(NOT ${name}_path)
+    message(FATAL_ERROR "ROOTSPEC_GPU_CHECK: no lib${name}.a in ${ROOTSPEC_GPU_DEPS}/lib (device-check.sh builds it)")
+  endif()
+  add_library(${target} INTERFACE IMPORTED GLOBAL)
+  target_include_directories(${target} SYSTEM INTERFACE ${ROOTSPEC_GPU_DEPS}/include ${carried_headers})
+  target_link_libraries(${target} INTERFACE ${${name}_path} Threads::Threads)
+endfunction()
+static_library(PkgConfig::ZMQ zmq)
+target_link_libraries(PkgConfig::ZMQ INTERFACE rt)
+static_library(PkgConfig::PCRE2 pcre2-8)
+target_compile_definitions(PkgConfig::PCRE2 INTERFACE PCRE2_STATIC)
+
 set(ROOTSPEC_GTEST_SOURCE "${ROOTSPEC_GPU_CARRY}/googletest" CACHE PATH "GoogleTest's source folder")
 if(EXISTS ${ROOTSPEC_GTEST_SOURCE}/CMakeLists.txt)
   set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
@@ -35,12 +63,20 @@ endif()
 include(GoogleTest)
 enable_testing()
 
-add_subdirectory(common/spec)
+add_subdirectory(common)  # base, spec, text, ipc, config
 add_subdirectory(kernels)
 add_subdirectory(common/model)
+add_subdirectory(target_proc)
+add_subdirectory(drafter_proc)
 add_subdirectory(tests/kernels)
 add_executable(model_test_cuda_backend ${PROJECT_SOURCE_DIR}/tests/model/test_cuda_backend.cpp)
 target_link_libraries(model_test_cuda_backend PRIVATE rootspec_model GTest::gtest GTest::gtest_main)
 target_include_directories(model_test_cuda_backend PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
                                                            ${PROJECT_SOURCE_DIR}/tests/model)
 add_subdirectory(bench/gpu)
+add_executable(daemon_test_pipeline ${PROJECT_SOURCE_DIR}/tests/daemon/test_pipeline.cpp)
+target_link_libraries(daemon_test_pipeline PRIVATE rootspec_model rootspec_ipc GTest::gtest GTest::gtest_main)
+target_include_directories(daemon_test_pipeline PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+target_compile_definitions(daemon_test_pipeline PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
+                                                        ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
+add_dependencies(daemon_test_pipeline rootspec-target rootspec-drafter)

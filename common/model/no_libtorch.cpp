@@ -2,6 +2,7 @@
 // GPU check's build): the Cuda backend and the loop reference (LoopCpu) run there.
 #include <stdexcept>
 
+#include "blas_core.h"
 #include "libtorch_backends.h"
 #include "loop_cpu_backend.h"
 #include "model_runtime.h"
@@ -20,5 +21,9 @@ std::unique_ptr<PassBackend> make_libtorch_backend(const std::string& dir, const
 bool libtorch_has_cuda() { return false; }
 
 void set_torch_threads(int) {}
+
+// No BLAS runs without libtorch (LoopCpu's products are plain loops): nothing to warn about.
+std::string blas_core_name() { return ""; }
+std::string blas_core_warning() { return ""; }
 
 }  // namespace rootspec

@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -93,12 +94,21 @@ inline const PairModels& chat_models() {
   return m;
 }
 
+// The device the pair and the reference decoder run on: $ROOTSPEC_TEST_DEVICE (bench/gpu's
+// check runs the daemon's greedy identity with both on cuda:0), else the CPU.
+inline std::string test_device() {
+  const char* device = std::getenv("ROOTSPEC_TEST_DEVICE");
+  return device && *device ? device : "cpu";
+}
+
 // A config for a random pair with ipc endpoints in `dir` (client.sock, drafter.sock) and the
 // HTTP gateway on a free loopback port.
 inline std::string write_pair_config(const std::string& dir, const PairModels& models = pair_models()) {
   const std::string path = dir + "/pair.toml";
-  std::ofstream(path) << "[target]\nmodel = \"" << models.target << "\"\n"
-                      << "[drafter]\nmodel = \"" << models.drafter << "\"\n"
+  std::ofstream(path) << "[target]\nmodel = \"" << models.target << "\"\ndevice = \"" << test_device()
+                      << "\"\n"
+                      << "[drafter]\nmodel = \"" << models.drafter << "\"\ndevice = \"" << test_device()
+                      << "\"\n"
                       << "[endpoints]\nclient = \"ipc://" << dir << "/client.sock\"\n"
                       << "drafter = \"ipc://" << dir << "/drafter.sock\"\n"
                       << "[decoding]\nmax_context = 256\nmax_new_tokens = 24\nrule = \"root-draw\"\n"
@@ -270,6 +280,7 @@ class Reference {
     // The caches the daemons allocate for the Pair's config (max_context 256, default pool).
     RuntimeOptions t, d;
     t.max_context = d.max_context = 256 + 8 + 2;
+    t.device = d.device = test_device();
     t.max_tree = kMaxTreeBucket;
     d.max_tree = 80;
     target_ = std::make_unique<ModelRuntime>(pair_models().target, t);
