@@ -141,7 +141,14 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
   c.rms_norm_eps = get_optional<double>(j, "rms_norm_eps", 1e-6, source);
-  c.rope_theta = get_optional<double>(j, "rope_theta", 10000.0, source);
+  // transformers ≥ 5 writes one "rope_parameters" object (rope_theta, rope_type and the scaling
+  // keys) in place of the top-level "rope_theta" and "rope_scaling" of earlier versions.
+  const bool v5_rope = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+  if (v5_rope && !j["rope_parameters"].is_object())
+    fail(source, "\"rope_parameters\" must be an object or null");
+  const std::string rope_key = v5_rope ? "rope_parameters" : "rope_scaling";
+  c.rope_theta = get_optional<double>(v5_rope ? j["rope_parameters"] : j, "rope_theta",
+                                      get_optional<double>(j, "rope_theta", 10000.0, source), source);
   c.max_position_embeddings = get_optional<int>(j, "max_position_embeddings", 0, source);
   c.tie_word_embeddings = get_optional<bool>(j, "tie_word_embeddings", false, source);
   const bool attention_bias = get_optional<bool>(j, "attention_bias", false, source);
@@ -163,14 +170,17 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
   if (get_optional<bool>(j, "mlp_bias", false, source)) fail(source, "\"mlp_bias\": true is not supported");
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") fail(source, "\"hidden_act\" must be \"silu\"");
 
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const auto& rs = j["rope_scaling"];
-    if (!rs.is_object()) fail(source, "\"rope_scaling\" must be an object or null");
+  if (j.contains(rope_key) && !j[rope_key].is_null()) {
+    const auto& rs = j[rope_key];
+    if (!rs.is_object()) fail(source, "\"" + rope_key + "\" must be an object or null");
     std::string type = get_optional<std::string>(rs, "rope_type", "", source);
     if (type.empty()) type = get_optional<std::string>(rs, "type", "", source);
+    if (v5_rope && !rs.contains("rope_theta"))
+      fail(source, "\"rope_parameters\" has no \"rope_theta\" (per-layer-type RoPE is not supported)");
+    if (type.empty() && v5_rope) type = "default";  // rope_theta alone
     if (type == "llama3") {
       c.rope_scaling.llama3 = true;
-      const std::string src = source + " rope_scaling";
+      const std::string src = source + " " + rope_key;
       c.rope_scaling.factor = get_required<double>(rs, "factor", src);
       c.rope_scaling.low_freq_factor = get_required<double>(rs, "low_freq_factor", src);
       c.rope_scaling.high_freq_factor = get_required<double>(rs, "high_freq_factor", src);
@@ -179,12 +189,14 @@ ModelConfig config_from_json(const nlohmann::json& j, const std::string& source)
       if (c.rope_scaling.high_freq_factor <= c.rope_scaling.low_freq_factor)
         fail(src, "\"high_freq_factor\" must exceed \"low_freq_factor\"");
     } else if (type != "default") {
-      fail(source, "rope_scaling type \"" + type + "\" is not supported (llama3 only)");
+      fail(source, rope_key + " type \"" + type + "\" is not supported (default, llama3)");
     }
   }
   c.bos_token_ids = token_ids(j, "bos_token_id", source);
   c.eos_token_ids = token_ids(j, "eos_token_id", source);
-  c.torch_dtype = get_optional<std::string>(j, "torch_dtype", "float32", source);
+  // "dtype" is transformers ≥ 5's name for it.
+  c.torch_dtype = get_optional<std::string>(j, "torch_dtype",
+                                            get_optional<std::string>(j, "dtype", "float32", source), source);
   if (c.torch_dtype != "float32" && c.torch_dtype != "float16" && c.torch_dtype != "bfloat16")
     fail(source, "\"torch_dtype\" \"" + c.torch_dtype + "\" is not supported (float32, float16, bfloat16)");
 

@@ -143,6 +143,38 @@ TEST_F(Loader, ConfigFieldsAndTokenIds) {
   EXPECT_EQ(q3.head_dim, 16);
 }
 
+// transformers ≥ 5 saves rope_theta and the scaling in one "rope_parameters" object and the
+// dtype as "dtype" (hf_compare.py's folders come from such a save_pretrained).
+TEST_F(Loader, TransformersFiveRopeParametersAndDtypeAreRead) {
+  nlohmann::json j = config_to_json(testing::tiny_config(ModelArch::Llama));
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j.erase("torch_dtype");
+  j["dtype"] = "bfloat16";
+  j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                          {"factor", 8.0},           {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const ModelConfig llama = config_from_json(j, "config.json");
+  EXPECT_DOUBLE_EQ(llama.rope_theta, 500000.0);
+  EXPECT_TRUE(llama.rope_scaling.llama3);
+  EXPECT_DOUBLE_EQ(llama.rope_scaling.factor, 8.0);
+  EXPECT_EQ(llama.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(llama.torch_dtype, "bfloat16");
+
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  const ModelConfig qwen3 = config_from_json(j, "config.json");
+  EXPECT_DOUBLE_EQ(qwen3.rope_theta, 1000000.0);
+  EXPECT_FALSE(qwen3.rope_scaling.llama3);
+
+  j["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}};
+  EXPECT_NE(error_of([&] { config_from_json(j, "config.json"); }).find("has no \"rope_theta\""),
+            std::string::npos);
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 1e6}, {"factor", 4.0}};
+  EXPECT_NE(error_of([&] { config_from_json(j, "config.json"); }).find("rope_parameters type \"yarn\""),
+            std::string::npos);
+}
+
 TEST_F(Loader, ConfigErrorsNameTheProblem) {
   nlohmann::json base = config_to_json(testing::tiny_config(ModelArch::Llama));
   auto msg = [&](nlohmann::json j) { return error_of([&] { config_from_json(j, "dir/config.json"); }); };
