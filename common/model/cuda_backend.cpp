@@ -157,6 +157,7 @@ class CudaBackend final : public PassBackend {
   float* host_rows(size_t floats) override;
   double device_seconds() const override { return device_seconds_; }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
+  void forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) override;
   void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
   int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -226,6 +227,7 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer gate_up_;                    // [64, 2·inter] float32
   DeviceBuffer act_;                        // [64, inter] dtype
   DeviceBuffer logits_;                     // [64, vocab] float32
+  DeviceBuffer probs_;                      // [64, vocab] float32: tempered rows (forward_tempered)
   DeviceBuffer top_;                        // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
   std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
   DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
@@ -338,6 +340,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   gate_up_ = DeviceBuffer(rows * 2 * inter * 4);
   act_ = DeviceBuffer(rows * inter * es);
   logits_ = DeviceBuffer(rows * vocab * 4);
+  probs_ = DeviceBuffer(rows * vocab * 4);
   top_ = DeviceBuffer(rows * cuda::kMaxTopK * 8);
   top_host_ = std::make_unique<PinnedBuffer>(rows * cuda::kMaxTopK * 8);
   size_t partial_floats = 0;
@@ -531,6 +534,18 @@ void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) 
   check(cudaMemcpyAsync(logits, logits_.get(), static_cast<size_t>(batch.rows) * config_.vocab_size * 4,
                         cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync (logits)");
+  finish_pass();
+}
+
+void CudaBackend::forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) {
+  start_pass(batch, kind);
+  const int vocab = config_.vocab_size;
+  check(cuda::tempered_rows(logits_.f32(), batch.rows, vocab, static_cast<float>(temperature), probs_.f32(),
+                            stream_),
+        "tempered_rows");
+  check(cudaMemcpyAsync(rows, probs_.get(), static_cast<size_t>(batch.rows) * vocab * 4,
+                        cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (rows)");
   finish_pass();
 }
 

@@ -35,13 +35,18 @@ int64_t ModelRuntime::weight_bytes() const { return backend_->weight_bytes(); }
 int64_t ModelRuntime::kv_cache_bytes() const { return backend_->kv_cache_bytes(); }
 double ModelRuntime::device_seconds() const { return backend_->device_seconds(); }
 
-RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind) {
+RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind,
+                                 double temperature) {
   const int n = static_cast<int>(tokens.size());
   const int vocab = vocab_size();
   for (int done = 0; done < n; done += kMaxTreeBucket) {
     const int m = std::min(kMaxTreeBucket, n - done);
     const PassBatch& batch = kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m));
-    backend_->forward(batch, kind, host_rows_ + static_cast<size_t>(done) * vocab);
+    float* rows = host_rows_ + static_cast<size_t>(done) * vocab;
+    if (temperature < 0)
+      backend_->forward(batch, kind, rows);
+    else
+      backend_->forward_tempered(batch, kind, temperature, rows);
   }
   return RowsView{host_rows_, n, vocab};
 }
@@ -68,12 +73,25 @@ RowsView ModelRuntime::prefill(const std::vector<int32_t>& tokens) {
   return last;
 }
 
-RowsView ModelRuntime::root_pass(int32_t token, PassKind kind) {
-  assert(kind == PassKind::Root || kind == PassKind::Plain);
+void ModelRuntime::append_root(int32_t token) {
   kv_.check_room(1, "root pass");
   kv_.discard_tree();
   kv_.add_nodes({token}, {-1});
+}
+
+RowsView ModelRuntime::root_pass(int32_t token, PassKind kind) {
+  assert(kind == PassKind::Root || kind == PassKind::Plain);
+  append_root(token);
   const RowsView rows = run_nodes({token}, 0, kind);
+  kv_.commit({0});
+  return rows;
+}
+
+RowsView ModelRuntime::root_pass_tempered(int32_t token, PassKind kind, double temperature) {
+  assert(kind == PassKind::Root || kind == PassKind::Plain);
+  if (!(temperature >= 0)) throw std::invalid_argument("root pass: a temperature below 0");
+  append_root(token);
+  const RowsView rows = run_nodes({token}, 0, kind, temperature);
   kv_.commit({0});
   return rows;
 }
@@ -81,6 +99,14 @@ RowsView ModelRuntime::root_pass(int32_t token, PassKind kind) {
 RowsView ModelRuntime::tree_pass(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents) {
   kv_.discard_tree();
   return extend_tree(tokens, parents);
+}
+
+RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
+                                          const std::vector<int32_t>& parents, double temperature) {
+  if (!(temperature >= 0)) throw std::invalid_argument("tree pass: a temperature below 0");
+  kv_.discard_tree();
+  const int first = kv_.add_nodes(tokens, parents);
+  return run_nodes(tokens, first, PassKind::Tree, temperature);
 }
 
 RowsView ModelRuntime::extend_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents) {

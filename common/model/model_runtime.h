@@ -67,6 +67,12 @@ class ModelRuntime {
   // Adds nodes to the current tree: parents[i] ∈ {−1} ∪ [0, tree_size() + i). Returns rows
   // [n, vocab] for the new nodes only.
   RowsView extend_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents);
+  // root_pass / tree_pass with every row as probabilities at `temperature` (rows.h's law)
+  // instead of logits: the target's rows, tempered where the backend runs
+  // (PassBackend::forward_tempered). Same lifetime as the logits rows.
+  RowsView root_pass_tempered(int32_t token, PassKind kind, double temperature);
+  RowsView tree_pass_tempered(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                              double temperature);
   // tree_pass / extend_tree for a top-k pool's draft rows: only each new row's k most probable
   // tokens and their probabilities at T = 1 (PassBackend::forward_top_k), [n, k] each; valid
   // until the next call.
@@ -86,8 +92,10 @@ class ModelRuntime {
   void prepare(PassKind next);
 
  private:
-  // Runs tree nodes [first, first + tokens.size()) in passes of ≤ kMaxTreeBucket rows.
-  RowsView run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind);
+  // Runs tree nodes [first, first + tokens.size()) in passes of ≤ kMaxTreeBucket rows: logits
+  // rows, or with a temperature ≥ 0 probability rows at it.
+  RowsView run_nodes(const std::vector<int32_t>& tokens, int first, PassKind kind, double temperature = -1);
+  void append_root(int32_t token);  // the root pass's bookkeeping before its pass
 
   // Runs tree nodes [first, first + tokens.size()) like run_nodes, keeping each row's top k.
   TopKRowsView run_nodes_top_k(const std::vector<int32_t>& tokens, int first, int k);

@@ -15,6 +15,17 @@
 
 namespace rootspec {
 
+void PassBackend::forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) {
+  const int vocab = config().vocab_size;
+  forward(batch, kind, rows);
+  std::vector<float> logits(vocab);  // [vocab] one row's logits while its probabilities replace them
+  for (int r = 0; r < batch.rows; ++r) {
+    float* row = rows + static_cast<size_t>(r) * vocab;
+    std::copy(row, row + vocab, logits.begin());
+    probs_from_logits(logits.data(), vocab, temperature, row);
+  }
+}
+
 void PassBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {
   const int vocab = config().vocab_size;
   std::vector<float> logits(static_cast<size_t>(batch.rows) * vocab);  // [rows, vocab]

@@ -92,6 +92,11 @@ class PassBackend {
   // Runs the batch: writes every row's K/V at its slot and the real rows' logits to
   // `logits` ([batch.rows, vocab] float32, host memory).
   virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;
+  // forward() for the target's rows: each real row as probabilities at `temperature` (rows.h's
+  // law: T = 0 one-hot at the argmax) instead of logits, into rows [batch.rows, vocab] (host
+  // memory). This default tempers on the host (probs_from_logits); a GPU backend tempers on the
+  // device, so that the host spends no time on the vocabulary.
+  virtual void forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows);
   // forward() for a top-k pool's draft rows: each real row's k largest logits' tokens (ties →
   // the lower id) and their probabilities (top_k_of_logits, rows.h) into tokens, probs
   // [batch.rows, k] (host memory). This default runs forward() and takes them on the host.

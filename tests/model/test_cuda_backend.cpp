@@ -215,6 +215,34 @@ TEST(CudaBackend, TopKRowsOfATreePassMatchTheHostTopKOfItsLogits) {
   }
 }
 
+// The target's rows, tempered on the device (tempered_rows): the host's law over the same pass's
+// logits (one-hot at the argmax for T = 0; softmax(logits / T) in float on the device).
+TEST(CudaBackend, TemperedRowsOfATreePassFollowTheRowsLaw) {
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_tempered");
+  const ModelConfig c = shapes()[3].config;
+  const std::string model = testing::make_model(dir, "m", c, 21);
+  ModelRuntime gpu(model, runtime("cuda:0", "float32"));
+  std::mt19937 gen(7);
+  gpu.prefill(testing::random_tokens(gen, 9, c.vocab_size));
+  const auto tokens = testing::random_tokens(gen, 12, c.vocab_size);
+  std::vector<int32_t> parents(12);
+  for (int i = 0; i < 12; ++i) parents[i] = i == 0 ? -1 : (i - 1) / 2;
+  const RowsView logits_view = gpu.tree_pass(tokens, parents);
+  const std::vector<float> logits(logits_view.data, logits_view.data + size_t{12} * c.vocab_size);
+  std::vector<float> want(c.vocab_size);
+  for (const double t : {0.0, 0.6, 1.0}) {
+    SCOPED_TRACE("T " + std::to_string(t));
+    const RowsView rows = gpu.tree_pass_tempered(tokens, parents, t);
+    for (int r = 0; r < 12; ++r) {
+      probs_from_logits(&logits[size_t(r) * c.vocab_size], c.vocab_size, t, want.data());
+      for (int i = 0; i < c.vocab_size; ++i)
+        ASSERT_NEAR(rows.row(r)[i], want[i], t == 0.0 ? 0.0f : 1e-5f * want[i] + 1e-7f)
+            << "row " << r << " token " << i;
+    }
+  }
+}
+
 TEST(CudaBackend, GreedyEveryRuleAndBudgetEqualsArOnOneGpu) {
   SKIP_WITHOUT_GPU();
   TempDir dir("cuda_greedy");

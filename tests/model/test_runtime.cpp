@@ -2,8 +2,10 @@
 // truncate leave the cache as a fresh prefill would (fp32, CPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "cpu_attention.h"
 #include "cpu_isa.h"
@@ -328,6 +330,37 @@ TEST(Runtime, RejectsBadTreesAndCommits) {
   o.dtype = "float32";
   o.device = "tpu";
   EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
+}
+
+// The target's rows as probabilities (the *_tempered passes): the logits rows of the same pass
+// through rows.h's law at every temperature, a tree of two passes (70 nodes) included.
+TEST(Runtime, TemperedPassesAreTheLogitsRowsAtTheTemperature) {
+  set_torch_threads(1);
+  TempDir dir("tempered");
+  ModelRuntime rt(testing::make_model(dir, "m", testing::tiny_config(ModelArch::Qwen3), 3), small_options());
+  std::mt19937 gen(8);
+  const int V = rt.vocab_size();
+  rt.prefill(testing::random_tokens(gen, 5, V));
+  const std::vector<int32_t> tokens = testing::random_tokens(gen, 70, V);
+  std::vector<int32_t> parents(70);
+  for (int i = 0; i < 70; ++i) parents[i] = i < 2 ? -1 : (i * 3 + 1) % i;
+  const RowsView logits_view = rt.tree_pass(tokens, parents);
+  const std::vector<float> logits(logits_view.data, logits_view.data + size_t{70} * V);
+  std::vector<float> want(V);
+  for (const double t : {0.0, 0.6, 1.0}) {
+    SCOPED_TRACE("T " + std::to_string(t));
+    const RowsView rows = rt.tree_pass_tempered(tokens, parents, t);
+    ASSERT_EQ(rows.n_rows, 70);
+    for (int r = 0; r < 70; ++r) {
+      probs_from_logits(&logits[size_t(r) * V], V, t, want.data());
+      ASSERT_EQ(std::vector<float>(rows.row(r), rows.row(r) + V), want) << "row " << r;
+    }
+  }
+  const int before = rt.length();
+  const RowsView root = rt.root_pass_tempered(tokens[0], PassKind::Root, 0.0);
+  EXPECT_EQ(rt.length(), before + 1);
+  EXPECT_FLOAT_EQ(*std::max_element(root.row(0), root.row(0) + V), 1.0f);  // greedy: one-hot
+  EXPECT_THROW(rt.tree_pass_tempered(tokens, parents, -1.0), std::invalid_argument);
 }
 
 TEST(Runtime, TreeBuckets) {
