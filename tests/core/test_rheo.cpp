@@ -126,7 +126,9 @@ TEST(RheoTable1, RheoProxyKeepsTheSampledSlotAtRankTwo) {
       int y = -1;
       for (int u = 0; u < pool.size(); ++u)
         if (pool.sampled[u]) y = pool.token[u];
-      if (adhoc == 0.0) ASSERT_TRUE(sampled_kept && pool.sampled[top2[1]]);
+      if (adhoc == 0.0) {
+        ASSERT_TRUE(sampled_kept && pool.sampled[top2[1]]);
+      }
       if (sampled_kept) (y == 1 ? survived_b : survived_c) += 1;
     }
     if (adhoc == 0.0) {

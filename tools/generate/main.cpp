@@ -1,7 +1,7 @@
 // rootspec-generate: the one-process reference decoder. Target and drafter in one process,
 // no pipelining, rounds from the core library (DESIGN §1); the daemon must match its output.
 //
-//   rootspec-generate --target T --drafter D --prompt-ids 1,2,3 --max-new-tokens 32 \
+//   rootspec-generate --target T --drafter D --prompt-ids 1,2,3 --max-new-tokens 32
 //       --rule root-draw --verifier tev --budget 59 --temperature 1 --seed 7 --json
 #include <CLI/CLI.hpp>
 
