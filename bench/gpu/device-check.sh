@@ -43,6 +43,11 @@ done
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 mkdir -p "$out"
 start=$SECONDS
+# The whole check's time (the device tool's limit for the command, less a margin): each step's
+# limit is cut to what is left, a step with under 15 s left is skipped, and summary.md is
+# rewritten after every step, so a run cut short still leaves its results.
+budget=${ROOTSPEC_GPU_CHECK_SECONDS:-450}
+left() { echo $((budget - (SECONDS - start))); }
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 archs=${ROOTSPEC_GPU_ARCHS:-90}
@@ -62,15 +67,26 @@ build_dep() {
     touch "$deps/.$name-built"
 }
 echo "device-check: building ZeroMQ, PCRE2 and the torch-free GPU path in $build (sm_$archs; log: $out/build.log)"
-{
+build_all() {
+  cmake --version | head -n 1
   build_dep zeromq -DBUILD_SHARED=OFF -DBUILD_STATIC=ON -DBUILD_TESTS=OFF -DWITH_DOCS=OFF -DWITH_LIBSODIUM=OFF \
     -DENABLE_CURVE=OFF -DWITH_LIBBSD=OFF -DENABLE_DRAFTS=OFF -DWITH_PERF_TOOL=OFF &&
     build_dep pcre2 -DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DPCRE2_BUILD_PCRE2GREP=OFF \
       -DPCRE2_BUILD_TESTS=OFF -DPCRE2_SUPPORT_JIT=ON &&
-    cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DROOTSPEC_GPU_CHECK=ON \
-      -DROOTSPEC_GPU_CARRY="$carry" -DROOTSPEC_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$archs" &&
+    cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROOTSPEC_GPU_CHECK=ON \
+      -DROOTSPEC_GPU_CARRY="$carry" -DROOTSPEC_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+      -DROOTSPEC_WITH_NCCL=OFF &&  # one GPU here: the NCCL transport is not part of the check
     cmake --build "$build" -j "$(nproc)"
-} >"$out/build.log" 2>&1 || { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed" >&2; exit 1; }
+}
+# RelWithDebInfo: -O2 with the invariant asserts on (the project keeps them in that build type).
+# The build may take at most half the budget there (16 cores); a dry run here (2 cores) waits.
+export -f build_dep build_all
+export build carry deps root out archs
+export generator_flag="${generator[*]}"
+build_limit=$(($(left) / 2))
+[ "$dry_run" = 1 ] && build_limit=3600
+timeout "$build_limit" bash -c 'generator=($generator_flag); build_all' >"$out/build.log" 2>&1 ||
+  { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed or ran past half the budget" >&2; exit 1; }
 kernels_tests=$build/tests/kernels/kernels_test_cuda_kernels
 backend_tests=$build/model_test_cuda_backend
 daemon_tests=$build/daemon_test_pipeline
@@ -92,44 +108,69 @@ if [ "$dry_run" = 1 ]; then
   exit 0
 fi
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || echo "device-check: nvidia-smi failed (see nvidia-smi.txt)" >&2
+export PYTHONUNBUFFERED=1  # a step cut at its limit keeps what it printed
 declare -A status
-# step NAME LIMIT_S COMMAND…: runs it with its output in NAME.txt, records its exit status.
+steps=(kernels-tests backend-tests passes make-pair tokens daemon-identity hf-compare kernel-timing)
+write_summary() {
+  {
+    echo "# GPU check, $(date -u +%Y-%m-%d) ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')), $((SECONDS - start)) s"
+    echo
+    echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
+    echo
+    echo "## The goals of issue 15"
+    echo '```'
+    python3 "$root/bench/gpu/goals.py" "$out" 2>&1
+    echo '```'
+    for name in "${steps[@]}"; do
+      echo
+      echo "## $name (exit status ${status[$name]:-not run}; 124 = its time limit, 3 = GPU tests skipped)"
+      echo '```'
+      if [ ! -f "$out/$name.txt" ]; then
+        echo "(not run)"
+      elif [[ $name == *tests || $name == daemon-identity ]]; then
+        grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$out/$name.txt" || tail -n 20 "$out/$name.txt"
+      else
+        tail -n 20 "$out/$name.txt"
+      fi
+      echo '```'
+    done
+  } >"$out/summary.md"
+}
+# step NAME LIMIT_S COMMAND…: runs it with its output in NAME.txt, records its exit status (3
+# when a GPU test skipped: the device was not usable), rewrites summary.md.
 step() {
   local name=$1 limit=$2
   shift 2
-  echo "device-check: $name ($((SECONDS - start)) s in)"
+  local remaining=$(($(left) - 5))
+  if [ "$remaining" -lt 15 ]; then
+    echo "device-check: $name skipped: the budget is spent"
+    status[$name]=skipped
+    write_summary
+    return
+  fi
+  [ "$limit" -gt "$remaining" ] && limit=$remaining
+  echo "device-check: $name ($((SECONDS - start)) s in, limit $limit s)"
   timeout "$limit" "$@" >"$out/$name.txt" 2>&1
   status[$name]=$?
+  if [ "${status[$name]}" = 0 ] && grep -qE '^\[ +SKIPPED +\] (Cuda|Daemon)' "$out/$name.txt"; then
+    status[$name]=3
+  fi
   tail -n 8 "$out/$name.txt"
+  write_summary
 }
 step kernels-tests 60 "$kernels_tests" --gtest_output="json:$out/kernels-tests.json"
 step backend-tests 120 "$backend_tests" --gtest_output="json:$out/backend-tests.json"
-ROOTSPEC_TEST_DEVICE=cuda:0 step daemon-identity 150 "$daemon_tests" "$daemon_identity" \
+step passes 120 "$bench" passes --out "$out/passes.json"
+step make-pair 40 "$bench" make-pair --out "$build/pair"
+step tokens 90 "$bench" tokens --target "$build/pair/target" --drafter "$build/pair/drafter" --out "$out/tokens.json"
+ROOTSPEC_TEST_DEVICE=cuda:0 step daemon-identity 120 "$daemon_tests" "$daemon_identity" \
   --gtest_output="json:$out/daemon-identity.json"
 step hf-compare 120 python3 "$root/bench/gpu/hf_compare.py" "$bench" "$out/hf"
-step passes 120 "$bench" passes --out "$out/passes.json"
-step make-pair 60 "$bench" make-pair --out "$build/pair"
-step tokens 90 "$bench" tokens --target "$build/pair/target" --drafter "$build/pair/drafter" --out "$out/tokens.json"
-step kernel-timing 60 "$timing" --out "$out/kernel-timing.json"
 [ -f "$out/hf/hf-compare.json" ] && cp "$out/hf/hf-compare.json" "$out/hf-compare.json"
 rm -rf "$out/hf"/hf-* "$out/hf"/*.f32
-{
-  echo "# GPU check, $(date -u +%Y-%m-%d) ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  echo
-  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
-  for name in kernels-tests backend-tests daemon-identity hf-compare passes tokens kernel-timing; do
-    echo
-    echo "## $name (exit status ${status[$name]:-not run}; 124 = its time limit)"
-    echo '```'
-    if [[ $name == *tests || $name == daemon-identity ]]; then
-      grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|PASSED|FAILED' "$out/$name.txt" || tail -n 20 "$out/$name.txt"
-    else
-      tail -n 20 "$out/$name.txt"
-    fi
-    echo '```'
-  done
-} >"$out/summary.md"
+step kernel-timing 60 "$timing" --out "$out/kernel-timing.json"
+write_summary
 failed=0
 for name in "${!status[@]}"; do [ "${status[$name]}" = 0 ] || failed=1; done
-echo "device-check: done in $((SECONDS - start)) s; results in $out (failed steps: $failed)"
+echo "device-check: done in $((SECONDS - start)) s; results in $out (failed or skipped steps: $failed)"
 exit $failed

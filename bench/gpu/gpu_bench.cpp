@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "cuda_backend.h"
 #include "generate.h"
 #include "model_runtime.h"
@@ -82,18 +84,44 @@ void write_json(const nlohmann::json& j, const std::string& path) {
   if (!out) throw std::runtime_error(path + ": write failed");
 }
 
+// The device-to-device copy bandwidth this GPU reaches (bytes read + written per second): the
+// floor a pass could reach in practice, beside the HBM's nominal rate.
+double measured_copy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+      cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+    throw std::runtime_error("copy bandwidth: CUDA allocation failed");
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  constexpr int kCopies = 10;
+  cudaEventRecord(e0);
+  for (int i = 0; i < kCopies; ++i) cudaMemcpy(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaFree(a), cudaFree(b), cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return 2.0 * bytes * kCopies / (ms * 1e-3);
+}
+
 // A backend with a TreeKv of its own: passes at a fixed context length.
 struct PassRig {
   std::unique_ptr<PassBackend> backend;
   TreeKv kv;
-  std::vector<float> rows;  // [64, vocab]
+  float* rows = nullptr;            // [64, vocab] the backend's pinned host rows, as the runtime uses them
+  std::vector<int32_t> top_tokens;  // [64] top-1 of each row (passes whose rows stay on the device)
+  std::vector<float> top_probs;     // [64]
   PassRig(const ModelConfig& c, bool graphs, int context)
       : kv(context + kMaxTreeBucket, kMaxTreeBucket, c.vocab_size),
-        rows(static_cast<size_t>(kMaxTreeBucket) * c.vocab_size) {
+        top_tokens(kMaxTreeBucket),
+        top_probs(kMaxTreeBucket) {
     CudaBackendOptions o;
     o.graphs = graphs;
     backend =
         make_random_cuda_backend(c, o, TreeKv::capacity_for(context + kMaxTreeBucket, kMaxTreeBucket), 1);
+    rows = backend->host_rows(static_cast<size_t>(kMaxTreeBucket) * c.vocab_size);
+    if (!rows) throw std::logic_error("the Cuda backend has no pinned host rows");
     std::vector<int32_t> tokens(kMaxTreeBucket), parents(kMaxTreeBucket), path(kMaxTreeBucket);
     for (int done = 0; done < context; done += kMaxTreeBucket) {  // prefill, eagerly, in chunks
       const int n = std::min(kMaxTreeBucket, context - done);
@@ -101,25 +129,31 @@ struct PassRig {
       for (int i = 0; i < n; ++i)
         tokens[i] = (done + i) * 7919 % c.vocab_size, parents[i] = i - 1, path[i] = i;
       kv.add_nodes(tokens, parents);
-      backend->forward(kv.batch(tokens.data(), 0, n, backend->row_bucket(n)), PassKind::Prefill, rows.data());
+      backend->forward(kv.batch(tokens.data(), 0, n, backend->row_bucket(n)), PassKind::Prefill, rows);
       backend->move_kv(kv.commit(path));
     }
   }
   // One pass of an n-node tree (a binary heap's parents) at the context; the tree is dropped.
-  void tree_pass(int n, PassKind kind) {
+  // With `rows_back` every row's logits come to the host (as the target's passes do now);
+  // without, only each row's top-1 (the pass itself, its rows left on the device).
+  void tree_pass(int n, PassKind kind, bool rows_back) {
     std::vector<int32_t> tokens(n), parents(n);
     for (int i = 0; i < n; ++i) tokens[i] = i + 1, parents[i] = i == 0 ? -1 : (i - 1) / 2;
     kv.add_nodes(tokens, parents);
-    backend->forward(kv.batch(tokens.data(), 0, n, backend->row_bucket(n)), kind, rows.data());
+    const PassBatch& batch = kv.batch(tokens.data(), 0, n, backend->row_bucket(n));
+    if (rows_back)
+      backend->forward(batch, kind, rows);
+    else
+      backend->forward_top_k(batch, kind, 1, top_tokens.data(), top_probs.data());
     kv.discard_tree();
   }
   // Median wall and device µs of `reps` passes of n rows (after 3 unmeasured ones: capture).
-  std::pair<double, double> time(int n, PassKind kind, int reps) {
-    for (int i = 0; i < 3; ++i) tree_pass(n, kind);
+  std::pair<double, double> time(int n, PassKind kind, int reps, bool rows_back = true) {
+    for (int i = 0; i < 3; ++i) tree_pass(n, kind, rows_back);
     std::vector<double> wall, device;
     for (int i = 0; i < reps; ++i) {
       const double d0 = backend->device_seconds(), t0 = now_s();
-      tree_pass(n, kind);
+      tree_pass(n, kind, rows_back);
       wall.push_back((now_s() - t0) * 1e6);
       device.push_back((backend->device_seconds() - d0) * 1e6);
     }
@@ -130,6 +164,9 @@ struct PassRig {
 int cmd_passes(const Flags& f) {
   const int context = std::stoi(flag(f, "context", "1024")), reps = std::stoi(flag(f, "reps", "50"));
   nlohmann::json out = nlohmann::json::array();
+  const double copy_bandwidth = measured_copy_bandwidth();
+  std::printf("device-to-device copy: %.2f TB/s (bytes read + written; nominal HBM %.1f TB/s)\n",
+              copy_bandwidth * 1e-12, kHbmBytesPerSecond * 1e-12);
   for (const std::string& preset : split(flag(f, "presets", "llama-3.2-1b,llama-3.1-8b"), ',')) {
     ModelConfig c;
     if (!real_model_preset(preset, &c)) throw std::invalid_argument("unknown preset '" + preset + "'");
@@ -139,16 +176,26 @@ int cmd_passes(const Flags& f) {
     j["dtype"] = "bfloat16";
     {
       PassRig rig(c, /*graphs=*/true, context);
-      const double weights = static_cast<double>(rig.backend->weight_bytes());
+      // The bytes a 1-token pass must read: every weight, except that an untied embedding table
+      // gives one row (the lm head is read whole either way).
+      const double embedding = 2.0 * c.vocab_size * c.hidden_size;  // bf16
+      const double weights =
+          static_cast<double>(rig.backend->weight_bytes()) - (c.tie_word_embeddings ? 0.0 : embedding);
       // The KV a 1-token pass reads: every layer's K and V of the context, bf16.
       const double kv = 2.0 * c.num_hidden_layers * context * c.num_key_value_heads * c.head_dim * 2;
-      j["weight_bytes"] = weights;
+      j["bytes_read"] = weights;
       j["hbm_floor_us"] = weights / kHbmBytesPerSecond * 1e6;
       j["hbm_floor_with_kv_us"] = (weights + kv) / kHbmBytesPerSecond * 1e6;
+      j["copy_bandwidth_bytes_per_s"] = copy_bandwidth;
+      j["copy_floor_with_kv_us"] = (weights + kv) / copy_bandwidth * 1e6;
       for (const int rows : {1, 8, 32, 64}) {
-        const auto [wall, device] = rig.time(rows, rows == 1 ? PassKind::Root : PassKind::Tree, reps);
+        const PassKind kind = rows == 1 ? PassKind::Root : PassKind::Tree;
+        const auto [wall, device] = rig.time(rows, kind, reps);
         j["graph_wall_us"][std::to_string(rows)] = wall;
         j["graph_device_us"][std::to_string(rows)] = device;
+        const auto [pass_wall, pass_device] = rig.time(rows, kind, reps, /*rows_back=*/false);
+        j["graph_rows_on_device_wall_us"][std::to_string(rows)] = pass_wall;
+        j["graph_rows_on_device_device_us"][std::to_string(rows)] = pass_device;
       }
     }
     {
@@ -157,17 +204,27 @@ int cmd_passes(const Flags& f) {
       j["eager_wall_us"]["1"] = wall;
       j["eager_device_us"]["1"] = device;
     }
+    // The root pass with its row on the host (the verifier needs it whole); tree passes as
+    // passes (rows left on the device), and with every row's logits to the host beside.
     const double root = j["graph_wall_us"]["1"].get<double>();
-    j["root_over_hbm_floor"] = root / j["hbm_floor_us"].get<double>();
-    j["tree64_over_root"] = j["graph_wall_us"]["64"].get<double>() / root;
+    const auto on_device = [&](const char* rows) {
+      return j["graph_rows_on_device_wall_us"][rows].get<double>();
+    };
+    j["root_over_hbm_floor"] = root / j["hbm_floor_with_kv_us"].get<double>();
+    j["root_over_copy_floor"] = root / j["copy_floor_with_kv_us"].get<double>();
+    j["tree64_over_root"] = on_device("64") / on_device("1");
+    j["tree64_rows_back_over_root"] = j["graph_wall_us"]["64"].get<double>() / root;
     j["graph_over_eager"] = root / j["eager_wall_us"]["1"].get<double>();
     std::printf(
-        "%-13s 1-token pass %8.1f µs (device %8.1f µs), HBM floor %8.1f µs: %.2fx floor; "
-        "8/32/64 rows %.2fx/%.2fx/%.2fx of 1 row; graph replay %.2fx of eager (%8.1f µs)\n",
-        preset.c_str(), root, j["graph_device_us"]["1"].get<double>(), j["hbm_floor_us"].get<double>(),
-        j["root_over_hbm_floor"].get<double>(), j["graph_wall_us"]["8"].get<double>() / root,
-        j["graph_wall_us"]["32"].get<double>() / root, j["tree64_over_root"].get<double>(),
-        j["graph_over_eager"].get<double>(), j["eager_wall_us"]["1"].get<double>());
+        "%-13s 1-token pass %8.1f µs (device %8.1f µs), floor %8.1f µs at 4.8 TB/s: %.2fx, at the copy rate: "
+        "%.2fx; 8/32/64 rows %.2fx/%.2fx/%.2fx of 1 row (rows on the device), 64 rows with every row to "
+        "the host %.2fx; graph replay %.2fx of eager (%8.1f µs)\n",
+        preset.c_str(), root, j["graph_device_us"]["1"].get<double>(),
+        j["hbm_floor_with_kv_us"].get<double>(), j["root_over_hbm_floor"].get<double>(),
+        j["root_over_copy_floor"].get<double>(), on_device("8") / on_device("1"),
+        on_device("32") / on_device("1"), j["tree64_over_root"].get<double>(),
+        j["tree64_rows_back_over_root"].get<double>(), j["graph_over_eager"].get<double>(),
+        j["eager_wall_us"]["1"].get<double>());
     std::fflush(stdout);
     out.push_back(j);
   }
@@ -236,6 +293,7 @@ int cmd_tokens(const Flags& f) {
   out["budget"] = budget;
   out["dtype"] = dtype;
   double ar_tps = 0;
+  std::vector<std::vector<int32_t>> ar_outputs;  // [prompt] plain decoding's tokens
   for (const std::string decoder : {"ar", "draft", "root-draw"}) {
     RequestOptions o;
     o.autoregressive = decoder == "ar";
@@ -243,13 +301,17 @@ int cmd_tokens(const Flags& f) {
     o.budget = budget;
     o.max_new_tokens = new_tokens;
     o.stop_at_eos = false;
-    generate(target, o.autoregressive ? nullptr : &drafter, prompt_set[0], o);  // warm-up: captures
+    // Warm-up over every prompt: each row bucket any of them uses is captured before the timing.
+    for (const auto& prompt : prompt_set) generate(target, o.autoregressive ? nullptr : &drafter, prompt, o);
     long tokens = 0, rounds = 0;
+    int identical = 0;  // prompts whose output equals plain decoding's (greedy: all, up to bf16 ties)
     const double d0 = target.device_seconds() + drafter.device_seconds(), t0 = now_s();
-    for (const auto& prompt : prompt_set) {
-      const GenerateResult r = generate(target, o.autoregressive ? nullptr : &drafter, prompt, o);
+    for (size_t p = 0; p < prompt_set.size(); ++p) {
+      const GenerateResult r = generate(target, o.autoregressive ? nullptr : &drafter, prompt_set[p], o);
       tokens += static_cast<long>(r.tokens.size());
       rounds += static_cast<long>(r.rounds.size());
+      if (o.autoregressive) ar_outputs.push_back(r.tokens);
+      identical += r.tokens == ar_outputs[p];
     }
     const double wall = now_s() - t0, device = target.device_seconds() + drafter.device_seconds() - d0;
     const double tps = tokens / wall;
@@ -259,10 +321,13 @@ int cmd_tokens(const Flags& f) {
     out["decoders"][decoder] = {{"tokens_per_s", tps},
                                 {"over_ar", tps / ar_tps},
                                 {"tokens_per_round", double(tokens) / std::max(1L, rounds)},
-                                {"host_us_per_round", host_us}};
+                                {"host_us_per_round", host_us},
+                                {"prompts_identical_to_ar", identical}};
     std::printf(
-        "%-9s %8.1f tokens/s (%.2fx ar), %.2f tokens/round, host time outside GPU work %.1f µs/round\n",
-        decoder.c_str(), tps, tps / ar_tps, double(tokens) / std::max(1L, rounds), host_us);
+        "%-9s %8.1f tokens/s (%.2fx ar), %.2f tokens/round, host time outside GPU work %.1f µs/round, "
+        "%d/%d outputs equal to ar\n",
+        decoder.c_str(), tps, tps / ar_tps, double(tokens) / std::max(1L, rounds), host_us, identical,
+        prompts);
     std::fflush(stdout);
   }
   write_json(out, flag(f, "out", "-") == "-" ? "" : flag(f, "out"));

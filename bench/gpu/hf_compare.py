@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no network there: never wait on the hub
+
 import torch
 import transformers
 
@@ -35,31 +37,38 @@ configs = {
 ids = torch.randint(0, 1000, (48,), generator=torch.Generator().manual_seed(1)).tolist()
 results, failed = {}, False
 for name, config in configs.items():
-    folder = os.path.join(out_dir, "hf-" + name)
-    model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
-    with torch.no_grad():  # wider than the default init, so that logits differ by more than noise
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.05)
-    model.save_pretrained(folder, safe_serialization=True)
-    ref_model = transformers.AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).cuda().eval()
-    with torch.no_grad():
-        want = ref_model(torch.tensor([ids]).cuda()).logits[0].float().cpu()
-    scale = want.abs().max().item()
-    entry = {"scale": scale}
-    for dtype, tolerance in (("float32", 1e-3), ("bfloat16", 5e-2)):
-        path = os.path.join(out_dir, f"ours-{name}-{dtype}.f32")
-        subprocess.run([bench, "logits", "--model", folder, "--dtype", dtype, "--tokens", ",".join(map(str, ids)),
-                        "--out", path], check=True)
-        got = torch.from_file(path, size=len(ids) * config.vocab_size, dtype=torch.float32).view(len(ids), -1)
-        diff = (got - want).abs().max().item()
-        argmax_agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
-        ok = diff <= tolerance * max(1.0, scale)
-        failed |= not ok
-        entry[dtype] = {"max_abs_diff": diff, "tolerance": tolerance * max(1.0, scale),
-                        "argmax_agreement": argmax_agree, "ok": ok}
-        print(f"{name:6s} {dtype:9s} max |ours - transformers| {diff:.3g} (tolerance {tolerance * max(1.0, scale):.3g},"
-              f" logits up to {scale:.3g}); argmax agrees on {argmax_agree:.0%} of rows: {'ok' if ok else 'FAILED'}")
+    entry = {}
+    try:
+        folder = os.path.join(out_dir, "hf-" + name)
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        with torch.no_grad():  # wider than the default init, so that logits differ by more than noise
+            for p in model.parameters():
+                if p.dim() == 2:
+                    p.normal_(0.0, 0.05)
+        model.save_pretrained(folder)
+        ref_model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).cuda().eval()
+        with torch.no_grad():
+            want = ref_model(torch.tensor([ids]).cuda()).logits[0].float().cpu()
+        scale = want.abs().max().item()
+        entry["scale"] = scale
+        for dtype, tolerance in (("float32", 1e-3), ("bfloat16", 5e-2)):
+            path = os.path.join(out_dir, f"ours-{name}-{dtype}.f32")
+            subprocess.run([bench, "logits", "--model", folder, "--dtype", dtype, "--tokens",
+                            ",".join(map(str, ids)), "--out", path], check=True, timeout=60)
+            got = torch.from_file(path, size=len(ids) * config.vocab_size, dtype=torch.float32).view(len(ids), -1)
+            diff = (got - want).abs().max().item()
+            argmax_agree = (got.argmax(-1) == want.argmax(-1)).float().mean().item()
+            ok = diff <= tolerance * max(1.0, scale)
+            failed |= not ok
+            entry[dtype] = {"max_abs_diff": diff, "tolerance": tolerance * max(1.0, scale),
+                            "argmax_agreement": argmax_agree, "ok": ok}
+            print(f"{name:6s} {dtype:9s} max |ours - transformers| {diff:.3g} (tolerance "
+                  f"{tolerance * max(1.0, scale):.3g}, logits up to {scale:.3g}); argmax agrees on "
+                  f"{argmax_agree:.0%} of rows: {'ok' if ok else 'FAILED'}", flush=True)
+    except Exception as e:  # one model's failure still leaves the other's comparison
+        failed = True
+        entry["error"] = f"{type(e).__name__}: {e}"
+        print(f"{name:6s} FAILED: {entry['error']}", flush=True)
     results[name] = entry
 results["transformers"] = transformers.__version__
 results["torch"] = torch.__version__

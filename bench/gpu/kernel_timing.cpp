@@ -2,8 +2,9 @@
 // shapes of Llama-3.2-1B (32 heads, 8 KV heads, head_dim 64) and Llama-3.1-8B (32, 8, 128) at a
 // 4096-slot context: 1, 8, 32 and 64 query rows, each launched eagerly and as a replayed CUDA
 // graph (one captured launch), with one block per (row, head) and with split-K (the splits the
-// backend picks: attention_splits), and the memory floor of reading that layer's K and V
-// (float32) at the H200's 4.8 TB/s. A benchmark, not a test: it prints a table and writes JSON.
+// backend picks: attention_splits), with bf16 caches (the backend's) and float32 ones, and the
+// memory floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test:
+// it prints a table and writes JSON.
 //   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]
 #include <cuda_runtime_api.h>
 
@@ -33,6 +34,7 @@ struct Timing {
   std::string shape;
   int rows;
   int splits;
+  const char* dtype;
   double eager_us, graph_us, kv_floor_us;
 };
 
@@ -55,21 +57,23 @@ double per_launch_us(F launch, int n, cudaStream_t stream) {
 }
 
 Timing time_tree_attention(const Shape& s, int context, int rows, int launches, cudaStream_t stream,
-                           int splits) {
+                           int splits, rootspec::cuda::Elem dtype) {
   using rootspec::cuda::TreeAttention;
   const int bucket = rows, mask_words = 1;
   const size_t kv = static_cast<size_t>(context + bucket) * s.n_kv_heads * s.head_dim;
   const size_t q = static_cast<size_t>(bucket) * s.n_heads * s.head_dim;
-  float *dq, *dk, *dv, *dout;
+  const size_t es = rootspec::cuda::elem_size(dtype);  // caches and output
+  float* dq;
+  void *dk, *dv, *dout;
   int32_t *dslots, *ddims;
   uint64_t* dmask;
   check(cudaMalloc(reinterpret_cast<void**>(&dq), q * sizeof(float)), "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&dout), q * sizeof(float)), "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&dk), kv * sizeof(float)), "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&dv), kv * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(&dout, q * es), "cudaMalloc");
+  check(cudaMalloc(&dk, kv * es), "cudaMalloc");
+  check(cudaMalloc(&dv, kv * es), "cudaMalloc");
   check(cudaMemset(dq, 0, q * sizeof(float)), "cudaMemset");
-  check(cudaMemset(dk, 0, kv * sizeof(float)), "cudaMemset");
-  check(cudaMemset(dv, 0, kv * sizeof(float)), "cudaMemset");
+  check(cudaMemset(dk, 0, kv * es), "cudaMemset");
+  check(cudaMemset(dv, 0, kv * es), "cudaMemset");
   std::vector<int32_t> slots(bucket);
   std::vector<uint64_t> mask(bucket * mask_words);
   for (int r = 0; r < bucket; ++r) {
@@ -89,6 +93,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   a.n_kv_heads = s.n_kv_heads;
   a.head_dim = s.head_dim;
   a.mask_words = mask_words;
+  a.dtype = dtype;
   a.q = dq;
   a.k_cache = dk;
   a.v_cache = dv;
@@ -107,6 +112,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   }
   Timing t;
   t.splits = splits;
+  t.dtype = rootspec::cuda::elem_name(dtype);
   t.shape = s.name;
   t.rows = rows;
   t.eager_us = per_launch_us([&] { check(rootspec::cuda::tree_attention(a, stream), "tree_attention"); },
@@ -119,12 +125,11 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   t.graph_us =
       per_launch_us([&] { check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); }, launches, stream);
-  // K and V of the keys every row reads, float32, at 4.8 TB/s.
-  t.kv_floor_us = 2.0 * context * s.n_kv_heads * s.head_dim * sizeof(float) / 4.8e12 * 1e6;
+  // K and V of the keys every row reads, at 4.8 TB/s.
+  t.kv_floor_us = 2.0 * context * s.n_kv_heads * s.head_dim * es / 4.8e12 * 1e6;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  for (void* p : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
-                  static_cast<void*>(dout), static_cast<void*>(dslots), static_cast<void*>(dmask),
+  for (void* p : {static_cast<void*>(dq), dk, dv, dout, static_cast<void*>(dslots), static_cast<void*>(dmask),
                   static_cast<void*>(ddims), static_cast<void*>(dpartial)})
     cudaFree(p);
   return t;
@@ -157,30 +162,33 @@ int main(int argc, char** argv) {
     check(cudaStreamCreate(&stream), "cudaStreamCreate");
     const Shape shapes[] = {{"llama-3.2-1b", 32, 8, 64}, {"llama-3.1-8b", 32, 8, 128}};
     std::vector<Timing> timings;
-    std::printf("tree attention, one layer, context %d, float32, %s\n", context, prop.name);
-    std::printf("%-14s %5s %6s %10s %10s %10s %12s\n", "shape", "rows", "splits", "eager us", "graph us",
-                "KV floor", "vs 1 row");
-    for (const Shape& s : shapes)
-      for (const bool split_k : {false, true}) {
-        double one_row = 0;
-        for (const int rows : {1, 8, 32, 64}) {
-          const int splits =
-              split_k ? rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32) : 1;
-          const Timing t = time_tree_attention(s, context, rows, launches, stream, splits);
-          if (rows == 1) one_row = t.graph_us;
-          std::printf("%-14s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), rows, t.splits,
-                      t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
-          timings.push_back(t);
+    std::printf("tree attention, one layer, context %d, %s\n", context, prop.name);
+    std::printf("%-14s %-8s %5s %6s %10s %10s %10s %12s\n", "shape", "caches", "rows", "splits", "eager us",
+                "graph us", "KV floor", "vs 1 row");
+    using rootspec::cuda::Elem;
+    for (const Elem dtype : {Elem::BF16, Elem::F32})
+      for (const Shape& s : shapes)
+        for (const bool split_k : {false, true}) {
+          double one_row = 0;
+          for (const int rows : {1, 8, 32, 64}) {
+            const int splits =
+                split_k ? rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32) : 1;
+            const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype);
+            if (rows == 1) one_row = t.graph_us;
+            std::printf("%-14s %-8s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), t.dtype, rows,
+                        t.splits, t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
+            std::fflush(stdout);
+            timings.push_back(t);
+          }
         }
-      }
     if (!out.empty()) {
       std::ofstream f(out);
       f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
-        << ", \"dtype\": \"float32\", \"tree_attention\": [";
+        << ", \"tree_attention\": [";
       for (size_t i = 0; i < timings.size(); ++i) {
         const Timing& t = timings[i];
-        f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"rows\": " << t.rows
-          << ", \"splits\": " << t.splits << ", \"eager_us\": " << t.eager_us
+        f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"dtype\": \"" << t.dtype
+          << "\", \"rows\": " << t.rows << ", \"splits\": " << t.splits << ", \"eager_us\": " << t.eager_us
           << ", \"graph_us\": " << t.graph_us << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
       }
       f << "]}\n";
