@@ -100,6 +100,13 @@ echo "device-check: built in $((SECONDS - start)) s; $(grep -c '^  ' "$out/kerne
 if [ "$dry_run" = 1 ]; then
   "$bench" --help >/dev/null
   python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$root/bench/gpu/hf_compare.py"
+  # The test binaries start here: GPU tests skip, the LoopCpu reference's test runs.
+  for t in "$kernels_tests" "$backend_tests"; do
+    "$t" --gtest_brief=1 >"$out/$(basename "$t")-cpu.txt" 2>&1 ||
+      { tail -n 20 "$out/$(basename "$t")-cpu.txt" >&2; echo "device-check: dry run: $t failed on the CPU" >&2; exit 1; }
+  done
+  echo "device-check: dry run: the test binaries start and skip their GPU tests here:" \
+    "$(grep -hE '^\[ +(PASSED|SKIPPED) +\] [0-9]+ test' "$out"/*_test_*-cpu.txt | tr '\n' ' ')"
   # The daemons of this build (torch-free: LoopCpu on the CPU) through the same test the GPU runs.
   ROOTSPEC_TEST_DEVICE=cpu timeout 300 "$daemon_tests" "$daemon_identity" >"$out/daemon-identity-cpu.txt" 2>&1 ||
     { tail -n 30 "$out/daemon-identity-cpu.txt" >&2; echo "device-check: dry run: the daemons' greedy identity failed on the CPU" >&2; exit 1; }
