@@ -158,6 +158,9 @@ class CudaBackend final : public PassBackend {
   double device_seconds() const override { return device_seconds_; }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) override;
+  bool keeps_rows() const override { return true; }
+  void forward_kept(const PassBatch& batch, PassKind kind, double temperature) override;
+  void copy_kept_row(int row, float* out) override;
   void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
   int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -219,16 +222,17 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer kv_;                   // every layer's K and V caches
   DeviceBuffer rope_cos_, rope_sin_;  // [capacity, hd] float32
   // Pass buffers, [kMaxTreeBucket, width] each.
-  DeviceBuffer x_;                          // [64, hidden] float32 residual stream
-  DeviceBuffer normed_;                     // [64, hidden] dtype: product input
-  DeviceBuffer qkv_;                        // [64, (heads + 2·kv)·hd] float32
-  DeviceBuffer q_;                          // [64, heads·hd] float32, RoPE applied
-  DeviceBuffer attn_;                       // [64, heads·hd] dtype
-  DeviceBuffer gate_up_;                    // [64, 2·inter] float32
-  DeviceBuffer act_;                        // [64, inter] dtype
-  DeviceBuffer logits_;                     // [64, vocab] float32
-  DeviceBuffer probs_;                      // [64, vocab] float32: tempered rows (forward_tempered)
-  DeviceBuffer top_;                        // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
+  DeviceBuffer x_;        // [64, hidden] float32 residual stream
+  DeviceBuffer normed_;   // [64, hidden] dtype: product input
+  DeviceBuffer qkv_;      // [64, (heads + 2·kv)·hd] float32
+  DeviceBuffer q_;        // [64, heads·hd] float32, RoPE applied
+  DeviceBuffer attn_;     // [64, heads·hd] dtype
+  DeviceBuffer gate_up_;  // [64, 2·inter] float32
+  DeviceBuffer act_;      // [64, inter] dtype
+  DeviceBuffer logits_;   // [64, vocab] float32
+  DeviceBuffer probs_;    // [64, vocab] float32: tempered rows (forward_tempered, forward_kept)
+  int kept_rows_ = 0;     // rows of probs_ the last forward_kept left
+  DeviceBuffer top_;      // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
   std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
   DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
   InputLayout layout_;
@@ -538,6 +542,7 @@ void CudaBackend::forward(const PassBatch& batch, PassKind kind, float* logits) 
 }
 
 void CudaBackend::forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) {
+  kept_rows_ = 0;  // probs_ is overwritten
   start_pass(batch, kind);
   const int vocab = config_.vocab_size;
   check(cuda::tempered_rows(logits_.f32(), batch.rows, vocab, static_cast<float>(temperature), probs_.f32(),
@@ -547,6 +552,23 @@ void CudaBackend::forward_tempered(const PassBatch& batch, PassKind kind, double
                         cudaMemcpyDeviceToHost, stream_),
         "cudaMemcpyAsync (rows)");
   finish_pass();
+}
+
+void CudaBackend::forward_kept(const PassBatch& batch, PassKind kind, double temperature) {
+  start_pass(batch, kind);
+  check(cuda::tempered_rows(logits_.f32(), batch.rows, config_.vocab_size, static_cast<float>(temperature),
+                            probs_.f32(), stream_),
+        "tempered_rows");
+  finish_pass();
+  kept_rows_ = batch.rows;
+}
+
+void CudaBackend::copy_kept_row(int row, float* out) {
+  if (row < 0 || row >= kept_rows_) throw std::logic_error("CudaBackend: no kept row " + std::to_string(row));
+  const size_t vocab = config_.vocab_size;
+  check(cudaMemcpyAsync(out, probs_.f32() + row * vocab, vocab * 4, cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync (a kept row)");
+  check(cudaStreamSynchronize(stream_), "a kept row");
 }
 
 void CudaBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {

@@ -106,7 +106,38 @@ RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
   if (!(temperature >= 0)) throw std::invalid_argument("tree pass: a temperature below 0");
   kv_.discard_tree();
   const int first = kv_.add_nodes(tokens, parents);
-  return run_nodes(tokens, first, PassKind::Tree, temperature);
+  const int n = static_cast<int>(tokens.size());
+  // One pass's rows stay on a device that keeps them; larger trees come back as logits.
+  const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket;
+  if (on_device)
+    backend_->forward_kept(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n)), PassKind::Tree,
+                           temperature);
+  else
+    run_nodes(tokens, first, PassKind::Tree);  // logits into host_rows_, tempered when read
+  tree_rows_.reset(n, temperature, on_device);
+  return RowsView{nullptr, n, vocab_size(), &tree_rows_};
+}
+
+void ModelRuntime::TreeRows::reset(int n, double temperature, bool on_device) {
+  n_ = n;
+  temperature_ = temperature;
+  on_device_ = on_device;
+  ready_.assign(n, 0);
+  if (!on_device) tempered_.resize(static_cast<size_t>(n) * rt_.vocab_size());
+}
+
+const float* ModelRuntime::TreeRows::row(int i) const {
+  assert(i >= 0 && i < n_);
+  const size_t at = static_cast<size_t>(i) * rt_.vocab_size();
+  float* host = on_device_ ? rt_.host_rows_ + at : tempered_.data() + at;
+  if (!ready_[i]) {
+    if (on_device_)
+      rt_.backend_->copy_kept_row(i, host);
+    else
+      probs_from_logits(rt_.host_rows_ + at, rt_.vocab_size(), temperature_, host);
+    ready_[i] = 1;
+  }
+  return host;
 }
 
 RowsView ModelRuntime::extend_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents) {

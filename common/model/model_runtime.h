@@ -69,7 +69,9 @@ class ModelRuntime {
   RowsView extend_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents);
   // root_pass / tree_pass with every row as probabilities at `temperature` (rows.h's law)
   // instead of logits: the target's rows, tempered where the backend runs
-  // (PassBackend::forward_tempered). Same lifetime as the logits rows.
+  // (PassBackend::forward_tempered). Same lifetime as the logits rows. The tree pass's rows are
+  // made on first read (RowsView::source): a GPU keeps them on the device and copies a row when
+  // the verifier reads it; a CPU backend's logits rows are tempered then.
   RowsView root_pass_tempered(int32_t token, PassKind kind, double temperature);
   RowsView tree_pass_tempered(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
                               double temperature);
@@ -100,11 +102,28 @@ class ModelRuntime {
   // Runs tree nodes [first, first + tokens.size()) like run_nodes, keeping each row's top k.
   TopKRowsView run_nodes_top_k(const std::vector<int32_t>& tokens, int first, int k);
 
+  // The last tempered tree pass's rows, made on first read.
+  class TreeRows : public RowSource {
+   public:
+    explicit TreeRows(ModelRuntime& rt) : rt_(rt) {}
+    void reset(int n, double temperature, bool on_device);
+    const float* row(int i) const override;
+
+   private:
+    ModelRuntime& rt_;
+    int n_ = 0;
+    double temperature_ = 0;
+    bool on_device_ = false;               // copied from the backend (keeps_rows), else tempered here
+    mutable std::vector<uint8_t> ready_;   // [n] the row is made
+    mutable std::vector<float> tempered_;  // [n, vocab] rows tempered on the host
+  };
+
   RuntimeOptions options_;
   std::unique_ptr<PassBackend> backend_;
   TreeKv kv_;
-  std::vector<float> own_rows_;      // the rows' storage when the backend has none (host_rows)
-  float* host_rows_ = nullptr;       // [max(max_tree, 64), vocab] rows handed back
+  std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
+  float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back
+  TreeRows tree_rows_{*this};
   std::vector<int32_t> top_tokens_;  // [tree nodes of the call, k] top_k rows handed back
   std::vector<float> top_probs_;     // [tree nodes of the call, k]
 };

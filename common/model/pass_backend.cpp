@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "libtorch_backends.h"
@@ -24,6 +25,14 @@ void PassBackend::forward_tempered(const PassBatch& batch, PassKind kind, double
     std::copy(row, row + vocab, logits.begin());
     probs_from_logits(logits.data(), vocab, temperature, row);
   }
+}
+
+void PassBackend::forward_kept(const PassBatch&, PassKind, double) {
+  throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
+}
+
+void PassBackend::copy_kept_row(int, float*) {
+  throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
 }
 
 void PassBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {

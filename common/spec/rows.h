@@ -11,12 +11,23 @@
 
 namespace rootspec {
 
-// A dense [n_rows, vocab] row-major view; does not own its data.
+// Rows made on first read: a target's tree pass whose rows stay where the pass ran until the
+// verifier reads them (its walk visits a few of the tree's rows). row(i) is valid as long as the
+// view it came from.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual const float* row(int i) const = 0;  // [vocab]
+};
+
+// A [n_rows, vocab] row-major view; does not own its data. Dense (`data`), or read through a
+// RowSource (`source`; `data` is null then): read rows with row(i).
 struct RowsView {
   const float* data = nullptr;  // [n_rows, vocab]
   int n_rows = 0;
   int vocab = 0;
-  const float* row(int i) const { return data + static_cast<int64_t>(i) * vocab; }
+  const RowSource* source = nullptr;
+  const float* row(int i) const { return source ? source->row(i) : data + static_cast<int64_t>(i) * vocab; }
 };
 
 // Each row's k most probable tokens and their probabilities, [n_rows, k] each: what a top-k
