@@ -19,7 +19,10 @@ namespace rootspec {
 void PassBackend::forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows) {
   const int vocab = config().vocab_size;
   forward(batch, kind, rows);
-  std::vector<float> logits(vocab);  // [vocab] one row's logits while its probabilities replace them
+  // [vocab] one row's logits while its probabilities replace them; kept between calls (a root
+  // pass per round).
+  thread_local std::vector<float> logits;
+  logits.resize(vocab);
   for (int r = 0; r < batch.rows; ++r) {
     float* row = rows + static_cast<size_t>(r) * vocab;
     std::copy(row, row + vocab, logits.begin());

@@ -38,14 +38,6 @@ void probs_from_logits(const float* logits, int vocab, double temperature, float
   for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / total);
 }
 
-RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out) {
-  const int64_t V = logits.vocab;
-  out.resize(static_cast<size_t>(logits.n_rows) * V);
-  for (int i = 0; i < logits.n_rows; ++i)
-    probs_from_logits(logits.row(i), logits.vocab, temperature, &out[i * V]);
-  return RowsView{out.data(), logits.n_rows, logits.vocab};
-}
-
 void temper_probs(const float* probs, int vocab, double temperature, float* out) {
   assert(temperature >= 0);
   if (temperature == 0.0) return one_hot(argmax(probs, vocab), vocab, out);

@@ -44,9 +44,6 @@ int argmax(const float* row, int vocab);
 
 // out[0..vocab) = tempered probabilities of a logit row (see header comment).
 void probs_from_logits(const float* logits, int vocab, double temperature, float* out);
-// The tempered probability rows of logit rows: out is resized to [n_rows, vocab]. The one
-// logits → rows loop of the target's passes (root row, tree rows).
-RowsView probs_from_logit_rows(const RowsView& logits, double temperature, std::vector<float>& out);
 // out[0..vocab) = tempered probabilities of a probability row (p^(1/T), renormalised).
 void temper_probs(const float* probs, int vocab, double temperature, float* out);
 
