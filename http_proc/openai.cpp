@@ -65,11 +65,18 @@ bool boolean(const json& j, const char* key) {
   return v.get<bool>();
 }
 
-std::string string(const json& j, const char* key) {
+std::string string(const json& j, const char* key, size_t max_bytes = std::string::npos) {
   const json& v = j[key];
   if (!v.is_string()) throw bad(key, std::string("'") + key + "' must be a string, not " + type_name(v));
-  return v.get<std::string>();
+  std::string s = v.get<std::string>();
+  if (s.size() > max_bytes)
+    throw bad(key, std::string("'") + key + "' is longer than " + std::to_string(max_bytes) + " bytes");
+  return s;
 }
+
+// The protocol's bound on a rule or verifier name (common/ipc/protocol.cpp's Generate fields):
+// a longer one is the client's error here, not a message the target cannot read.
+constexpr size_t kMaxNameBytes = 64;
 
 // A chat message's content: a string, or text parts [{"type": "text", "text": …}].
 std::string content_of(const json& m, const std::string& where) {
@@ -221,8 +228,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
       if (x.empty()) throw bad("stop", "stop strings must not be empty");
   }
   if (present(j, "user")) string(j, "user");
-  if (present(j, "rule")) g.rule = string(j, "rule");
-  if (present(j, "verifier")) g.verifier = string(j, "verifier");
+  if (present(j, "rule")) g.rule = string(j, "rule", kMaxNameBytes);
+  if (present(j, "verifier")) g.verifier = string(j, "verifier", kMaxNameBytes);
   if (present(j, "budget")) g.budget = static_cast<int32_t>(integer(j, "budget", 1, 1 << 20));
   if (present(j, "stop_at_eos")) g.stop_at_eos = boolean(j, "stop_at_eos");
   return p;

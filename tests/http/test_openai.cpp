@@ -92,6 +92,15 @@ TEST(OpenAiRequest, BadRequestsNameTheParameter) {
   // a parse_error, and the gateway answered 500.
   EXPECT_EQ(refusal(C, R"({"prompt": "x", "max_tokens": 444444e444})").status, 400);
   EXPECT_EQ(refusal(C, "[1]").status, 400);
+  // Fuzzing finding: a verifier name past the protocol's 64 bytes was passed on, and the
+  // target's decoder refused the message; it is the client's 400 now.
+  const std::string long_name(65, 'v');
+  for (const char* key : {"verifier", "rule"}) {
+    const HttpError e =
+        refusal(C, std::string(R"({"prompt": "x", ")") + key + R"(": ")" + long_name + R"("})");
+    EXPECT_EQ(e.status, 400) << key;
+    EXPECT_EQ(e.param, key);
+  }
 }
 
 TEST(OpenAiResponse, ShapesOfResponsesAndChunks) {
