@@ -1,5 +1,7 @@
 #include "table_decode.h"
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <cassert>
 
@@ -92,7 +94,7 @@ class TableRoundDrafter : public RoundDrafter {
     grow_pool(drafter, shape_, pool_, &rng_);
     return pool_;
   }
-  void round_done(const std::vector<int32_t>& tokens) override {
+  void round_done(const std::vector<int32_t>& tokens, bool) override {
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
   }
 
@@ -108,22 +110,41 @@ class TableRoundDrafter : public RoundDrafter {
 
 std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
                                   const PoolShape& shape, int min_tokens, Rng& rng,
-                                  std::vector<RoundRecord>* records, const RoundHooks* hooks) {
+                                  std::vector<RoundRecord>* records, const RoundHooks* hooks,
+                                  const AutoOptions* auto_options) {
   const std::vector<int32_t>& context = model.context();
   TableRoundDrafter drafter(model, shape, context, draw_drafter_seed(options, shape, rng));
   TableScorer target(model, std::vector<int32_t>(context.begin(), context.end() - 1));
   int32_t root = context.back();
+  AutoCostModel costs(auto_options ? *auto_options : table_auto_options());
+  if (options.auto_rule && !costs.options().fixed_costs)
+    throw std::invalid_argument("table_decode: auto needs fixed costs here (AutoOptions::fixed_costs)");
+  AutoController adaptive(costs, options.temperature);
   std::vector<int32_t> emitted;
   while (emitted.size() < static_cast<size_t>(min_tokens)) {
     RoundRecord record;
     const RoundOutcome out =
-        run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks);
+        run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks, &adaptive);
     emitted.insert(emitted.end(), out.emitted.begin(), out.emitted.end());
     root = out.continuation;
     if (records) records->push_back(record);
   }
   return emitted;
 }
+AutoOptions table_auto_options() {
+  AutoOptions o;
+  o.fixed_costs = true;
+  o.fixed_base = 0.30;  // root pass, pool wait, selection, verification, commit
+  o.fixed_tree_a = 0.15;
+  o.fixed_tree_b = 0.05;  // dear rows: the best budget depends on the pool
+  o.fixed_ar = 0.20;      // about a speculative round's rate: the modes alternate
+  o.min_speculative = 1;
+  o.probe_rounds = 1;
+  o.first_probe_gap = 1;
+  o.max_probe_gap = 2;
+  return o;
+}
+
 std::vector<double> exact_joint(const TableModel& model, double temperature, int n) {
   const int V = model.vocab();
   int64_t cells = 1;

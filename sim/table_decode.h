@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "auto_decoder.h"
 #include "pool.h"
 #include "request.h"
 #include "round.h"
@@ -50,11 +51,19 @@ class TableScorer : public TargetScorer {
 
 // Decodes from the model's context until at least `min_tokens` are emitted (whole rounds, so
 // possibly more); returns the emitted tokens. One RoundRecord per round goes to `records` when
-// given. The drafter's Rheo stream is drawn from `rng` first (draw_drafter_seed).
+// given. The drafter's Rheo stream is drawn from `rng` first (draw_drafter_seed). Decoder
+// `auto` decides with `auto_options` (default: table_auto_options()); its costs must be fixed,
+// so that a seed decodes the same every time.
 std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
                                   const PoolShape& shape, int min_tokens, Rng& rng,
                                   std::vector<RoundRecord>* records = nullptr,
-                                  const RoundHooks* hooks = nullptr);
+                                  const RoundHooks* hooks = nullptr,
+                                  const AutoOptions* auto_options = nullptr);
+
+// `auto` over table models: fixed costs (ms; a speculative round 0.30 + a tree pass of 0.15 +
+// 0.05 a row, ar 0.20) under which, on small tables, speculation and ar are about as fast and
+// tree rows are dear, and quick switching: short decodes see both modes and several budgets.
+AutoOptions table_auto_options();
 
 // Exact target joint law of the first n tokens after the context at the temperature:
 // [V^n] probabilities indexed by the tokens in base V.

@@ -51,11 +51,14 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     record.draft_end_ns = pool_.draft_end_ns;
     return pool_.pool;
   }
-  void round_done(const std::vector<int32_t>& tokens) override {
+  void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
+    unsent_.insert(unsent_.end(), tokens.begin(), tokens.end());
+    if (!next_pool) return;  // plain rounds of `auto` follow: the tokens go with a later Commit
     ++round_;
     if (server_.cancel_current_ || output_.would_end(tokens)) return;  // no next pool needed
     try {
-      send(encode(header(MessageType::Commit), CommitBody{tokens}));
+      send(encode(header(MessageType::Commit), CommitBody{unsent_}));
+      unsent_.clear();
     } catch (const DrafterGone& e) {
       lost_.emplace(e);
     }
@@ -80,7 +83,8 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   const uint64_t id_;  // the request's id towards the drafter
   const RequestOutput& output_;
   DoneBody& done_;
-  uint32_t round_ = 0;  // the round whose pool comes next
+  uint32_t round_ = 0;           // the pool that comes next (rounds of plain decoding ask for none)
+  std::vector<int32_t> unsent_;  // tokens C grew by that the drafter has not been sent
   int64_t commit_sent_ns_ = 0;
   PoolBody pool_;
   std::optional<DrafterGone> lost_;
@@ -292,7 +296,8 @@ void TargetServer::serve(const Pending& req) {
   }
   int32_t root = r.prompt.back();
   done.ms_prefill = ms_since(done.prefill_start_ns);
-  int64_t round_start = monotonic_ns();  // ar: a round starts when the previous one ends
+  int64_t round_start = monotonic_ns();                 // a plain round starts when the previous one ends
+  AutoController adaptive(auto_costs_, o.temperature);  // decoder `auto`; its costs outlive requests
   while (!output.finished() && !cancel_current_ && !stops.stopped()) {
     if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
       done.stop_reason = "deadline";
@@ -302,7 +307,7 @@ void TargetServer::serve(const Pending& req) {
     record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
     RoundOutcome out;
     try {
-      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record);
+      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record, nullptr, &adaptive);
     } catch (const DrafterGone& e) {
       // No pool came: the round ends before its tree pass. Its root pass committed the root
       // token; the cache goes back to C minus it and the round runs again with ar.
@@ -324,7 +329,7 @@ void TargetServer::serve(const Pending& req) {
     // Clients are read every round (a speculative round may find its pool ready and never
     // wait for it): Cancels, Statuses and new requests are answered within a round.
     drain_clients(&req);
-    if (o.autoregressive) round_start = monotonic_ns();
+    round_start = monotonic_ns();  // plain rounds (ar, `auto`'s) start here; a drafter stamps its own
   }
   if (done.stop_reason.empty())
     done.stop_reason = stops.stopped()                         ? "stop"

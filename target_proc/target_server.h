@@ -18,6 +18,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "auto_decoder.h"
 #include "chat_template.h"
 #include "daemon_config.h"
 #include "drafter_link.h"
@@ -67,6 +68,7 @@ class TargetServer {
   const DaemonConfig& config_;
   ModelRuntime& target_;
   ModelScorer scorer_;
+  AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
   zmq::context_t ctx_;

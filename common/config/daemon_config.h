@@ -65,7 +65,13 @@ struct DaemonConfig {
   std::string drafter_endpoint = "tcp://127.0.0.1:5601";
   std::string pool_transport = "auto";
   int max_context = 2048;
-  RequestOptions decoding;  // what a Generate leaves out ([decoding]; seed stays 0)
+  // What a Generate leaves out ([decoding]; seed stays 0). The decoder defaults to `auto`
+  // (auto_decoder.h): never slower than plain decoding by more than its probes cost.
+  RequestOptions decoding = [] {
+    RequestOptions o;
+    o.auto_rule = true;
+    return o;
+  }();
   PoolShape pool;
   double peer_timeout_s = 60.0;
   HttpConfig http;

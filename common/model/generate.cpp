@@ -33,9 +33,12 @@ class LocalDrafter : public RoundDrafter {
   }
   const Pool& wait_pool(RoundRecord&) override {
     session_.draft(pending_, pool_);
+    pending_.clear();
     return pool_;
   }
-  void round_done(const std::vector<int32_t>& tokens) override { pending_ = tokens; }
+  void round_done(const std::vector<int32_t>& tokens, bool) override {
+    pending_.insert(pending_.end(), tokens.begin(), tokens.end());
+  }
 
  private:
   DraftSession session_;
@@ -46,7 +49,7 @@ class LocalDrafter : public RoundDrafter {
 }  // namespace
 
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
-                        const RequestOptions& o, const PoolShape& shape) {
+                        const RequestOptions& o, const PoolShape& shape, AutoCostModel* auto_costs) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   if (!o.autoregressive && !drafter)
     throw std::invalid_argument(std::string("generate: rule ") + rule_name(o.rule) + " needs a drafter");
@@ -69,10 +72,12 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   if (!o.autoregressive) local = std::make_unique<LocalDrafter>(*drafter, shape, draft_seed, prompt);
 
   RequestOutput output(o, target.config().eos_token_ids, INT_MAX);
+  AutoCostModel own_costs;
+  AutoController adaptive(auto_costs ? *auto_costs : own_costs, o.temperature);
   GenerateResult res;
   while (!output.finished()) {
     RoundRecord record;
-    const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record);
+    const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record, nullptr, &adaptive);
     root = out.continuation;
     output.take(out.emitted);
     res.rounds.push_back(record);

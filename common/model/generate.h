@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "auto_decoder.h"
 #include "model_runtime.h"
 #include "pool.h"
 #include "request.h"
@@ -22,8 +23,11 @@ struct GenerateResult {
 
 // Runtimes capable of `prompt` + max_new_tokens + one round's overrun (see
 // runtime_options_for). The caches are reset first. The drafter may be null only for ar.
+// Decoder `auto` learns its costs into `auto_costs` (a model per machine and pair, kept across
+// calls by the caller), or into one of its own.
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
-                        const RequestOptions& options, const PoolShape& shape = PoolShape());
+                        const RequestOptions& options, const PoolShape& shape = PoolShape(),
+                        AutoCostModel* auto_costs = nullptr);
 
 // Cache sizes that generate() needs: max_context for the prompt, the new tokens and one
 // round's overrun; max_tree for 1 + budget nodes (target) or the pool's forwarded nodes

@@ -7,20 +7,28 @@ namespace rootspec {
 bool parse_decoder(const std::string& name, RequestOptions* options) {
   if (name == "ar") {
     options->autoregressive = true;
+    options->auto_rule = false;
+    return true;
+  }
+  if (name == "auto") {
+    options->autoregressive = false;
+    options->auto_rule = true;
+    options->rule = Rule::RootDraw;
     return true;
   }
   Rule rule;
   if (!parse_rule(name, &rule) || rule == Rule::Oracle) return false;
   options->autoregressive = false;
+  options->auto_rule = false;
   options->rule = rule;
   return true;
 }
 
 std::string decoder_name(const RequestOptions& options) {
-  return options.autoregressive ? "ar" : rule_name(options.rule);
+  return options.autoregressive ? "ar" : options.auto_rule ? "auto" : rule_name(options.rule);
 }
 
-const char* decoder_names() { return "ar, draft, root, root-draw, pearl, pearl-top1"; }
+const char* decoder_names() { return "ar, auto, draft, root, root-draw, pearl, pearl-top1"; }
 
 OptionProblem check_request_options(const RequestOptions& o) {
   if (o.budget < 1) return {"budget", "must be at least 1, got " + std::to_string(o.budget)};

@@ -21,6 +21,9 @@ namespace rootspec {
 struct RequestOptions {
   bool autoregressive = false;  // rule "ar": plain decoding, the target alone (no drafter)
   Rule rule = Rule::RootDraw;   // selection rule of speculative rounds
+  // Decoder "auto" (auto_decoder.h): per round root-draw with a budget of at most `budget`, or
+  // plain decoding for the next rounds, whichever the costs measured so far say is faster.
+  bool auto_rule = false;
   Verifier verifier = Verifier::Residual;
   int budget = 8;            // B: most tree nodes a rule may select
   double temperature = 0.0;  // 0 = greedy
@@ -29,11 +32,11 @@ struct RequestOptions {
   uint64_t seed = 0;        // Rng(seed) drives every draw of the request (rng.h)
 };
 
-// "ar" or a rule name (oracle is for analysis only and refused here). False if unknown.
+// "ar", "auto" or a rule name (oracle is for analysis only and refused here). False if unknown.
 bool parse_decoder(const std::string& name, RequestOptions* options);
-// "ar" or rule_name(options.rule).
+// "ar", "auto" or rule_name(options.rule).
 std::string decoder_name(const RequestOptions& options);
-// The decoders a request may name, for error messages: "ar, draft, root, root-draw, pearl, pearl-top1".
+// The decoders a request may name, for error messages: "ar, auto, draft, root, root-draw, pearl, pearl-top1".
 const char* decoder_names();
 
 // The first problem of a set of options as {option, message} ({"", ""} when none): budget < 1,

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <stdexcept>
 
+#include "auto_decoder.h"
 #include "clock.h"
 
 namespace rootspec {
@@ -72,24 +73,34 @@ std::map<std::string, double> round_stage_ms(const RoundRecord& t) {
 }
 
 RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer& target,
-                       RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks) {
+                       RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks,
+                       AutoController* auto_decoder) {
   RoundRecord unused;
   RoundRecord& r = record ? *record : unused;
   SelectionInputs in;
   in.vocab = target.vocab_size();
   in.budget = o.budget;
+  AutoController* const adaptive = o.autoregressive || !o.auto_rule ? nullptr : auto_decoder;
+  assert(o.autoregressive || !o.auto_rule || auto_decoder);
+  // `auto` learns from the finished round, then the drafter hears whether a pool is wanted.
+  auto finish = [&](const RoundOutcome& out, int32_t first_token) {
+    count(out, r);
+    if (adaptive) adaptive->observe(r, first_token);
+    if (drafter && !o.autoregressive) drafter->round_done(out.emitted, !adaptive || adaptive->speculate());
+  };
 
-  if (o.autoregressive) {  // plain decoding: one pass, one draw
+  if (o.autoregressive || (adaptive && !adaptive->speculate())) {  // plain decoding: one pass, one draw
     r.root_start_ns = monotonic_ns();
     const RowsView row = target.plain_row(root_token, o.temperature);
     const RoundOutcome out = single_token(sample_index(row.row(0), in.vocab, rng));
     r.root_end_ns = monotonic_ns();
-    count(out, r);
+    finish(out, -1);
     return out;
   }
   assert(drafter);
+  const Rule rule = adaptive ? Rule::RootDraw : o.rule;
   // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
-  if (rule_draws_first(o.rule)) {
+  if (rule_draws_first(rule)) {
     r.root_start_ns = monotonic_ns();
     in.root_probs = target.root_row(root_token, o.temperature).row(0);
     r.root_end_ns = monotonic_ns();
@@ -101,16 +112,19 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
   target.prepare_tree_pass();
   in.pool = &pool;
   std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
-  if (rule_needs_target_pool_probs(o.rule)) {
+  if (rule_needs_target_pool_probs(rule)) {
     if (!target.pool_path_probs(pool, root_token, o.temperature, pool_path_probs))
       throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
     in.pool_path_probs = &pool_path_probs;
   }
 
-  // TreeSelector: root-based rules draw y from the root row first.
+  // TreeSelector: root-based rules draw y from the root row first; `auto` chooses B before
+  // the draw, from the pool, the root row and past rounds.
   int64_t t0 = monotonic_ns();
-  const RoundPlan plan = hooks && hooks->plan ? hooks->plan(o.rule, in, root_token, rng)
-                                              : plan_round(o.rule, in, root_token, rng);
+  if (adaptive) in.budget = adaptive->choose_budget(in);
+  r.budget = in.budget;
+  const RoundPlan plan =
+      hooks && hooks->plan ? hooks->plan(rule, in, root_token, rng) : plan_round(rule, in, root_token, rng);
   r.verify_ns = monotonic_ns() - t0;
   r.first_drawn = plan.first_drawn;
   r.tree_pass_skipped = plan.skip_tree_pass;
@@ -133,12 +147,11 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
     r.verify_ns += monotonic_ns() - t0;
   }
   // Commit to the drafter first: it drafts the next pool while the target commits and streams.
-  drafter->round_done(out.emitted);
+  finish(out, plan.first_token);
   // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
   t0 = monotonic_ns();
   if (!plan.skip_tree_pass) target.commit(out.kept_pass_rows);
   r.commit_ns = monotonic_ns() - t0;
-  count(out, r);
   return out;
 }
 

@@ -70,6 +70,7 @@ class TargetScorer {
 // harness's per-round samples.
 struct RoundRecord {
   int32_t pool_nodes = 0;          // candidates in the round's pool (0 for ar)
+  int32_t budget = 0;              // B the round's tree was selected with (auto: its choice; 0 for ar)
   int32_t tree_nodes = 0;          // nodes the tree pass scored below the anchor (0 when skipped)
   int32_t accepted = 0;            // accepted draft tokens, y included when followed into a tree pass
   int32_t emitted = 0;             // accepted + 1 (the continuation)
@@ -90,6 +91,7 @@ struct RoundRecord {
 template <class F>
 void for_each_record_field(F&& f) {
   f("pool_nodes", &RoundRecord::pool_nodes);
+  f("budget", &RoundRecord::budget);
   f("tree_nodes", &RoundRecord::tree_nodes);
   f("accepted", &RoundRecord::accepted);
   f("emitted", &RoundRecord::emitted);
@@ -120,8 +122,10 @@ class RoundDrafter {
   // The round's pool below C (waiting for it if the drafter runs elsewhere); valid until the
   // next call. Fills record.commit_sent_ns and the drafting times where known.
   virtual const Pool& wait_pool(RoundRecord& record) = 0;
-  // The round emitted `tokens`: C grows by them and the drafter may start the next pool.
-  virtual void round_done(const std::vector<int32_t>& tokens) = 0;
+  // The round emitted `tokens`: C grows by them. next_pool: the next round speculates, so the
+  // drafter may start its pool now; false (plain rounds of `auto` follow): C only grows, and the
+  // tokens go to the drafter with the next Commit that asks for a pool.
+  virtual void round_done(const std::vector<int32_t>& tokens, bool next_pool) = 0;
 };
 
 // What a round produced.
@@ -141,12 +145,16 @@ struct RoundHooks {
   std::function<VerifyResult(Verifier, const DraftTree&, const RowsView&, Rng&, const Pool*)> verify;
 };
 
+class AutoController;  // auto_decoder.h
+
 // One round from the root token: plain decoding when options.autoregressive (a root pass and a
-// draw; `drafter` may be null), else the speculative round above. `record`, when given, gets
-// the round's counts and stage times.
+// draw; `drafter` may be null), else the speculative round above. With options.auto_rule,
+// `auto_decoder` (required then) decides: a plain round, or root-draw with the budget it
+// chooses from the pool and the root row; it learns from the round before the drafter is told.
+// `record`, when given, gets the round's counts and stage times.
 RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record = nullptr,
-                       const RoundHooks* hooks = nullptr);
+                       const RoundHooks* hooks = nullptr, AutoController* auto_decoder = nullptr);
 
 // The verifier's result as the round's output (the drawn y first, when followed).
 RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& verified);

@@ -76,5 +76,48 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllRulesVerifiers, Exactness, ::testing::ValuesIn(all_cases()), case_name);
 
+// Decoder `auto` (auto_decoder.h): each round plain decoding or root-draw at a budget it
+// chooses from the pool, the root row and past rounds. The table's fixed costs make the two
+// modes alternate and the budget vary within the first tokens (table_auto_options()).
+using AutoCase = std::tuple<Verifier, double, int>;
+class AutoExactness : public ::testing::TestWithParam<AutoCase> {};
+
+TEST_P(AutoExactness, FirstThreeTokensFollowTheTargetJoint) {
+  const auto [verifier, T, B] = GetParam();
+  testing::LawCase c = config_for(Rule::RootDraw, verifier, T, B);
+  c.options.auto_rule = true;
+  const uint64_t seed = 7000 + static_cast<int>(verifier) * 10 + B + static_cast<int>(T * 100);
+  if (T == 0) {
+    const auto exact = exact_joint(test_model(), 0.0, kTokens);
+    Rng rng(seed);
+    for (int r = 0; r < 50; ++r) {
+      const auto out = table_decode(test_model(), c.options, c.shape, kTokens, rng);
+      int64_t index = 0;
+      for (int i = 0; i < kTokens; ++i) index = index * test_model().vocab() + out[i];
+      ASSERT_EQ(exact[index], 1.0) << "decode " << r << " left the greedy chain";
+    }
+    return;
+  }
+  const auto result = testing::first_tokens_law(test_model(), c, kTokens, kRuns, seed);
+  EXPECT_GT(result.p_value, kMinP) << "chi2 " << result.statistic << " on " << result.dof << " dof";
+}
+
+std::vector<AutoCase> auto_cases() {
+  std::vector<AutoCase> cases;
+  for (double T : {0.0, 0.7, 1.0})
+    for (int B : {3, 8})
+      for (Verifier v : all_verifiers())
+        if (v != Verifier::Greedy || T == 0) cases.emplace_back(v, T, B);
+  return cases;
+}
+
+std::string auto_case_name(const ::testing::TestParamInfo<AutoCase>& info) {
+  const auto [verifier, T, B] = info.param;
+  return std::string(verifier_name(verifier)) + "_T" + std::to_string(static_cast<int>(T * 10)) + "_B" +
+         std::to_string(B);
+}
+
+INSTANTIATE_TEST_SUITE_P(AutoDecoder, AutoExactness, ::testing::ValuesIn(auto_cases()), auto_case_name);
+
 }  // namespace
 }  // namespace rootspec

@@ -56,7 +56,7 @@ class LoggingDrafter : public RoundDrafter {
     grow_pool(d, PoolShape{3, 3, 2}, pool_);
     return pool_;
   }
-  void round_done(const std::vector<int32_t>& tokens) override {
+  void round_done(const std::vector<int32_t>& tokens, bool) override {
     log_->push_back("round_done " + std::to_string(tokens.size()));
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
   }

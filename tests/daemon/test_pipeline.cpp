@@ -11,7 +11,7 @@ namespace {
 
 using namespace rootspec::testing;
 
-const char* kRules[] = {"draft", "root", "root-draw", "pearl", "pearl-top1"};
+const char* kRules[] = {"auto", "draft", "root", "root-draw", "pearl", "pearl-top1"};
 const char* kVerifiers[] = {"greedy", "residual", "predraw", "tev", "rheo"};
 
 TEST(Daemon, GreedyOutputEqualsPlainDecodingForEveryRuleBudgetVerifier) {
@@ -36,7 +36,7 @@ TEST(Daemon, GreedyOutputEqualsPlainDecodingForEveryRuleBudgetVerifier) {
           ++requests;
         }
   }
-  EXPECT_EQ(requests, 5 * 5 * 3 * 5);
+  EXPECT_EQ(requests, 5 * 6 * 3 * 5);
 }
 
 TEST(Daemon, SeededSamplingReproducesAndEqualsTheReference) {

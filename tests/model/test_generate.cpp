@@ -72,6 +72,40 @@ class Generate : public ::testing::TestWithParam<Pair> {
   static void SetUpTestSuite() { set_torch_threads(1); }
 };
 
+// Decoder `auto` at T = 0 is the target's greedy output whatever it chooses: with the costs it
+// measures here, and with fixed costs under which plain and speculative rounds alternate.
+TEST_P(Generate, GreedyAutoEqualsAutoregressiveInBothModes) {
+  Models m(GetParam(), 31);
+  AutoOptions alternate;
+  alternate.fixed_costs = true;
+  alternate.fixed_base = 1.0, alternate.fixed_tree_a = 0.2, alternate.fixed_tree_b = 0.05;
+  alternate.fixed_ar = 0.5;  // about as fast as a speculative round here
+  alternate.min_speculative = 1, alternate.probe_rounds = 1, alternate.first_probe_gap = 1,
+  alternate.max_probe_gap = 2;
+  AutoCostModel measured, fixed(alternate);
+  int plain = 0, speculative = 0;
+  for (const auto& prompt : prompts(77, m.target->vocab_size())) {
+    RequestOptions ar = options(Rule::Draft, 1);
+    ar.autoregressive = true;
+    const GenerateResult want = generate(*m.target, nullptr, prompt, ar);
+    for (int budget : {1, 8, 59}) {
+      RequestOptions o = options(Rule::RootDraw, budget);
+      o.auto_rule = true;
+      for (AutoCostModel* costs : {&measured, &fixed}) {
+        const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, o, PoolShape(), costs);
+        EXPECT_EQ(got.tokens, want.tokens)
+            << "auto B=" << budget << (costs == &fixed ? " fixed" : " measured");
+        for (const RoundRecord& r : got.rounds) {
+          EXPECT_LE(r.budget, budget);
+          (r.pool_nodes == 0 ? plain : speculative) += costs == &fixed;
+        }
+      }
+    }
+  }
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(speculative, 0);
+}
+
 TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
   Models m(GetParam(), 31);
   const std::vector<Rule> rules = {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1};

@@ -25,6 +25,7 @@ const DaemonConfig& shipped_config() {
 
 RequestOptions shipped(Rule rule) {
   RequestOptions o = shipped_config().decoding;
+  o.auto_rule = false;  // the config's decoder is `auto`; these tests name their rule
   o.rule = rule;
   o.max_new_tokens = kNewTokens;
   o.stop_at_eos = false;

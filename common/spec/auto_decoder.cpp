@@ -1,0 +1,157 @@
+#include "auto_decoder.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "clock.h"
+
+namespace rootspec {
+
+namespace {
+constexpr double kForget = 0.98;  // weight of the old sums of the tree-time line per new pass
+}
+
+double AutoCostModel::smooth(double old, double x, int n) const {
+  // The plain mean over the first rounds, then a running average that follows the machine.
+  const double w = std::max(opt_.smoothing, 1.0 / n);
+  return old + w * (x - old);
+}
+
+double AutoCostModel::Acceptance::k() const {
+  // A prior of one round at k = 1 keeps the first estimates sane.
+  return (realised + 1.0) / (guessed + 1.0);
+}
+
+double AutoCostModel::tree_ms(int rows) const {
+  if (opt_.fixed_costs) return opt_.fixed_tree_a + opt_.fixed_tree_b * rows;
+  if (s0_ <= 0) return root_ms_ * (1.0 + rows / 16.0);  // nothing measured: a guess from the root pass
+  const double mean_x = s1_ / s0_, mean_y = sy_ / s0_;
+  const double var = s2_ / s0_ - mean_x * mean_x;
+  double slope = var > 1e-9 ? (sxy_ / s0_ - mean_x * mean_y) / var : mean_y / std::max(mean_x, 1.0) / 4;
+  slope = std::max(slope, 0.0);
+  return std::max(mean_y + slope * (rows - mean_x), 0.0);
+}
+
+double AutoCostModel::speculative_base_ms() const { return opt_.fixed_costs ? opt_.fixed_base : base_ms_; }
+
+double AutoCostModel::ar_ms() const {
+  if (opt_.fixed_costs) return opt_.fixed_ar;
+  return ar_n_ > 0 ? ar_ms_ : root_ms_;
+}
+
+void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
+  if (r.root_end_ns > r.root_start_ns)
+    root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_);
+  const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
+  if (wall_ms > 0) base_ms_ = smooth(base_ms_, std::max(wall_ms - tree, 0.0), ++base_n_);
+  if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
+    const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
+    s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
+    sy_ = sy_ * kForget + tree, sxy_ = sxy_ * kForget + x * tree;
+  }
+}
+
+void AutoCostModel::add_ar(double wall_ms) {
+  if (wall_ms > 0) ar_ms_ = smooth(ar_ms_, wall_ms, ++ar_n_);
+}
+
+AutoController::AutoController(AutoCostModel& costs, double temperature)
+    : costs_(costs), acc_(costs.acceptance(temperature)), gap_(costs.options().first_probe_gap) {
+  // Start where earlier requests at this temperature left off: speculation that lost to a
+  // measured ar is tried again after the first gap, not at once.
+  if (costs_.measured_ar() && acc_.speculative_rate > 0 &&
+      acc_.speculative_rate < (1 - costs_.options().margin) / costs_.ar_ms())
+    speculate_ = false;
+}
+
+double AutoController::now_ms() const { return monotonic_ns() / 1e6; }
+
+int AutoController::choose_budget(const SelectionInputs& in) {
+  const Pool& pool = *in.pool;
+  const double k = acc_.k();
+  // D_B(y) for every first-level y and every candidate B: prefix sums of the draft's path
+  // probabilities below y over its descendants in draft order (pool.h ranked_descendants).
+  std::vector<int> firsts = level_one(pool);
+  std::vector<std::vector<double>> below(firsts.size());  // [level one][descendants kept]
+  double in_level_one = 0;
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    const int y = firsts[i];
+    in_level_one += in.root_probs[pool.token[y]];
+    double s = 0;
+    below[i].push_back(0.0);
+    for (int u : ranked_descendants(pool, y)) {
+      s += std::exp(pool.cum_logq[u] - pool.cum_logq[y]);
+      below[i].push_back(s);
+    }
+  }
+  const double skip = std::max(0.0, 1.0 - in_level_one);
+  double best_rate = -1;
+  int best = 1;
+  for (int b : costs_.options().budgets) {
+    if (b > in.budget) break;
+    double tokens = skip;
+    for (size_t i = 0; i < firsts.size(); ++i) {
+      const double d = below[i][std::min<size_t>(b - 1, below[i].size() - 1)];
+      tokens += in.root_probs[pool.token[firsts[i]]] * (2.0 + k * d);
+    }
+    const double ms = costs_.speculative_base_ms() + (1.0 - skip) * costs_.tree_ms(b);
+    const double rate = tokens / std::max(ms, 1e-6);
+    if (rate > best_rate * (1 + 1e-9)) best_rate = rate, best = b;
+  }
+  budget_ = best;
+  guess_below_.clear();
+  for (size_t i = 0; i < firsts.size(); ++i)
+    guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
+  return best;
+}
+
+void AutoController::observe(const RoundRecord& r, int32_t first_token) {
+  const AutoOptions& o = costs_.options();
+  const int64_t now = monotonic_ns();
+  double wall = last_ns_ ? (now - last_ns_) / 1e6 : 0.0;  // the request's first round: unknown
+  last_ns_ = now;
+  if (speculate_) {
+    ++spec_rounds_;
+    if (o.fixed_costs)
+      wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
+    if (wall > 0) {
+      costs_.add_speculative(r, wall);
+      const double rate = r.emitted / wall;
+      acc_.speculative_rate = acc_.speculative_rate > 0
+                                  ? acc_.speculative_rate + o.smoothing * (rate - acc_.speculative_rate)
+                                  : rate;
+    }
+    if (r.first_drawn && !r.tree_pass_skipped) {
+      const auto g = guess_below_.find(first_token);
+      if (g != guess_below_.end()) {
+        acc_.realised = acc_.realised * kForget + std::max(r.accepted - 1, 0);
+        acc_.guessed = acc_.guessed * kForget + g->second;
+      }
+    }
+  } else {
+    ++ar_rounds_;
+    if (o.fixed_costs) wall = costs_.ar_ms();
+    costs_.add_ar(wall);
+  }
+  ++in_mode_;
+  // The next round's mode: speculation stays while its measured rate beats ar's (ar's time
+  // is the root pass's until ar has run); ar stays for gap_ rounds, then speculation is tried
+  // for probe_rounds, and the gap doubles each time it loses again.
+  const double ar_rate = 1.0 / std::max(costs_.ar_ms(), 1e-9);
+  const bool losing = acc_.speculative_rate > 0 && acc_.speculative_rate < (1 - o.margin) * ar_rate;
+  if (speculate_) {
+    if (in_mode_ >= std::max(o.min_speculative, o.probe_rounds) && losing) {
+      speculate_ = false;
+      in_mode_ = 0;
+    } else if (!losing) {
+      gap_ = o.first_probe_gap;
+    }
+  } else if (in_mode_ >= gap_) {
+    speculate_ = true;
+    in_mode_ = 0;
+    gap_ = std::min(gap_ * 2, o.max_probe_gap);
+  }
+}
+
+}  // namespace rootspec

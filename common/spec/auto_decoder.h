@@ -1,0 +1,120 @@
+// The decoder `auto` (issue 19): per round, the budget B of root-draw selection that maximises
+// expected tokens per second, or plain decoding (ar) for the next rounds when speculation does
+// not pay on this machine and pair, at this temperature.
+//
+// Exactness (paper 000 §3): the output stays exact when the tree depends only on the emitted
+// history, the pool, the root row and past rounds, and verification is exact given the tree.
+// Every choice here reads only those: the budget is chosen from the pool, the root row and the
+// costs and acceptance of past rounds, before the round's first draw; the switch between ar and
+// speculation is decided at the end of a round from that round's record and earlier ones, for
+// the rounds after it. The law tests run `auto` like every fixed rule (tests/core).
+//
+// The model:
+//   expected emitted tokens of root-draw at B (from the pool and the root row, before the tree
+//   pass):  E(B) = s + Σ_{y ∈ level one} p(y) · (2 + k · D_B(y)),
+//   where s is the probability that the draw leaves level one (one token, no tree pass),
+//   D_B(y) = Σ over y's B − 1 best-ranked descendants u of Π q along y → u (the draft's guess of
+//   V below y), and k a calibration factor learnt from past rounds (realised accepted tokens
+//   below y over the guess: draft probabilities are untempered, and at T = 0 acceptance is an
+//   argmax match, not q);
+//   a speculative round's time: base + (1 − s) · tree(B rows), tree(n) = a + b·n fitted to the
+//   measured tree passes, base the rest of a round (root pass, pool wait, selection,
+//   verification, commit, streaming) as measured;
+//   an ar round's time: measured (its passes may use the drafter's idle core), or before any
+//   measurement the root pass's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "round.h"
+#include "selection.h"
+
+namespace rootspec {
+
+struct AutoOptions {
+  std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
+  double smoothing = 0.1;   // weight of a new measurement in the running averages
+  int min_speculative = 4;  // speculative rounds before ar is considered
+  int first_probe_gap = 8;  // ar rounds before speculation is tried again (doubling while it
+  int max_probe_gap = 512;  // keeps losing, up to this)
+  int probe_rounds = 4;     // speculative rounds of one try
+  double margin = 0.02;     // speculation must lose by this fraction before ar takes over
+  // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
+  // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
+  // (no tree pass: fixed_base) and an ar round fixed_ar.
+  bool fixed_costs = false;
+  double fixed_base = 0, fixed_tree_a = 0, fixed_tree_b = 0, fixed_ar = 0;
+};
+
+// What one machine and pair cost, kept up to date as requests run (the target keeps one for its
+// life), and what acceptance looked like at each temperature.
+class AutoCostModel {
+ public:
+  explicit AutoCostModel(AutoOptions options = {}) : opt_(options) {}
+  const AutoOptions& options() const { return opt_; }
+
+  double tree_ms(int rows) const;      // a tree pass of `rows` rows (anchor included)
+  double speculative_base_ms() const;  // a speculative round without its tree pass
+  double ar_ms() const;                // a round of plain decoding
+  bool measured_ar() const { return ar_n_ > 0; }
+
+  // One finished round: its record and its wall time (from the previous round's end).
+  void add_speculative(const RoundRecord& r, double wall_ms);
+  void add_ar(double wall_ms);
+
+  // Per temperature: the calibration k and the running rate of speculative rounds.
+  struct Acceptance {
+    double realised = 0, guessed = 0;  // running sums (forgetting) of accepted-below-y and D_B(y)
+    double speculative_rate = 0;       // tokens per ms of speculative rounds (0: none yet)
+    double k() const;
+  };
+  Acceptance& acceptance(double temperature) {
+    return acceptance_[static_cast<int>(temperature * 100 + 0.5)];
+  }
+
+ private:
+  double smooth(double old, double x, int n) const;
+
+  AutoOptions opt_;
+  double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;
+  int root_n_ = 0, base_n_ = 0, ar_n_ = 0;
+  // tree pass time against rows: running sums of a weighted least-squares line
+  double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
+  std::map<int, Acceptance> acceptance_;
+};
+
+// One request's `auto` decoder over a shared cost model.
+class AutoController {
+ public:
+  AutoController(AutoCostModel& costs, double temperature);
+
+  // Whether the next round speculates (else: ar).
+  bool speculate() const { return speculate_; }
+  // A speculative round, its pool and root row in `in` (budget = the request's B, the most this
+  // may choose): the budget of its root-draw tree.
+  int choose_budget(const SelectionInputs& in);
+  // The round is over (before the drafter is told): learn from it and decide the next round.
+  // `first_token` is the round's draw y (−1 for ar).
+  void observe(const RoundRecord& record, int32_t first_token);
+
+  int chosen_budget() const { return budget_; }
+  int speculative_rounds() const { return spec_rounds_; }
+  int ar_rounds() const { return ar_rounds_; }
+
+ private:
+  double now_ms() const;
+
+  AutoCostModel& costs_;
+  AutoCostModel::Acceptance& acc_;
+  bool speculate_ = true;
+  int budget_ = 0;
+  std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
+  int64_t last_ns_ = 0;                    // the previous round's end
+  int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
+  int in_mode_ = 0;                        // rounds since the last switch
+  int gap_;                                // ar rounds before the next try
+};
+
+}  // namespace rootspec

@@ -1,0 +1,142 @@
+// Decoder `auto` (common/spec/auto_decoder.h): its budget choice on a hand-computed pool, the
+// switch to plain decoding and back, the tree-time fit, and that over table models it really
+// uses both modes and several budgets (its exactness is in test_exactness.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "auto_decoder.h"
+#include "table_decode.h"
+
+namespace rootspec {
+namespace {
+
+AutoOptions fixed(double base, double a, double b, double ar) {
+  AutoOptions o;
+  o.fixed_costs = true;
+  o.fixed_base = base, o.fixed_tree_a = a, o.fixed_tree_b = b, o.fixed_ar = ar;
+  o.budgets = {1, 2, 3, 4};
+  o.min_speculative = 2, o.probe_rounds = 2, o.first_probe_gap = 3, o.max_probe_gap = 12;
+  return o;
+}
+
+// Root row p = [.7, .2, .1]; pool: a (token 0, q .8), b (token 1, q .2); below a: a0 (q .5),
+// a1 (q .25); below a0: a00 (q .5). Draft path probabilities below a: a0 .5, a00 .25, a1 .25.
+struct HandPool {
+  Pool pool;
+  std::vector<float> root = {0.7f, 0.2f, 0.1f};
+  HandPool() {
+    const int a = pool.add(0, kRoot, std::log(0.8));
+    pool.add(1, kRoot, std::log(0.2));
+    const int a0 = pool.add(2, a, std::log(0.5));
+    pool.add(1, a, std::log(0.25));
+    pool.add(0, a0, std::log(0.5));
+  }
+  SelectionInputs inputs(int budget) {
+    SelectionInputs in;
+    in.pool = &pool;
+    in.budget = budget;
+    in.vocab = 3;
+    in.root_probs = root.data();
+    return in;
+  }
+};
+
+TEST(AutoDecoder, ChoosesTheBudgetOfTheHighestExpectedRate) {
+  // k = 1 (no past rounds); skip = .1. E(B) = .1 + .7 (2 + D_B(a)) + .2 · 2:
+  //   D: B1 0, B2 .5, B3 .75, B4 1.0 → E = 1.9, 2.25, 2.425, 2.6
+  // time = 1 + .9 (a + b·B); with a = .2, b = .3: 1.45, 1.72, 1.99, 2.26 → rates
+  //   1.310, 1.308, 1.219, 1.150: B = 1. With b = .05: 1.225 … 1.36 → rates 1.551, 1.772,
+  //   1.844, 1.912: B = 4.
+  HandPool h;
+  AutoCostModel dear(fixed(1.0, 0.2, 0.3, 10.0));
+  AutoController c1(dear, 1.0);
+  EXPECT_EQ(c1.choose_budget(h.inputs(4)), 1);
+  AutoCostModel cheap(fixed(1.0, 0.2, 0.05, 10.0));
+  AutoController c2(cheap, 1.0);
+  EXPECT_EQ(c2.choose_budget(h.inputs(4)), 4);
+  EXPECT_EQ(c2.choose_budget(h.inputs(3)), 3);  // never above the request's B
+}
+
+RoundRecord speculative_round(int emitted, int tree_nodes) {
+  RoundRecord r;
+  r.first_drawn = true;
+  r.emitted = emitted;
+  r.accepted = emitted - 1;
+  r.tree_nodes = tree_nodes;
+  return r;
+}
+
+TEST(AutoDecoder, SwitchesToPlainDecodingWhenItIsFasterAndTriesAgainLater) {
+  // A speculative round emits 2 tokens in 1 + .2 + .05·4 = 1.4 ms; ar makes one in .5 ms.
+  AutoCostModel costs(fixed(1.0, 0.2, 0.05, 0.5));
+  AutoController c(costs, 1.0);
+  ASSERT_TRUE(c.speculate());
+  c.observe(speculative_round(2, 3), 0);
+  EXPECT_TRUE(c.speculate());  // min_speculative = 2
+  c.observe(speculative_round(2, 3), 0);
+  ASSERT_FALSE(c.speculate());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(c.speculate()) << "ar round " << i;
+    c.observe(RoundRecord{}, -1);
+  }
+  EXPECT_TRUE(c.speculate());  // the try after first_probe_gap = 3 rounds
+  c.observe(speculative_round(2, 3), 0);
+  c.observe(speculative_round(2, 3), 0);
+  EXPECT_FALSE(c.speculate());
+  for (int i = 0; i < 6; ++i) c.observe(RoundRecord{}, -1);  // the gap doubled
+  EXPECT_TRUE(c.speculate());
+  // A later request at the same temperature starts with ar: speculation lost there.
+  EXPECT_FALSE(AutoController(costs, 1.0).speculate());
+  EXPECT_TRUE(AutoController(costs, 0.0).speculate());
+}
+
+TEST(AutoDecoder, StaysSpeculativeWhileItWins) {
+  AutoCostModel costs(fixed(1.0, 0.2, 0.05, 0.5));
+  AutoController c(costs, 0.0);
+  for (int i = 0; i < 20; ++i) {
+    c.observe(speculative_round(5, 3), 0);  // 5 tokens in 1.4 ms beat 2 per ms
+    EXPECT_TRUE(c.speculate()) << i;
+  }
+}
+
+TEST(AutoDecoder, TreePassTimeIsFittedToTheMeasuredPasses) {
+  AutoCostModel costs;
+  for (int i = 0; i < 10; ++i) {
+    RoundRecord r = speculative_round(3, 4);  // 5 rows: 1.0 ms
+    r.tree_pass_ns = 1000000;
+    costs.add_speculative(r, 2.0);
+    r.tree_nodes = 8;  // 9 rows: 1.4 ms
+    r.tree_pass_ns = 1400000;
+    costs.add_speculative(r, 2.4);
+  }
+  EXPECT_NEAR(costs.tree_ms(13), 1.8, 1e-6);
+  EXPECT_NEAR(costs.tree_ms(1), 0.6, 1e-6);
+  EXPECT_NEAR(costs.speculative_base_ms(), 1.0, 1e-6);
+}
+
+TEST(AutoDecoder, OnTableModelsUsesBothModesAndSeveralBudgets) {
+  const TableModel model = TableModel::random(5, 2, 20261129, 2.0, 0.5);
+  RequestOptions o;
+  o.auto_rule = true;
+  o.temperature = 1.0;
+  o.budget = 8;
+  Rng rng(3);
+  std::vector<RoundRecord> records;
+  table_decode(model, o, PoolShape{3, 4, 3}, 400, rng, &records);
+  int plain = 0;
+  std::set<int> budgets;
+  for (const RoundRecord& r : records) {
+    if (r.pool_nodes == 0)
+      ++plain;
+    else
+      budgets.insert(r.budget);
+  }
+  EXPECT_GT(plain, 10);
+  EXPECT_LT(plain, static_cast<int>(records.size()) - 10);
+  EXPECT_GE(budgets.size(), 2u);
+}
+
+}  // namespace
+}  // namespace rootspec
