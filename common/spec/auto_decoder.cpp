@@ -57,9 +57,10 @@ void AutoCostModel::add_ar(double wall_ms) {
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature)
-    : costs_(costs), acc_(costs.acceptance(temperature)), gap_(costs.options().first_probe_gap) {
+    : costs_(costs), acc_(costs.acceptance(temperature)) {
+  if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
   // Start where earlier requests at this temperature left off: speculation that lost to a
-  // measured ar is tried again after the first gap, not at once.
+  // measured ar is tried again after the gap reached there, not at once.
   if (costs_.measured_ar() && acc_.speculative_rate > 0 &&
       acc_.speculative_rate < (1 - costs_.options().margin) / costs_.ar_ms())
     speculate_ = false;
@@ -136,7 +137,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   }
   ++in_mode_;
   // The next round's mode: speculation stays while its measured rate beats ar's (ar's time
-  // is the root pass's until ar has run); ar stays for gap_ rounds, then speculation is tried
+  // is the root pass's until ar has run); ar stays for probe_gap rounds, then speculation is tried
   // for probe_rounds, and the gap doubles each time it loses again.
   const double ar_rate = 1.0 / std::max(costs_.ar_ms(), 1e-9);
   const bool losing = acc_.speculative_rate > 0 && acc_.speculative_rate < (1 - o.margin) * ar_rate;
@@ -145,12 +146,12 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       speculate_ = false;
       in_mode_ = 0;
     } else if (!losing) {
-      gap_ = o.first_probe_gap;
+      acc_.probe_gap = o.first_probe_gap;
     }
-  } else if (in_mode_ >= gap_) {
+  } else if (in_mode_ >= acc_.probe_gap) {
     speculate_ = true;
     in_mode_ = 0;
-    gap_ = std::min(gap_ * 2, o.max_probe_gap);
+    acc_.probe_gap = std::min(acc_.probe_gap * 2, o.max_probe_gap);
   }
 }
 

@@ -37,9 +37,9 @@ struct AutoOptions {
   std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
   double smoothing = 0.1;   // weight of a new measurement in the running averages
   int min_speculative = 4;  // speculative rounds before ar is considered
-  int first_probe_gap = 8;  // ar rounds before speculation is tried again (doubling while it
-  int max_probe_gap = 512;  // keeps losing, up to this)
-  int probe_rounds = 4;     // speculative rounds of one try
+  int first_probe_gap = 8;  // ar rounds before speculation is tried again (doubling, across
+  int max_probe_gap = 512;  // requests at the temperature, while it keeps losing, up to this)
+  int probe_rounds = 3;     // speculative rounds of one try
   double margin = 0.02;     // speculation must lose by this fraction before ar takes over
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
@@ -68,6 +68,7 @@ class AutoCostModel {
   struct Acceptance {
     double realised = 0, guessed = 0;  // running sums (forgetting) of accepted-below-y and D_B(y)
     double speculative_rate = 0;       // tokens per ms of speculative rounds (0: none yet)
+    int probe_gap = 0;                 // ar rounds before speculation is tried again (0: the first gap)
     double k() const;
   };
   Acceptance& acceptance(double temperature) {
@@ -114,7 +115,6 @@ class AutoController {
   int64_t last_ns_ = 0;                    // the previous round's end
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // rounds since the last switch
-  int gap_;                                // ar rounds before the next try
 };
 
 }  // namespace rootspec

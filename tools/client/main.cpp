@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   app.add_flag("--raw", g.raw, "send the text without the chat template");
   app.add_option("--max-new-tokens", g.max_new_tokens, "default: the server's");
   app.add_option("--temperature", g.temperature, "0 = greedy; default: the server's");
-  app.add_option("--rule", g.rule, "ar|draft|root|root-draw|pearl|pearl-top1; default: the server's");
+  app.add_option("--rule", g.rule, "ar|auto|draft|root|root-draw|pearl|pearl-top1; default: the server's");
   app.add_option("--verifier", g.verifier, "greedy|residual|predraw|tev|rheo; default: the server's");
   app.add_option("--budget", g.budget, "B; default: the server's");
   app.add_option("--seed", g.seed, "generator seed")->capture_default_str();

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.add_option("--drafter", drafter_dir, "drafter model folder (needed by every rule but ar)");
   app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated")->required();
   app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate")->capture_default_str();
-  app.add_option("--rule", rule, "ar | draft | root | root-draw | pearl | pearl-top1")->capture_default_str();
+  app.add_option("--rule", rule, "ar | auto | draft | root | root-draw | pearl | pearl-top1")->capture_default_str();
   app.add_option("--verifier", verifier, "greedy | residual | predraw | tev | rheo")->capture_default_str();
   app.add_option("--budget", o.budget, "B: most tree nodes per round")->capture_default_str();
   app.add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
