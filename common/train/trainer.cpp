@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "exit_loss.h"
 #include "model_runtime.h"
+#include "objectives.h"
 #include "random_model.h"
 #include "schedule.h"
 #include "train_model.h"
@@ -47,11 +48,17 @@ double bits_per_byte(const TrainModel& model, const ByteCorpus& corpus, int64_t 
   return count ? nats / count / std::log(2.0) : 0.0;
 }
 
-torch::Tensor next_token_loss(const TrainModel& model, const torch::Tensor& x) {
-  const int64_t seq = x.size(1) - 1;
-  auto logits = model.forward(x.narrow(1, 0, seq));  // [b, seq, vocab]
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              x.narrow(1, 1, seq).reshape({-1}));
+// Mean KL(p_target ‖ q_drafter) per position over the held-out windows of seq tokens, in nats.
+double heldout_kl(const TrainModel& target, const TrainModel& drafter, const ByteCorpus& corpus, int64_t seq,
+                  int64_t windows) {
+  torch::NoGradGuard no_grad;
+  auto w = corpus.heldout_windows(seq, windows);  // [w, seq]
+  double sum = 0.0;
+  for (int64_t i = 0; i < w.size(0); i += 8) {
+    auto x = w.narrow(0, i, std::min<int64_t>(8, w.size(0) - i));  // [b, seq]
+    sum += distill_kl(target, drafter, x).item<double>() * static_cast<double>(x.size(0));
+  }
+  return w.size(0) ? sum / static_cast<double>(w.size(0)) : 0.0;
 }
 
 std::string hms(double s) {
@@ -230,16 +237,9 @@ TrainResult run_distill(const LoopOptions& o, const ModelShape& shape, const std
   if (!o.quiet)
     std::fprintf(stderr, "[distill] drafter %lld parameters, target %lld\n",
                  (long long)model.parameter_count(), (long long)teacher.parameter_count());
-  // KL(p_target ‖ q_drafter) = Σ_x p(x) (log p(x) − log q(x)), mean over the batch's positions.
+  // KL(p_target ‖ q_drafter), mean over the batch's positions (objectives.h).
   auto loss = [&](int64_t step) {
-    auto x = corpus.batch(o.seed, step, o.batch, o.seq + 1).narrow(1, 0, o.seq);  // [b, seq]
-    torch::Tensor logp;
-    {
-      torch::NoGradGuard no_grad;
-      logp = torch::log_softmax(teacher.forward(x), -1);  // [b, seq, vocab]
-    }
-    auto logq = torch::log_softmax(model.forward(x), -1);  // [b, seq, vocab]
-    return (logp.exp() * (logp - logq)).sum(-1).mean();
+    return distill_kl(teacher, model, corpus.batch(o.seed, step, o.batch, o.seq + 1).narrow(1, 0, o.seq));
   };
   auto eval = [&]() { return nlohmann::json{{"bpb", bits_per_byte(model, corpus, o.seq, o.eval_windows)}}; };
   nlohmann::json info = {
@@ -247,53 +247,91 @@ TrainResult run_distill(const LoopOptions& o, const ModelShape& shape, const std
   return train_loop("distill", o, model, loss, eval, tokenizer_keys_of(target_dir), info);
 }
 
+ExitMode exit_mode(const ExitOptions& e) {
+  std::vector<std::string> chosen;
+  if (e.token_only) chosen.push_back("--token-only");
+  if (e.prefix_weighted) chosen.push_back("--prefix-weighted");
+  if (e.kl_only) chosen.push_back("--kl-only");
+  if (e.mixed_lambda) chosen.push_back("--mixed-lambda");
+  if (chosen.size() > 1) {
+    std::string names = chosen[0];
+    for (size_t i = 1; i < chosen.size(); ++i) names += " and " + chosen[i];
+    throw std::runtime_error(names +
+                             " exclude each other: choose one objective (none: the exit-weighted loss)");
+  }
+  if (e.mixed_lambda && (!(*e.mixed_lambda >= 0.0) || !std::isfinite(*e.mixed_lambda)))
+    throw std::runtime_error("--mixed-lambda must be finite and ≥ 0");
+  if (e.token_only) return ExitMode::TokenOnly;
+  if (e.prefix_weighted) return ExitMode::PrefixWeighted;
+  if (e.kl_only) return ExitMode::KlOnly;
+  return e.mixed_lambda ? ExitMode::Mixed : ExitMode::Exit;
+}
+
+const char* exit_mode_name(ExitMode m) {
+  switch (m) {
+    case ExitMode::TokenOnly:
+      return "token-only";
+    case ExitMode::PrefixWeighted:
+      return "prefix-weighted";
+    case ExitMode::KlOnly:
+      return "kl-only";
+    case ExitMode::Mixed:
+      return "mixed";
+    case ExitMode::Exit:
+      break;
+  }
+  return "exittrain";
+}
+
 TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
-  TrainModel model(e.drafter_dir);
-  ByteCorpus corpus(o.corpus, o.seq + 1);
+  const ExitMode mode = exit_mode(e);  // before any loading: a flag clash fails at once
   if (e.budget < 1) throw std::runtime_error("--budget must be ≥ 1");
+  TrainModel model(e.drafter_dir);
+  TrainModel teacher(e.target_dir);  // the KL term's target rows, batched with gradients off
+  teacher.set_requires_grad(false);
+  ByteCorpus corpus(o.corpus, o.seq + 1);
   RuntimeOptions ro;
   ro.max_context = static_cast<int>(o.seq) + 8;
   ro.max_tree = std::max(e.budget, 1);
-  ModelRuntime target(e.target_dir, ro);
+  ModelRuntime target(e.target_dir, ro);  // scores the realised trees (exit law)
   PoolShape shape;
   shape.top_k = e.top_k;
   shape.depth = e.depth;
   shape.expand = e.expand;
-  auto context_of = [&](const torch::Tensor& row, int64_t len) {
-    std::vector<int32_t> c(len);
-    for (int64_t i = 0; i < len; ++i) c[i] = static_cast<int32_t>(row[i].item<int64_t>());
-    return c;
-  };
-  if (e.token_only && e.prefix_weighted)
-    throw std::runtime_error("--token-only and --prefix-weighted exclude each other");
-  const char* what = e.token_only ? "token-only" : e.prefix_weighted ? "prefix-weighted" : "exittrain";
-  // All arms read the same windows: exit training and the prefix-weighted control use the first
-  // seq tokens as the context c, the token-only control (paper 003 §6.2) the plain next-token
-  // loss over the whole window.
+  const char* what = exit_mode_name(mode);
+  // All arms read the same windows x [b, seq + 1]. The tree-weighted losses, the KL term and
+  // the mixed objective use the first seq tokens as the contexts (the KL term at every prefix
+  // of them, the trees below the whole); the token-only control (paper 003 §6.2) takes the
+  // plain next-token loss over the whole window.
   auto loss = [&](int64_t step) {
     auto x = corpus.batch(o.seed, step, o.batch, o.seq + 1);  // [b, seq + 1]
-    if (e.token_only) return next_token_loss(model, x);
-    torch::Tensor total = torch::zeros({}, torch::kFloat32);
-    for (int64_t b = 0; b < o.batch; ++b) {
-      auto ex = build_exit_example(model, target, context_of(x[b], o.seq), shape, e.budget, e.temperature);
-      total = total + (e.prefix_weighted ? prefix_weighted_loss(model, ex) : exit_loss(model, ex));
-    }
-    return total / double(o.batch);
+    if (mode == ExitMode::TokenOnly) return next_token_loss(model, x);
+    auto c = x.narrow(1, 0, o.seq);  // [b, seq]
+    if (mode == ExitMode::KlOnly) return distill_kl(teacher, model, c);
+    auto ex = build_exit_examples(model, target, c, shape, e.budget, e.temperature);
+    if (mode == ExitMode::Mixed) return mixed_loss(teacher, model, c, ex, *e.mixed_lambda);
+    return mean_tree_loss(model, ex, mode == ExitMode::PrefixWeighted);
   };
-  // Held-out: the drafter's bits per byte, and V(T) (expected accepted draft tokens per round,
-  // paper 003 Theorem 1) of its realised trees on the first held-out contexts.
+  // Held-out: the drafter's bits per byte, its KL to the target (nats per position), and V(T)
+  // (expected accepted draft tokens per round, paper 003 Theorem 1) of its realised trees on
+  // the first held-out contexts.
   auto eval = [&]() {
     const double bpb = bits_per_byte(model, corpus, o.seq, o.eval_windows);
+    const double kl = heldout_kl(teacher, model, corpus, o.seq, o.eval_windows);
     auto w = corpus.heldout_windows(o.seq, std::min<int64_t>(16, o.eval_windows));  // [k, seq]
     double vt = 0.0;
-    for (int64_t i = 0; i < w.size(0); ++i)
-      vt +=
-          build_exit_example(model, target, context_of(w[i], o.seq), shape, e.budget, e.temperature).accepted;
-    return nlohmann::json{{"bpb", bpb}, {"v_t", w.size(0) ? vt / w.size(0) : 0.0}};
+    for (const auto& c : contexts_of(w))
+      vt += build_exit_example(model, target, c, shape, e.budget, e.temperature).accepted;
+    return nlohmann::json{{"bpb", bpb}, {"kl", kl}, {"v_t", w.size(0) ? vt / w.size(0) : 0.0}};
   };
   nlohmann::json info = {
-      {"mode", what},        {"target", e.target_dir},       {"drafter", e.drafter_dir},
-      {"budget", e.budget},  {"temperature", e.temperature}, {"pool", {e.top_k, e.depth, e.expand}},
+      {"mode", what},
+      {"mixed_lambda", e.mixed_lambda ? nlohmann::json(*e.mixed_lambda) : nlohmann::json()},
+      {"target", e.target_dir},
+      {"drafter", e.drafter_dir},
+      {"budget", e.budget},
+      {"temperature", e.temperature},
+      {"pool", {e.top_k, e.depth, e.expand}},
       {"loop", loop_json(o)}};
   return train_loop(what, o, model, loss, eval, tokenizer_keys_of(e.drafter_dir), info);
 }

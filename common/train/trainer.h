@@ -1,14 +1,17 @@
 // The three trainings of rootspec-train (issue 7), torch-free entry points:
 //   pretrain   — a byte-level Llama-family target, next-token cross-entropy;
 //   distill    — a smaller drafter, KL(target ‖ drafter) on the same corpus windows;
-//   exittrain  — drafter fine-tuning with the exit-weighted loss of paper 003 §5, or (token_only)
-//                the plain next-token control of paper 003 §6.2 on the same contexts and steps.
+//   exittrain  — drafter fine-tuning with the exit-weighted loss of paper 003 §5, its controls
+//                (token-only and prefix-weighted, paper 003 §6.2), the mixed objective
+//                KL(target ‖ drafter) + λ · exit of issue 18 or its KL-only control, all on the
+//                same contexts and steps.
 // All share one loop: AdamW, warmup + cosine (schedule.h), gradient clipping, periodic held-out
 // evaluation in bits per byte, atomic checkpoints (checkpoint.h), exact resume, and a progress
 // line with loss and ETA on stderr.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,7 +66,19 @@ struct ExitOptions {
   double temperature = 1.0;                // target rows for the exit law (0 = greedy)
   bool token_only = false;                 // paper 003 §6.2 control: plain next-token loss
   bool prefix_weighted = false;            // paper 003 §6.2 control: P(v) instead of w(v)
+  bool kl_only = false;                    // issue 18 control: KL(target ‖ drafter) alone
+  std::optional<double> mixed_lambda;      // issue 18: KL + λ · exit (set = mixed objective)
 };
+
+// The objective an ExitOptions selects. At most one of token_only, prefix_weighted, kl_only and
+// mixed_lambda may be set (none: the pure exit-weighted loss of paper 003 §5).
+enum class ExitMode { Exit, TokenOnly, PrefixWeighted, KlOnly, Mixed };
+
+// Throws, naming the flags, if more than one objective is chosen or λ is negative or not finite.
+ExitMode exit_mode(const ExitOptions& exit);
+// "exittrain", "token-only", "prefix-weighted", "kl-only" or "mixed": the progress line's and
+// the checkpoint's name of the mode.
+const char* exit_mode_name(ExitMode mode);
 
 // loop.seq is the context length of each training context; loop.batch contexts per step.
 TrainResult run_exittrain(const LoopOptions& loop, const ExitOptions& exit);

@@ -7,6 +7,7 @@
 #include "analytics.h"
 #include "byte_corpus.h"
 #include "exit_loss.h"
+#include "objectives.h"
 #include "rows.h"
 #include "selection.h"
 #include "train_model.h"
@@ -43,30 +44,22 @@ std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target,
   return out;
 }
 
-namespace {
-
-struct Interval {
-  double mean = 0, lo = 0, hi = 0;
-};
-
-// Mean and normal 95% interval over independent contexts.
 Interval mean_interval(const std::vector<double>& x) {
   const double n = static_cast<double>(x.size());
   double s = 0, ss = 0;
   for (double v : x) s += v;
-  const double m = s / n;
+  const double m = n > 0 ? s / n : 0.0;
   for (double v : x) ss += (v - m) * (v - m);
   const double half = x.size() > 1 ? 1.959964 * std::sqrt(ss / (n - 1) / n) : 0.0;
   return {m, m - half, m + half};
 }
-
-}  // namespace
 
 nlohmann::json evaluate_tree_values(const TreeValueOptions& o) {
   if (o.drafter_dirs.empty()) throw std::runtime_error("tree values: at least one --drafter");
   if (o.budgets.empty() || o.temperatures.empty())
     throw std::runtime_error("tree values: no budget or temperature");
   if (o.contexts < 2) throw std::runtime_error("--contexts must be ≥ 2");
+  if (o.skip < 0) throw std::runtime_error("--skip must be ≥ 0");
   for (int b : o.budgets)
     if (b < 1 || b > kMaxTreeBucket)
       throw std::runtime_error("--budget must be in 1.." + std::to_string(kMaxTreeBucket));
@@ -78,15 +71,12 @@ nlohmann::json evaluate_tree_values(const TreeValueOptions& o) {
   ro.max_tree = *std::max_element(o.budgets.begin(), o.budgets.end());
   ModelRuntime target(o.target_dir, ro);
   ByteCorpus corpus(o.corpus, o.seq + 1);
-  auto windows = corpus.heldout_windows(o.seq, o.contexts);  // [n, seq]
-  const int64_t n = windows.size(0);
+  auto windows = corpus.heldout_windows(o.seq, o.skip + o.contexts);  // [skip + n, seq]
+  const int64_t skip = std::min(o.skip, windows.size(0));
+  windows = windows.narrow(0, skip, windows.size(0) - skip);  // [n, seq]
+  const auto contexts = contexts_of(windows);                 // [n] of [seq]
+  const int64_t n = static_cast<int64_t>(contexts.size());
   if (n < 2) throw std::runtime_error("the held-out split has fewer than 2 windows of --seq tokens");
-  std::vector<std::vector<int32_t>> contexts(n);
-  for (int64_t i = 0; i < n; ++i) {
-    auto w = windows[i].contiguous();
-    const int64_t* p = w.data_ptr<int64_t>();
-    contexts[i].assign(p, p + o.seq);
-  }
   const size_t cells = o.budgets.size() * o.temperatures.size();
   // values[d][cell][context]
   std::vector<std::vector<std::vector<double>>> values(o.drafter_dirs.size(),
@@ -119,6 +109,7 @@ nlohmann::json evaluate_tree_values(const TreeValueOptions& o) {
                            {"diff_hi", dm.hi}});
       }
   return {{"contexts", n},
+          {"skip", o.skip},
           {"seq", o.seq},
           {"target", o.target_dir},
           {"pool", {{"top_k", o.shape.top_k}, {"depth", o.shape.depth}, {"expand", o.shape.expand}}},

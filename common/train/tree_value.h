@@ -26,12 +26,19 @@ std::vector<double> tree_values(const TrainModel& drafter, ModelRuntime& target,
                                 const std::vector<int32_t>& context, const PoolShape& shape,
                                 const std::vector<int>& budgets, const std::vector<double>& temperatures);
 
+// Mean and normal 95% interval over independent contexts (mean ± 1.96 · s / √n).
+struct Interval {
+  double mean = 0, lo = 0, hi = 0;
+};
+Interval mean_interval(const std::vector<double>& x);
+
 struct TreeValueOptions {
   std::string target_dir;
   std::vector<std::string> drafter_dirs;  // the first is the baseline of the paired differences
   std::vector<std::string> corpus;
   int64_t seq = 128;       // context length
-  int64_t contexts = 200;  // held-out contexts (the first ones of the split)
+  int64_t contexts = 200;  // held-out contexts (the first ones of the split after `skip`)
+  int64_t skip = 0;        // held-out contexts passed over first: a set disjoint from an earlier run's
   std::vector<int> budgets = {8, 32};
   std::vector<double> temperatures = {0.0, 1.0};
   PoolShape shape;

@@ -1,12 +1,14 @@
 // ExitTrain (paper 003 §5): the node weights of a hand-made tree are the canonical exit law
 // w(v) = P(v)·ρ(v) and sum to 1; the loss is −Σ_{v≠root} w(v) log q(x_v | c, path(parent(v)))
-// with each log q equal to a plain causal forward of that parent context.
+// with each log q equal to a plain causal forward of that parent context. The mixed objective
+// of issue 18 is KL(target ‖ drafter) over the same contexts + λ · the mean exit loss.
 #include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "exit_loss.h"
+#include "objectives.h"
 #include "random_model.h"
 #include "train_fixtures.h"
 #include "train_model.h"
@@ -32,6 +34,15 @@ TrainModel tiny_drafter() {
   ModelConfig c = small_config(ModelArch::Llama, kByteVocab, 32, 2, 2, 1, 64);
   c.tie_word_embeddings = true;
   return TrainModel(c, 5);
+}
+
+// log q(x | seq) of `model` by one plain causal forward of `seq`, in double.
+double logq_after(const TrainModel& model, const std::vector<int32_t>& seq, int32_t x) {
+  torch::NoGradGuard ng;
+  auto t = torch::empty({1, int64_t(seq.size())}, torch::kInt64);
+  for (size_t i = 0; i < seq.size(); ++i) t[0][i] = seq[i];
+  auto row = model.forward(t)[0][int64_t(seq.size()) - 1].to(torch::kFloat64);  // [vocab]
+  return torch::log_softmax(row, -1)[x].item<double>();
 }
 
 ExitExample hand_example() {
@@ -140,4 +151,63 @@ TEST(ExitLoss, PrefixWeightedControlUsesReachRescaledToTheExitTotal) {
       1e-4);
   ex.reach = {0.5};
   EXPECT_THROW(prefix_weighted_loss(drafter, ex), std::runtime_error);
+}
+
+TEST(MixedLoss, EqualsKlPlusLambdaTimesMeanExitLossOnHandCase) {
+  TrainModel drafter = tiny_drafter();
+  ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
+  tc.tie_word_embeddings = true;
+  const TrainModel target(tc, 11);
+  // Two contexts of 4 tokens, each with the hand tree; the second with other exit weights.
+  const std::vector<std::vector<int32_t>> ctx = {{256, 65, 66, 67}, {256, 70, 71, 72}};
+  auto x = torch::empty({2, 4}, torch::kInt64);  // [b, seq]
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < 4; ++t) x[r][t] = ctx[r][t];
+  ExitExample a = hand_example(), b = hand_example();
+  a.context = ctx[0];
+  b.context = ctx[1];
+  b.exit = {0.1, 0.5, 0.1, 0.3};
+  // Independent KL: one causal forward per prefix, Σ_x p (log p − log q) in double, mean over
+  // the 8 positions.
+  double kl = 0.0;
+  {
+    torch::NoGradGuard ng;
+    for (int r = 0; r < 2; ++r)
+      for (int t = 1; t <= 4; ++t) {
+        auto prefix = x[r].narrow(0, 0, t).unsqueeze(0);  // [1, t]
+        auto logp = torch::log_softmax(target.forward(prefix)[0][t - 1].to(torch::kFloat64), -1);
+        auto logq = torch::log_softmax(drafter.forward(prefix)[0][t - 1].to(torch::kFloat64), -1);
+        kl += (logp.exp() * (logp - logq)).sum().item<double>() / 8.0;
+      }
+  }
+  // Independent exit losses (paper 003 §5) of the hand tree: b (token 0), c (token 1) below the
+  // context, d (token 2) below b.
+  auto exit_of = [&](const ExitExample& e) {
+    auto with0 = e.context;
+    with0.push_back(0);
+    return -(e.exit[1] * logq_after(drafter, e.context, 0) + e.exit[2] * logq_after(drafter, e.context, 1) +
+             e.exit[3] * logq_after(drafter, with0, 2));
+  };
+  const double exit_mean = (exit_of(a) + exit_of(b)) / 2.0;
+  ASSERT_GT(kl, 1e-3);  // the two models differ: both terms are visible
+  for (double lambda : {0.0, 0.3, 2.0})
+    EXPECT_NEAR(mixed_loss(target, drafter, x, {a, b}, lambda).item<double>(), kl + lambda * exit_mean, 1e-5)
+        << "λ " << lambda;
+  // λ = 0 is the KL-only objective exactly.
+  EXPECT_EQ(mixed_loss(target, drafter, x, {a, b}, 0.0).item<double>(),
+            distill_kl(target, drafter, x).item<double>());
+}
+
+TEST(MixedLoss, RefusesTreesOfOtherContextsAndNegativeLambda) {
+  TrainModel drafter = tiny_drafter();
+  ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
+  tc.tie_word_embeddings = true;
+  const TrainModel target(tc, 11);
+  auto x = torch::tensor({256, 65, 66, 67}, torch::kInt64).unsqueeze(0);  // [1, 4]
+  ExitExample ex = hand_example();                                        // context {256, 65, 66, 67}
+  EXPECT_NO_THROW(mixed_loss(target, drafter, x, {ex}, 1.0));
+  EXPECT_THROW(mixed_loss(target, drafter, x, {ex, ex}, 1.0), std::runtime_error);
+  EXPECT_THROW(mixed_loss(target, drafter, x, {ex}, -0.1), std::runtime_error);
+  ex.context = {256, 65, 66, 68};
+  EXPECT_THROW(mixed_loss(target, drafter, x, {ex}, 1.0), std::runtime_error);
 }

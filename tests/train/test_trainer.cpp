@@ -1,6 +1,8 @@
 // The training loop at tiny scale: the loss falls on a repeated corpus, a stopped-and-resumed
 // run ends bit for bit where an uninterrupted one does, checkpoints round-trip, and distill /
-// exittrain / token-only run end to end.
+// exittrain / token-only run end to end; the mixed objective of issue 18 with λ = 0 trains
+// exactly like its KL-only control, records its mode and λ, and its flags exclude each other.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -43,6 +45,36 @@ LoopOptions tiny_loop(const std::string& corpus, const std::string& out, int64_t
   o.threads = 1;
   o.quiet = true;
   return o;
+}
+
+// A tiny random target and drafter in d/target and d/drafter (exittrain needs only loadable
+// folders, not trained ones).
+void write_tiny_pair(const std::string& d) {
+  set_torch_threads(1);
+  ModelConfig tc = small_config(ModelArch::Llama, kByteVocab, 32, 1, 2, 2, 64);
+  tc.tie_word_embeddings = true;
+  TrainModel(tc, 3).save_folder(d + "/target", byte_tokenizer_keys());
+  ModelConfig dc = small_config(ModelArch::Llama, kByteVocab, 16, 1, 2, 2, 32);
+  dc.tie_word_embeddings = true;
+  TrainModel(dc, 4).save_folder(d + "/drafter", byte_tokenizer_keys());
+}
+
+ExitOptions tiny_exit(const std::string& d) {
+  ExitOptions e;
+  e.target_dir = d + "/target";
+  e.drafter_dir = d + "/drafter";
+  e.budget = 6;
+  e.top_k = 3;
+  e.depth = 3;
+  e.expand = 2;
+  return e;
+}
+
+nlohmann::json run_info_of(const std::string& out) {
+  std::ifstream in(out + "/checkpoint/state.json");
+  nlohmann::json j;
+  in >> j;
+  return j["run"];
 }
 
 }  // namespace
@@ -169,4 +201,99 @@ TEST(Trainer, DistillExitTrainAndTokenOnlyRunEndToEnd) {
   EXPECT_EQ(to.steps_done, 2);
   ModelRuntime rt(d + "/exit", RuntimeOptions{});  // a drafter folder the runtime loads
   EXPECT_EQ(rt.vocab_size(), kByteVocab);
+}
+
+TEST(ExitTrainMixed, LambdaZeroTrainsExactlyLikeKlOnlyAndRecordsModeAndLambda) {
+  const test::TempDir tmp("mixed");
+  const std::string d = tmp.path();
+  const auto corpus = test::write_tiny_corpus(d);
+  write_tiny_pair(d);
+  auto loop = tiny_loop(corpus, d + "/kl", 3);
+  loop.batch = 2;
+  loop.seq = 16;
+  ExitOptions e = tiny_exit(d);
+  e.kl_only = true;
+  const auto kl = run_exittrain(loop, e);
+  e.kl_only = false;
+  e.mixed_lambda = 0.0;
+  loop.out = d + "/mixed0";
+  const auto m0 = run_exittrain(loop, e);
+  // Same steps, windows and contexts: the λ = 0 mixed run is the KL-only run bit for bit.
+  ASSERT_EQ(kl.losses.size(), 3u);
+  EXPECT_EQ(m0.losses, kl.losses);
+  TrainModel a(d + "/kl"), b(d + "/mixed0");
+  for (size_t i = 0; i < a.named_parameters().size(); ++i)
+    EXPECT_TRUE(torch::equal(a.named_parameters()[i].second, b.named_parameters()[i].second))
+        << a.named_parameters()[i].first;
+  EXPECT_EQ(run_info_of(d + "/kl")["mode"], "kl-only");
+  EXPECT_TRUE(run_info_of(d + "/kl")["mixed_lambda"].is_null());
+  EXPECT_EQ(run_info_of(d + "/mixed0")["mode"], "mixed");
+  EXPECT_EQ(run_info_of(d + "/mixed0")["mixed_lambda"].get<double>(), 0.0);
+}
+
+TEST(ExitTrainMixed, PositiveLambdaAddsTheExitTermToTheFirstLoss) {
+  const test::TempDir tmp("mixed");
+  const std::string d = tmp.path();
+  const auto corpus = test::write_tiny_corpus(d);
+  write_tiny_pair(d);
+  auto loop = tiny_loop(corpus, d + "/kl", 1);
+  loop.batch = 2;
+  loop.seq = 16;
+  ExitOptions e = tiny_exit(d);
+  e.kl_only = true;
+  const double kl = run_exittrain(loop, e).losses.at(0);
+  e.kl_only = false;
+  loop.out = d + "/exit";
+  const double exit = run_exittrain(loop, e).losses.at(0);
+  e.mixed_lambda = 0.5;
+  loop.out = d + "/mixed";
+  const double mixed = run_exittrain(loop, e).losses.at(0);
+  // The first step's loss is taken before any update: KL + 0.5 · exit of the same drafter.
+  EXPECT_GT(exit, 1e-3);
+  EXPECT_NEAR(mixed, kl + 0.5 * exit, 1e-5);
+  EXPECT_EQ(run_info_of(d + "/mixed")["mixed_lambda"].get<double>(), 0.5);
+}
+
+TEST(ExitTrainMixed, EveryPairOfObjectiveFlagsIsRefusedNamingBoth) {
+  const std::vector<std::string> names = {"--token-only", "--prefix-weighted", "--kl-only", "--mixed-lambda"};
+  auto set = [](ExitOptions& e, int i) {
+    if (i == 0) e.token_only = true;
+    if (i == 1) e.prefix_weighted = true;
+    if (i == 2) e.kl_only = true;
+    if (i == 3) e.mixed_lambda = 0.3;
+  };
+  const ExitMode single[] = {ExitMode::TokenOnly, ExitMode::PrefixWeighted, ExitMode::KlOnly,
+                             ExitMode::Mixed};
+  for (int i = 0; i < 4; ++i) {
+    ExitOptions e;
+    set(e, i);
+    EXPECT_EQ(exit_mode(e), single[i]) << names[i];
+    for (int j = i + 1; j < 4; ++j) {
+      ExitOptions both = e;
+      set(both, j);
+      try {
+        exit_mode(both);
+        ADD_FAILURE() << names[i] << " with " << names[j] << " was accepted";
+      } catch (const std::runtime_error& err) {
+        const std::string msg = err.what();
+        EXPECT_NE(msg.find(names[i]), std::string::npos) << msg;
+        EXPECT_NE(msg.find(names[j]), std::string::npos) << msg;
+        EXPECT_NE(msg.find("exclude each other"), std::string::npos) << msg;
+      }
+      // run_exittrain refuses before it loads anything (the folders do not exist).
+      both.target_dir = both.drafter_dir = "/nonexistent";
+      try {
+        run_exittrain(tiny_loop("/nonexistent", "/nonexistent", 1), both);
+        ADD_FAILURE() << "run_exittrain accepted " << names[i] << " with " << names[j];
+      } catch (const std::runtime_error& err) {
+        EXPECT_NE(std::string(err.what()).find("exclude each other"), std::string::npos) << err.what();
+      }
+    }
+  }
+  EXPECT_EQ(exit_mode(ExitOptions{}), ExitMode::Exit);
+  ExitOptions neg;
+  neg.mixed_lambda = -0.1;
+  EXPECT_THROW(exit_mode(neg), std::runtime_error);
+  neg.mixed_lambda = std::nan("");
+  EXPECT_THROW(exit_mode(neg), std::runtime_error);
 }

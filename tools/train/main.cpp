@@ -1,11 +1,15 @@
 // rootspec-train: pretrain a byte-level target, distill a drafter from it, and fine-tune the
-// drafter with ExitTrain (paper 003 §5) or its token-only control (§6.2). Issue 7.
+// drafter with ExitTrain (paper 003 §5), its controls (§6.2), or the mixed objective
+// KL + λ · exit with its KL-only control (issue 18). Issues 7 and 18.
 //
 //   rootspec-train pretrain  --corpus $(tools/train/corpus.sh) --out models/small-target …
 //   rootspec-train distill   --target models/small-target --corpus … --out models/small-drafter …
-//   rootspec-train exittrain --target T --drafter D --corpus … --out D-exit --budget 8 [--token-only]
+//   rootspec-train exittrain --target T --drafter D --corpus … --out D-exit --budget 8
+//                            [--token-only | --prefix-weighted | --kl-only | --mixed-lambda L]
 //   rootspec-train eval      --model DIR --corpus …        (held-out bits per byte)
 //   rootspec-train vt        --target T --drafter D1 --drafter D2 --corpus …  (held-out V(T))
+//   rootspec-train onestep   --target T --drafter D --corpus … --lr 1e-4 --budget 8
+//                            (paper 003 App. C.1: V before and after one step per objective)
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "one_step.h"
 #include "trainer.h"
 #include "tree_value.h"
 
@@ -54,12 +59,21 @@ void add_shape(CLI::App* c, ModelShape& s) {
   c->add_option("--max-position", s.max_position, "max_position_embeddings");
 }
 
+void write_json(const nlohmann::json& r, const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error(path + ": cannot write");
+  out << r.dump(2) << "\n";
+}
+
 // One line per drafter × budget × temperature: mean V(T) [95%] and the paired difference to the
 // first drafter [95%].
 void print_tree_values(const nlohmann::json& r, const std::string& json_path) {
-  std::printf("held-out V(T) over %lld contexts of %lld bytes (pool top-k %d, depth %d, expand %d)\n",
-              r["contexts"].get<long long>(), r["seq"].get<long long>(), r["pool"]["top_k"].get<int>(),
-              r["pool"]["depth"].get<int>(), r["pool"]["expand"].get<int>());
+  std::printf(
+      "held-out V(T) over %lld contexts of %lld bytes after the first %lld (pool top-k %d, depth %d, expand "
+      "%d)\n",
+      r["contexts"].get<long long>(), r["seq"].get<long long>(), r["skip"].get<long long>(),
+      r["pool"]["top_k"].get<int>(), r["pool"]["depth"].get<int>(), r["pool"]["expand"].get<int>());
   std::printf("%-40s %4s %4s  %-24s %s\n", "drafter", "B", "T", "V(T) [95%]", "minus first [95%]");
   for (const auto& x : r["results"])
     std::printf("%-40s %4d %4.1f  %.3f [%.3f, %.3f]   %+.3f [%+.3f, %+.3f]\n",
@@ -67,11 +81,26 @@ void print_tree_values(const nlohmann::json& r, const std::string& json_path) {
                 x["temperature"].get<double>(), x["mean"].get<double>(), x["lo"].get<double>(),
                 x["hi"].get<double>(), x["diff"].get<double>(), x["diff_lo"].get<double>(),
                 x["diff_hi"].get<double>());
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!out) throw std::runtime_error(json_path + ": cannot write");
-    out << r.dump(2) << "\n";
-  }
+  write_json(r, json_path);
+}
+
+// One line per split × arm × temperature: V(T) [95%] and the paired change after − before [95%].
+void print_one_step(const nlohmann::json& r, const std::string& json_path) {
+  std::printf(
+      "one step (lr %g) on %lld training contexts; V(T) at B %d over %lld held-out contexts of %lld bytes "
+      "(pool top-k %d, depth %d, expand %d)\n",
+      r["lr"].get<double>(), r["batch"].get<long long>(), r["budget"].get<int>(),
+      r["contexts"].get<long long>(), r["seq"].get<long long>(), r["pool"]["top_k"].get<int>(),
+      r["pool"]["depth"].get<int>(), r["pool"]["expand"].get<int>());
+  std::printf("%-8s %-7s %9s %4s  %-24s %-28s %s\n", "split", "arm", "loss", "T", "V(T) [95%]",
+              "after - before [95%]", "changed");
+  for (const auto& x : r["results"])
+    std::printf("%-8s %-7s %9.4f %4.1f  %.3f [%.3f, %.3f]   %+.4f [%+.4f, %+.4f]   %d\n",
+                x["split"].get<std::string>().c_str(), x["arm"].get<std::string>().c_str(),
+                x["loss"].get<double>(), x["temperature"].get<double>(), x["mean"].get<double>(),
+                x["lo"].get<double>(), x["hi"].get<double>(), x["diff"].get<double>(),
+                x["diff_lo"].get<double>(), x["diff_hi"].get<double>(), x["changed"].get<int>());
+  write_json(r, json_path);
 }
 
 }  // namespace
@@ -102,7 +131,9 @@ int main(int argc, char** argv) {
   dis->add_option("--target", target_dir, "target model folder")->required();
 
   auto* ext =
-      app.add_subcommand("exittrain", "fine-tune a drafter with the exit-weighted loss (paper 003 §5)");
+      app.add_subcommand("exittrain",
+                         "fine-tune a drafter with the exit-weighted loss (paper 003 §5), a control of "
+                         "§6.2, or the mixed objective KL + λ · exit of issue 18");
   add_loop(ext, loop);
   ext->add_option("--target", ex.target_dir, "frozen target model folder")->required();
   ext->add_option("--drafter", ex.drafter_dir, "drafter model folder to start from")->required();
@@ -114,6 +145,12 @@ int main(int argc, char** argv) {
   ext->add_flag("--token-only", ex.token_only, "control of paper 003 §6.2: plain next-token fine-tuning");
   ext->add_flag("--prefix-weighted", ex.prefix_weighted,
                 "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
+  ext->add_flag("--kl-only", ex.kl_only,
+                "control of issue 18: KL(target ‖ drafter) alone on the same contexts and steps");
+  double mixed_lambda = 0.0;
+  auto* mixed = ext->add_option("--mixed-lambda", mixed_lambda,
+                                "mixed objective of issue 18: KL(target ‖ drafter) + L × exit loss "
+                                "(L ≥ 0; excludes --token-only, --prefix-weighted and --kl-only)");
 
   auto* ev = app.add_subcommand("eval", "held-out bits per byte of a model folder");
   ev->add_option("--model", model_dir, "model folder")->required();
@@ -131,6 +168,7 @@ int main(int argc, char** argv) {
   vt->add_option("--corpus", tv.corpus, "corpus text files")->required();
   vt->add_option("--seq", tv.seq, "context length");
   vt->add_option("--contexts", tv.contexts, "held-out contexts");
+  vt->add_option("--skip", tv.skip, "pass over the first N held-out contexts (a set disjoint from a run's)");
   vt->add_option("--budgets", tv.budgets, "budgets B")->delimiter(',');
   vt->add_option("--temperatures", tv.temperatures, "target temperatures T (0 = greedy)")->delimiter(',');
   vt->add_option("--top-k", tv.shape.top_k, "pool: children per forwarded node");
@@ -139,7 +177,32 @@ int main(int argc, char** argv) {
   vt->add_option("--threads", tv.threads, "torch intra-op threads");
   vt->add_option("--json", tv_json, "also write the results to this file");
 
+  OneStepOptions os;
+  std::string os_json;
+  auto* one = app.add_subcommand(
+      "onestep", "paper 003 App. C.1: held-out V(T) before and after one small step per objective");
+  one->add_option("--target", os.target_dir, "frozen target model folder")->required();
+  one->add_option("--drafter", os.drafter_dir, "drafter model folder every arm steps from")->required();
+  one->add_option("--corpus", os.corpus, "corpus text files")->required();
+  one->add_option("--seq", os.seq, "context length");
+  one->add_option("--batch", os.batch, "training contexts of the step (exittrain's first batch)");
+  one->add_option("--contexts", os.contexts, "held-out contexts of the V(T) measurement");
+  one->add_option("--seed", os.seed, "seed of the step's batch (as exittrain --seed)");
+  one->add_option("--lr", os.lr, "step size: AdamW's first step moves each weight by about this");
+  one->add_option("--budget", os.budget, "B: tree nodes of the exit term's trees and of V(T)");
+  one->add_option("--top-k", os.shape.top_k, "pool: children per forwarded node");
+  one->add_option("--depth", os.shape.depth, "pool: deepest level");
+  one->add_option("--expand", os.shape.expand, "pool: nodes forwarded per step");
+  one->add_option("--temperature", os.temperature, "target temperature of the exit law (0 = greedy)");
+  one->add_option("--temperatures", os.temperatures, "target temperatures T of V(T) (0 = greedy)")
+      ->delimiter(',');
+  one->add_option("--arms", os.arms, "objectives to step on: exit, kl, token, prefix, mixed")->delimiter(',');
+  one->add_option("--mixed-lambda", os.mixed_lambda, "λ of the mixed arm (KL + λ × exit)");
+  one->add_option("--threads", os.threads, "torch intra-op threads");
+  one->add_option("--json", os_json, "also write the results to this file");
+
   CLI11_PARSE(app, argc, argv);
+  if (mixed->count() > 0) ex.mixed_lambda = mixed_lambda;
   try {
     TrainResult r;
     if (*pre) {
@@ -150,6 +213,9 @@ int main(int argc, char** argv) {
       r = run_exittrain(loop, ex);
     } else if (*vt) {
       print_tree_values(evaluate_tree_values(tv), tv_json);
+      return 0;
+    } else if (*one) {
+      print_one_step(run_one_step(os), os_json);
       return 0;
     } else {
       std::printf("%.4f\n", heldout_bits_per_byte(model_dir, loop.corpus, loop.seq, loop.eval_windows));

@@ -2,7 +2,7 @@
 # Regenerates the shipped pair models/small-target + models/small-drafter from scratch (issue 7),
 # with fixed seeds, on the 2-core CPU box: about 2 h 35 min when the machine is otherwise quiet
 # (measured: pretrain 2 h 00 before launch/blas-env gave OpenBLAS its AVX-512 kernels, so likely
-# less now; distill ~25 min, fine-tunings 6 min, comparison 3 min).
+# less now; distill ~25 min, fine-tunings 8 min, comparison 4 min).
 #
 #   tools/train/make-small-pair.sh            # train (or resume) every stage, then ship
 #   ROOTSPEC_TRAIN_DIR=/somewhere …           # where checkpoints live (default .cache/train)
@@ -13,8 +13,9 @@
 #   2. distill    the drafter: 2 layers × 128 hidden (0.44M parameters), KL to the target's rows
 #   3. exittrain  the drafter fine-tuned with paper 003 §5's exit-weighted loss at the shipped
 #                 config's budget and pool shape (configs/small-cpu.toml); the token-only and
-#                 prefix-weighted controls of §6.2 with the same steps and data are trained too
-#   4. compare    held-out V(T) of the four drafters at B ∈ {8, 32}, T ∈ {0, 1} (rootspec-train vt)
+#                 prefix-weighted controls of §6.2 with the same steps and data are trained too,
+#                 and the mixed objective KL(target ‖ drafter) + 0.3 · exit of issue 18 at lr 1e-4
+#   4. compare    held-out V(T) of the five drafters at B ∈ {8, 32}, T ∈ {0, 1} (rootspec-train vt)
 #   5. ship       copy the two model folders (config.json + model.safetensors) to models/ and
 #                 write each folder's README with its held-out bits per byte
 set -euo pipefail
@@ -45,17 +46,23 @@ stage "$work/small-target" pretrain --layers 4 --hidden 256 --heads 4 \
   --steps 3000 --batch 16 --seq 256 --lr 3e-3 --seed 1 --eval-every 100 --checkpoint-every 50
 stage "$work/small-drafter-kl" distill --target "$work/small-target" --layers 2 --hidden 128 --heads 2 \
   --steps 3000 --batch 16 --seq 256 --lr 3e-3 --seed 2 --eval-every 250 --checkpoint-every 100
-# The three fine-tunings start from the same distilled drafter and read the same windows.
-fine_tune=(--target "$work/small-target" --drafter "$work/small-drafter-kl" "${pool[@]}" --temperature 1
-  --steps 200 --batch 8 --seq 128 --lr 3e-4 --seed 3 --eval-every 50 --checkpoint-every 25)
+# The four fine-tunings start from the same distilled drafter and read the same windows.
+fine_tune_at=(--target "$work/small-target" --drafter "$work/small-drafter-kl" "${pool[@]}" --temperature 1
+  --steps 200 --batch 8 --seq 128 --seed 3 --eval-every 50 --checkpoint-every 25)
+fine_tune=("${fine_tune_at[@]}" --lr 3e-4)
 stage "$work/small-drafter-exit" exittrain "${fine_tune[@]}"
 stage "$work/small-drafter-token" exittrain --token-only "${fine_tune[@]}"
 stage "$work/small-drafter-prefix" exittrain --prefix-weighted "${fine_tune[@]}"
+# The mixed objective at paper 003's lr (tools/train/README.md, "Mixed objective (issue 18)": the
+# best arm of its λ sweep at this pool shape).
+stage "$work/small-drafter-mixed" exittrain --mixed-lambda 0.3 "${fine_tune_at[@]}" --lr 1e-4
 
-# Held-out V(T) of the distilled drafter and the three fine-tunings (paired over the same contexts).
-if [ ! -f "$work/vt.json" ]; then
+# Held-out V(T) of the distilled drafter and the four fine-tunings (paired over the same contexts;
+# a comparison from before the mixed stage existed is redone).
+if [ ! -f "$work/vt.json" ] || ! grep -q small-drafter-mixed "$work/vt.json"; then
   "$train" vt --target "$work/small-target" --drafter "$work/small-drafter-kl" --drafter "$work/small-drafter-token" \
-    --drafter "$work/small-drafter-prefix" --drafter "$work/small-drafter-exit" --corpus "${corpus[@]}" \
+    --drafter "$work/small-drafter-prefix" --drafter "$work/small-drafter-exit" \
+    --drafter "$work/small-drafter-mixed" --corpus "${corpus[@]}" \
     --budgets 8,32 --temperatures 0,1 --contexts 400 --seq 128 "${pool[@]:2}" --threads 2 \
     --json "$work/vt.json.tmp" | tee "$work/vt.txt"
   mv "$work/vt.json.tmp" "$work/vt.json"
@@ -86,14 +93,15 @@ EOF
 ship "$work/small-target" "$root/models/small-target" "small-target: rootspec's shipped CPU target" \
   "A byte-level Llama (4 layers, hidden 256, 4 heads, SwiGLU 704, tied embeddings; 3.2M parameters) pretrained by \`rootspec-train pretrain\` for 3000 steps of 16 × 256 bytes."
 
-# The shipped drafter: of the distilled drafter and its three fine-tunings, the one with the
+# The shipped drafter: of the distilled drafter and its four fine-tunings, the one with the
 # highest held-out V(T) at the shipped config's budget and temperature (B = 8, T = 0).
 best=$(jq -r '[.results[] | select(.budget == 8 and .temperature == 0)] | max_by(.mean) | .drafter' "$work/vt.json")
 distilled="A byte-level Llama (2 layers, hidden 128, 2 heads, SwiGLU 352, tied embeddings; 0.44M parameters) distilled from small-target on KL(target ‖ drafter) for 3000 steps of 16 × 256 bytes (\`rootspec-train distill\`)"
 case "$best" in
-  */small-drafter-kl) how="$distilled. None of the three 200-step fine-tunings (ExitTrain, token-only, prefix-weighted) raised its held-out V(T) at B = 8, T = 0, so it ships as distilled." ;;
+  */small-drafter-kl) how="$distilled. None of the four 200-step fine-tunings (ExitTrain, token-only, prefix-weighted, mixed) raised its held-out V(T) at B = 8, T = 0, so it ships as distilled." ;;
   */small-drafter-exit) how="$distilled, then fine-tuned for 200 steps with ExitTrain (paper 003 §5) at B = 8 on the pool shape of configs/small-cpu.toml." ;;
   */small-drafter-token) how="$distilled, then fine-tuned for 200 steps on the next-token loss (the token-only control of paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
+  */small-drafter-mixed) how="$distilled, then fine-tuned for 200 steps at lr 1e-4 on the mixed objective KL(target ‖ drafter) + 0.3 · the exit-weighted loss of paper 003 §5 (issue 18; \`rootspec-train exittrain --mixed-lambda 0.3\`) at B = 8 on the pool shape of configs/small-cpu.toml, which gave the highest held-out V(T) at B = 8, T = 0." ;;
   */small-drafter-prefix) how="$distilled, then fine-tuned for 200 steps with the prefix-weighted loss (paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
   *) echo "make-small-pair: no drafter in $work/vt.json" >&2; exit 1 ;;
 esac
