@@ -87,7 +87,7 @@ int AutoController::choose_budget(const SelectionInputs& in) {
     }
   }
   const double skip = std::max(0.0, 1.0 - in_level_one);
-  double best_rate = -1;
+  double best_rate = -1, best_tokens = 0;
   int best = 1;
   for (int b : costs_.options().budgets) {
     if (b > in.budget) break;
@@ -98,9 +98,11 @@ int AutoController::choose_budget(const SelectionInputs& in) {
     }
     const double ms = costs_.speculative_base_ms() + (1.0 - skip) * costs_.tree_ms(b);
     const double rate = tokens / std::max(ms, 1e-6);
-    if (rate > best_rate * (1 + 1e-9)) best_rate = rate, best = b;
+    if (rate > best_rate * (1 + 1e-9)) best_rate = rate, best = b, best_tokens = tokens;
   }
   budget_ = best;
+  expected_tokens_ = best_tokens;
+  expected_tree_ms_ = (1.0 - skip) * costs_.tree_ms(best);
   guess_below_.clear();
   for (size_t i = 0; i < firsts.size(); ++i)
     guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
@@ -116,12 +118,25 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     ++spec_rounds_;
     if (o.fixed_costs)
       wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
-    if (wall > 0) {
+    // The first speculative round after plain ones waits for a drafter that must first take in
+    // the tokens it was not sent: a cost of switching, not of speculating, so it is left out.
+    // A try's later rounds weigh half each, so that one try can overturn the running rate.
+    const bool catching_up = after_plain_ && in_mode_ == 0;
+    const double weight = after_plain_ ? 0.5 : o.smoothing;
+    if (wall > 0 && !catching_up) {
       costs_.add_speculative(r, wall);
-      const double rate = r.emitted / wall;
-      acc_.speculative_rate = acc_.speculative_rate > 0
-                                  ? acc_.speculative_rate + o.smoothing * (rate - acc_.speculative_rate)
-                                  : rate;
+      // The round's expected tokens, not its realised ones: the same mean with far less noise
+      // (a round emits 1 to depth + 2 tokens), so that a short try decides.
+      // Its time likewise with the tree pass at its expectation: whether this round's draw left
+      // level one (a short round, no tree pass) must not decide the rate.
+      const double realised_tree = r.tree_pass_skipped ? 0.0
+                                   : o.fixed_costs     ? costs_.tree_ms(r.tree_nodes + 1)
+                                                       : r.tree_pass_ns / 1e6;
+      const double ms =
+          expected_tokens_ > 0 ? std::max(wall - realised_tree + expected_tree_ms_, 1e-6) : wall;
+      const double rate = (expected_tokens_ > 0 ? expected_tokens_ : r.emitted) / ms;
+      acc_.speculative_rate =
+          acc_.speculative_rate > 0 ? acc_.speculative_rate + weight * (rate - acc_.speculative_rate) : rate;
     }
     if (r.first_drawn && !r.tree_pass_skipped) {
       const auto g = guess_below_.find(first_token);
@@ -135,12 +150,17 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (o.fixed_costs) wall = costs_.ar_ms();
     costs_.add_ar(wall);
   }
+  expected_tokens_ = 0;
   ++in_mode_;
-  // The next round's mode: speculation stays while its measured rate beats ar's (ar's time
-  // is the root pass's until ar has run); ar stays for probe_gap rounds, then speculation is tried
+  // The next round's mode: speculation stays while its measured rate beats ar's (ar runs once
+  // first, to be measured); ar stays for probe_gap rounds, then speculation is tried
   // for probe_rounds, and the gap doubles each time it loses again.
   const double ar_rate = 1.0 / std::max(costs_.ar_ms(), 1e-9);
-  const bool losing = acc_.speculative_rate > 0 && acc_.speculative_rate < (1 - o.margin) * ar_rate;
+  // ar's time is measured, never guessed, before speculation is preferred for long: a root
+  // pass beside a drafting drafter is no measure of a plain pass that has both cores.
+  const bool ar_unknown = !o.fixed_costs && !costs_.measured_ar();
+  const bool losing =
+      ar_unknown || (acc_.speculative_rate > 0 && acc_.speculative_rate < (1 - o.margin) * ar_rate);
   if (speculate_) {
     if (in_mode_ >= std::max(o.min_speculative, o.probe_rounds) && losing) {
       speculate_ = false;
@@ -148,8 +168,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     } else if (!losing) {
       acc_.probe_gap = o.first_probe_gap;
     }
+    if (in_mode_ >= o.probe_rounds) after_plain_ = false;  // the try is over: back to the running rate
   } else if (in_mode_ >= acc_.probe_gap) {
     speculate_ = true;
+    after_plain_ = true;
     in_mode_ = 0;
     acc_.probe_gap = std::min(acc_.probe_gap * 2, o.max_probe_gap);
   }

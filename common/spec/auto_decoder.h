@@ -20,8 +20,8 @@
 //   a speculative round's time: base + (1 − s) · tree(B rows), tree(n) = a + b·n fitted to the
 //   measured tree passes, base the rest of a round (root pass, pool wait, selection,
 //   verification, commit, streaming) as measured;
-//   an ar round's time: measured (its passes may use the drafter's idle core), or before any
-//   measurement the root pass's.
+//   an ar round's time: measured (its passes may use the drafter's idle core; a root pass beside a
+//   drafting drafter is no measure of it), so ar runs for a few rounds early in a target's life.
 #pragma once
 
 #include <cstdint>
@@ -111,8 +111,11 @@ class AutoController {
   AutoCostModel::Acceptance& acc_;
   bool speculate_ = true;
   int budget_ = 0;
+  double expected_tree_ms_ = 0;            // (1 − s) · tree(B) of this round's choice
+  double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
   int64_t last_ns_ = 0;                    // the previous round's end
+  bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // rounds since the last switch
 };
