@@ -30,16 +30,10 @@ testing::LawCase config_for(Rule rule, Verifier verifier, double T, int B) {
   return testing::law_test_config(rule, verifier, T, B);
 }
 
-using Case = std::tuple<Rule, Verifier, double, int>;
-
-class Exactness : public ::testing::TestWithParam<Case> {};
-
-TEST_P(Exactness, FirstThreeTokensFollowTheTargetJoint) {
-  const auto [rule, verifier, T, B] = GetParam();
-  const testing::LawCase c = config_for(rule, verifier, T, B);
-  const uint64_t seed = 1000 + static_cast<int>(rule) * 100 + static_cast<int>(verifier) * 10 + B;
+// The first kTokens of c's decodes follow the target's law at T: greedy (T = 0), a point mass
+// on the argmax chain that every decode must produce; else the chi-square test of kRuns decodes.
+void ExpectTargetLaw(const testing::LawCase& c, double T, uint64_t seed) {
   if (T == 0) {
-    // Greedy: the law is a point mass on the argmax chain; every decode must produce it.
     const auto exact = exact_joint(test_model(), 0.0, kTokens);
     Rng rng(seed);
     for (int r = 0; r < 50; ++r) {
@@ -53,6 +47,17 @@ TEST_P(Exactness, FirstThreeTokensFollowTheTargetJoint) {
   const auto result = testing::first_tokens_law(test_model(), c, kTokens, kRuns, seed);
   EXPECT_GT(result.p_value, kMinP) << "chi2 " << result.statistic << " on " << result.dof
                                    << " dof, impossible " << result.impossible;
+}
+
+using Case = std::tuple<Rule, Verifier, double, int>;
+
+class Exactness : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Exactness, FirstThreeTokensFollowTheTargetJoint) {
+  const auto [rule, verifier, T, B] = GetParam();
+  const testing::LawCase c = config_for(rule, verifier, T, B);
+  const uint64_t seed = 1000 + static_cast<int>(rule) * 100 + static_cast<int>(verifier) * 10 + B;
+  ExpectTargetLaw(c, T, seed);
 }
 
 std::vector<Case> all_cases() {
@@ -87,19 +92,7 @@ TEST_P(AutoExactness, FirstThreeTokensFollowTheTargetJoint) {
   testing::LawCase c = config_for(Rule::RootDraw, verifier, T, B);
   c.options.auto_rule = true;
   const uint64_t seed = 7000 + static_cast<int>(verifier) * 10 + B + static_cast<int>(T * 100);
-  if (T == 0) {
-    const auto exact = exact_joint(test_model(), 0.0, kTokens);
-    Rng rng(seed);
-    for (int r = 0; r < 50; ++r) {
-      const auto out = table_decode(test_model(), c.options, c.shape, kTokens, rng);
-      int64_t index = 0;
-      for (int i = 0; i < kTokens; ++i) index = index * test_model().vocab() + out[i];
-      ASSERT_EQ(exact[index], 1.0) << "decode " << r << " left the greedy chain";
-    }
-    return;
-  }
-  const auto result = testing::first_tokens_law(test_model(), c, kTokens, kRuns, seed);
-  EXPECT_GT(result.p_value, kMinP) << "chi2 " << result.statistic << " on " << result.dof << " dof";
+  ExpectTargetLaw(c, T, seed);
 }
 
 std::vector<AutoCase> auto_cases() {
