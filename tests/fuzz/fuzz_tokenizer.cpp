@@ -101,7 +101,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string text = utf8_sanitize(in.ConsumeRemainingBytesAsString());
     const std::string expected = t.nfc ? utf8_nfc(text) : text;
     const std::string back = tok.decode(tok.encode(text, false));
-    FUZZ_CHECK(back == expected, "round trip of '" + text + "' gave '" + back + "'");
+    // An NFC tokenizer normalizes each section between the added tokens it finds in the raw text
+    // (as Hugging Face does for added tokens with normalized = false), so a combining mark right
+    // after an added token is not composed with its last character ("<|file_sep|>" + U+0338):
+    // the round trip is then canonically equivalent to the text, not equal to its NFC.
+    FUZZ_CHECK(back == expected || (t.nfc && utf8_nfc(back) == expected),
+               "round trip of '" + text + "' gave '" + back + "'");
   }
   return 0;
 }
