@@ -118,6 +118,9 @@ class AutoController {
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // rounds since the last switch
+  // Open (issue 19): in_mode_ counts per request while the gap lives per temperature, so once the
+  // gap outgrows a request's rounds, short requests never try speculation again there (a machine
+  // that became quieter goes unnoticed). Counting plain rounds per temperature would fix it.
 };
 
 }  // namespace rootspec
