@@ -30,12 +30,18 @@ void DrafterServer::send_to_target(const std::string& identity, const std::strin
 void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
   PoolBody body;
   body.draft_start_ns = monotonic_ns();
-  session_.draft(tokens, body.pool);
+  body.drafted_ahead = session_.draft(tokens, body.pool);
   body.draft_end_ns = monotonic_ns();
+  if (body.drafted_ahead) body.draft_start_ns = ahead_start_ns_, body.draft_end_ns = ahead_end_ns_;
   Header h;
   h.type = MessageType::Pool;
   h.request = request_;
   h.round = next_round_++;
+  send_pool(identity, h, body);
+  if (session_.draft_ahead_on()) draft_ahead(body.pool);
+}
+
+void DrafterServer::send_pool(const std::string& identity, const Header& h, const PoolBody& body) {
   const std::string bytes = encode(h, body);
   if (shm_ && shm_->send(bytes)) return;
   if (!nccl_) {
@@ -47,6 +53,41 @@ void DrafterServer::draft_and_send(const std::string& identity, const std::vecto
   send_routed(router_, identity, encode_nccl_announcement(h, bytes.size()));
   nccl_->send(bytes);
 #endif
+}
+
+void DrafterServer::draft_ahead(const Pool& sent) {
+  // Between two passes the drafter reads what the target sent meanwhile. The Commit of the
+  // guess lets the draft go on (the target waits only for its rest); any other message ends
+  // it at once. Messages read here are handled next, in order (run()).
+  auto give_way = [this] {
+    if (!held_.empty()) return false;  // the matching Commit is already held
+    std::optional<HeldMessage> m;
+    if (shm_) {
+      if (auto bytes = shm_->receive()) m = HeldMessage{target_identity_, std::move(*bytes)};
+    }
+    if (!m) {
+      if (auto frame = recv_routed(router_))
+        m = HeldMessage{frame->identity,
+                        std::string(static_cast<const char*>(frame->payload.data()), frame->payload.size())};
+    }
+    if (!m) return false;
+    held_.push_back(std::move(*m));
+    return !is_guessed_commit(held_.back().bytes);
+  };
+  ahead_start_ns_ = monotonic_ns();
+  session_.draft_ahead(sent, give_way);
+  ahead_end_ns_ = monotonic_ns();
+}
+
+bool DrafterServer::is_guessed_commit(const std::string& bytes) const {
+  try {
+    const Message m(bytes.data(), bytes.size());
+    const Header& h = m.header();
+    return h.type == MessageType::Commit && h.request == request_ && request_ != 0 &&
+           h.round == next_round_ && m.commit().tokens == session_.ahead_guess();
+  } catch (const ProtocolError&) {
+    return false;  // handled (and refused) in turn
+  }
 }
 
 bool DrafterServer::handle(const std::string& identity, const void* data, size_t size) {
@@ -111,7 +152,12 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
                           "token id beyond the vocabulary");
         if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
           return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
-        session_.start(b.shape, b.draft_seed);
+        if (session_.draft_ahead_on()) {
+          const auto& c = session_.ahead_counts();
+          spdlog::debug("draft-ahead so far: {} hits, {} misses, {} abandoned", c.hits, c.misses,
+                        c.abandoned);
+        }
+        session_.start(b.shape, b.draft_seed, b.draft_ahead);
         request_ = h.request;
         next_round_ = 0;
         draft_and_send(identity, b.prompt);
@@ -157,6 +203,15 @@ int DrafterServer::run() {
   spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model,
                rt_.vocab_size());
   for (;;) {
+    if (!held_.empty()) {  // read during a draft-ahead
+      const HeldMessage m = std::move(held_.front());
+      held_.pop_front();
+      if (!handle(m.identity, m.bytes.data(), m.bytes.size())) {
+        spdlog::info("shutdown");
+        return 0;
+      }
+      continue;
+    }
     // With shared memory every message of the target comes through the mailbox once the
     // segment is open (ZeroMQ carries the Hello, before it, and any message too large for the
     // mailbox), and the target rings the doorbell after each message. The drafter sleeps on

@@ -65,6 +65,7 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
                                               std::to_string(config.max_context));
   r.stop = b.stop;
   r.deadline_ms = b.deadline_ms;
+  r.draft_ahead = b.draft_ahead < 0 ? config.draft_ahead : b.draft_ahead == 1;
   return r;
 }
 

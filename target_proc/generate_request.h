@@ -20,6 +20,7 @@ struct ResolvedRequest {
   bool stream = true;             // Delta messages while decoding
   std::vector<std::string> stop;  // stop strings
   int32_t deadline_ms = 0;        // > 0: the request's time limit from its arrival
+  bool draft_ahead = false;       // the drafter drafts ahead (runtime_drafter.h)
 };
 
 // `tokenizer` and `chat` may be null (a model folder without them): text prompts are then

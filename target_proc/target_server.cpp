@@ -38,8 +38,9 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   RemoteDrafter(TargetServer& server, const Pending& request, const RequestOutput& output, DoneBody& done)
       : server_(server), request_(request), id_(server.next_internal_id_++), output_(output), done_(done) {}
 
-  void start(const std::vector<int32_t>& prompt, const PoolShape& shape, uint64_t draft_seed) {
-    send(encode(header(MessageType::Prefill), PrefillBody{prompt, shape, draft_seed}));
+  void start(const std::vector<int32_t>& prompt, const PoolShape& shape, uint64_t draft_seed,
+             bool draft_ahead) {
+    send(encode(header(MessageType::Prefill), PrefillBody{prompt, shape, draft_seed, draft_ahead}));
   }
   const Pool& wait_pool(RoundRecord& record) override {
     const int64_t start = monotonic_ns();
@@ -49,6 +50,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     record.commit_sent_ns = commit_sent_ns_;
     record.draft_start_ns = pool_.draft_start_ns;
     record.draft_end_ns = pool_.draft_end_ns;
+    record.pool_drafted_ahead = pool_.drafted_ahead;
     return pool_.pool;
   }
   void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
@@ -277,7 +279,7 @@ void TargetServer::serve(const Pending& req) {
     } else {
       drafter.emplace(*this, req, output, done);
       try {
-        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng));
+        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng), r.draft_ahead);
       } catch (const DrafterGone& e) {
         drafter_lost(e);
         degrade(e.what());

@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -45,6 +46,13 @@ using namespace rootspec;
 using namespace rootspec::harness;
 
 namespace {
+
+// A decoder name with this suffix runs its rule with draft-ahead on (runtime_drafter.h).
+constexpr const char* kAheadSuffix = "+ahead";
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_signal(int) { g_interrupted = true; }
@@ -264,7 +272,9 @@ int main(int argc, char** argv) {
                  "prompt file (JSONL); default: bench/prompts/prompts.jsonl of the source tree");
   app.add_option("--limit-prompts", limit_prompts, "use only the first N prompts of the file (0: all)")
       ->capture_default_str();
-  app.add_option("--decoders", decoders_s, "decoders (rules) to compare; 'ar' is plain decoding")
+  app.add_option("--decoders", decoders_s,
+                 "decoders (rules) to compare; 'ar' is plain decoding; RULE+ahead: RULE with the drafter "
+                 "drafting ahead (otherwise off)")
       ->capture_default_str();
   app.add_option("--temperatures", temps_s, "temperatures (0 = greedy)")->capture_default_str();
   app.add_option("--budgets", budgets_s, "tree budgets B")->capture_default_str();
@@ -395,7 +405,10 @@ int main(int argc, char** argv) {
       body.raw = false;  // the server applies the model's chat template when it has one
       body.max_new_tokens = max_new_tokens;
       body.temperature = g.temperature;
-      body.rule = g.decoder;
+      // "R+ahead": rule R with the drafter drafting ahead; a plain name asks for it off.
+      const bool ahead = ends_with(g.decoder, kAheadSuffix);
+      body.rule = ahead ? g.decoder.substr(0, g.decoder.size() - std::strlen(kAheadSuffix)) : g.decoder;
+      if (g.budget > 0) body.draft_ahead = ahead ? 1 : 0;
       if (g.budget > 0) body.verifier = verifier;
       body.budget = g.budget > 0 ? g.budget : -1;
       body.seed = decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget);

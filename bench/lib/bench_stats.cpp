@@ -145,6 +145,7 @@ std::string round_trace_line(const DecodeRecord& d, int64_t round_index, const R
   j["accepted"] = r.accepted;
   j["tree_size"] = r.tree_nodes;
   j["stage_ms"] = round_stage_ms(r);
+  if (r.pool_drafted_ahead) j["drafted_ahead"] = true;
   return j.dump();
 }
 

@@ -481,7 +481,9 @@ const Fields<PrefillBody>& prefill_fields() {
       Fields<PrefillBody>()
           .int_array("prompt", &PrefillBody::prompt, kMaxTokens, 0, kMaxVocab - 1, 1)
           .map("shape", &PrefillBody::shape, shape_fields())
-          .u64("draft_seed", &PrefillBody::draft_seed);
+          .u64("draft_seed", &PrefillBody::draft_seed)
+          .boolean("draft_ahead", &PrefillBody::draft_ahead)
+          .optional([](const PrefillBody& b) { return b.draft_ahead; });
   return f;
 }
 
@@ -520,6 +522,8 @@ const Fields<PoolBody>& pool_fields() {
               "row_prob", [](auto& b) -> auto& { return b.pool.row_prob; }, kMaxTokens, 0.0, 1.0)
           .integer("draft_start_ns", &P::draft_start_ns, 0, kMaxI64)
           .integer("draft_end_ns", &P::draft_end_ns, 0, kMaxI64)
+          .boolean("drafted_ahead", &P::drafted_ahead)
+          .optional([](const P& b) { return b.drafted_ahead; })
           .check([](const MapReader& r, P& b) {
             Pool& p = b.pool;
             const size_t n = p.token.size();
@@ -602,6 +606,8 @@ const Fields<GenerateBody>& generate_fields() {
           .optional([](const G& b) { return !b.stop.empty(); })
           .integer("deadline_ms", &G::deadline_ms, 0, 7 * 24 * 3600 * 1000)
           .optional([](const G& b) { return b.deadline_ms > 0; })
+          .integer("draft_ahead", &G::draft_ahead, -1, 1)
+          .optional([](const G& b) { return b.draft_ahead >= 0; })
           .check([](const MapReader& r, G& b) {
             if (r.has("prompt") + r.has("prompt_ids") + r.has("messages") != 1)
               throw ProtocolError(r.at("prompt"),

@@ -72,7 +72,8 @@ struct ReadyBody {
 struct PrefillBody {
   std::vector<int32_t> prompt;  // the committed context C (root token last)
   PoolShape shape;
-  uint64_t draft_seed = 0;  // the drafter's own stream (Rheo tail draws)
+  uint64_t draft_seed = 0;   // the drafter's own stream (Rheo tail draws)
+  bool draft_ahead = false;  // grow the most probable next Commit's pool while the target verifies
 };
 // target → drafter: tokens emitted by round `round − 1`; the drafter appends them and sends
 // Pool round `round`.
@@ -84,6 +85,7 @@ struct CommitBody {
 struct PoolBody {
   Pool pool;
   int64_t draft_start_ns = 0, draft_end_ns = 0;
+  bool drafted_ahead = false;  // grown before the Commit came, for a guess that it matched
 };
 struct ErrorBody {
   std::string field;  // what was wrong ("" for a failure that is nobody's input)
@@ -112,6 +114,7 @@ struct GenerateBody {
   std::vector<std::string> stop;  // stop strings: the text ends before the first, and so does the request
   int32_t deadline_ms = 0;        // > 0: the request ends this long after the target received it
                                   // (queued: Error "deadline"; decoding: Done "deadline")
+  int32_t draft_ahead = -1;  // 1: the drafter drafts ahead (runtime_drafter.h), 0: not, −1: server default
 };
 // target → client: the Generate passed its checks and waits in the queue, `position` requests
 // ahead of it (the one decoding included). Every Generate gets this or an Error first.

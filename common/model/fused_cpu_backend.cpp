@@ -26,6 +26,9 @@ class FusedCpuBackend final : public PassBackend {
  public:
   FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity);
   const char* name() const override { return "fused-cpu"; }
+  // Each row's products and attention run in one fixed order whatever the batch: panels keep
+  // a row's accumulators apart, helpers split columns, never a sum.
+  bool batch_invariant() const override { return true; }
   const ModelConfig& config() const override { return w_.config; }
   int64_t weight_bytes() const override { return w_.bytes; }
   int64_t kv_cache_bytes() const override {

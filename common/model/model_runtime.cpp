@@ -173,6 +173,7 @@ TopKRowsView ModelRuntime::extend_tree_top_k(const std::vector<int32_t>& tokens,
 }
 
 int ModelRuntime::device_top_k() const { return backend_->device_top_k(); }
+bool ModelRuntime::batch_invariant() const { return backend_->batch_invariant(); }
 
 void ModelRuntime::commit(const std::vector<int32_t>& path) { backend_->move_kv(kv_.commit(path)); }
 

@@ -84,6 +84,7 @@ class ModelRuntime {
                                  int k);
   // The largest k the backend takes on the device (0: none; pass_backend.h).
   int device_top_k() const;
+  bool batch_invariant() const;  // pass_backend.h
   // Appends the tree nodes `path` (a path from the context: path[0] has parent −1 and each
   // next node is a child of the previous) to the context, moving their K/V to positions
   // length().. ; discards the tree.

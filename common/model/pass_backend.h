@@ -110,6 +110,10 @@ class PassBackend {
   // The largest k forward_top_k takes on the device (a GPU backend: kernels/cuda's top_k_rows,
   // so that 2·k numbers per row cross to the host instead of the vocabulary); 0: none.
   virtual int device_top_k() const { return 0; }
+  // Whether every row's results (K/V, logits) are bit for bit the same whatever other rows its
+  // pass holds: then prefill(a + b) equals prefill(a) then prefill(b) (draft-ahead relies on
+  // it, runtime_drafter.h). False unless the backend shows it (test_runtime checks FusedCpu).
+  virtual bool batch_invariant() const { return false; }
   // The KV commit's row moves, every layer.
   virtual void move_kv(const std::vector<KvMove>& moves) = 0;
   // Host memory of `floats` floats, owned by the backend, that the runtime hands rows back in

@@ -45,7 +45,12 @@ void RuntimeDrafter::forwarded(const Pool& pool, const std::vector<int>& nodes, 
   }
 }
 
+void RuntimeDrafter::check_abandon() const {
+  if (abandon_ && abandon_()) throw DraftAbandoned{};
+}
+
 void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
+  check_abandon();
   out.resize(nodes.size() * static_cast<size_t>(vocab_));
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i] == kRoot) std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
@@ -63,6 +68,7 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
 bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k,
                                  std::vector<int32_t>& tokens, std::vector<float>& probs) {
   if (!top_k_on_host_ && rt_.device_top_k() < k) return false;
+  check_abandon();
   tokens.resize(nodes.size() * static_cast<size_t>(k));
   probs.resize(tokens.size());
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -81,16 +87,85 @@ bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes
   return true;
 }
 
-void DraftSession::start(const PoolShape& shape, uint64_t draft_seed) {
+void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead) {
   rt_.truncate(0);
   shape_ = shape;
   rng_ = Rng(draft_seed);
+  ahead_on_ = draft_ahead;
+  guess_.clear();
 }
 
-void DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
-  const RowsView last = rt_.prefill(tokens);  // the drafter's row at the new C
-  drafter_.begin_round(last.row(0));
+void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, Pool& pool) {
+  assert(!tokens.empty());
+  // The guess's own two calls (see the class comment), where one call could differ.
+  const bool split = ahead_on_ && tokens.size() > 1 && !rt_.batch_invariant();
+  if (split) rt_.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 1));
+  const RowsView last = rt_.prefill(split ? std::vector<int32_t>{tokens.back()} : tokens);
+  drafter_.begin_round(last.row(0));  // the drafter's row at the new C
   grow_pool(drafter_, shape_, pool, &rng_);
+}
+
+void DraftSession::drop_guess() {
+  rt_.truncate(guess_from_);
+  rng_ = rng_before_guess_;
+  guess_.clear();
+}
+
+bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
+  if (!guess_.empty()) {
+    if (tokens == guess_) {
+      ++counts_.hits;
+      guess_.clear();
+      std::swap(pool, ahead_pool_);
+      return true;
+    }
+    ++counts_.misses;
+    drop_guess();
+  }
+  append_and_grow(tokens, pool);
+  return false;
+}
+
+bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& abandon) {
+  assert(ahead_on_ && guess_.empty());
+  // The pool's most probable chain: at each level the child with the highest draft
+  // probability (the lower index on ties); parents come before children (pool.h).
+  std::vector<int32_t> chain;
+  for (int at = kRoot;;) {
+    int best = -1;
+    for (int v = 0; v < sent.size(); ++v)
+      if (sent.parent[v] == at && (best < 0 || sent.logq[v] > sent.logq[best])) best = v;
+    if (best < 0) break;
+    chain.push_back(sent.token[best]);
+    at = best;
+  }
+  // The guess and the pool below it must fit the cache.
+  if (chain.empty() || rt_.length() + static_cast<int>(chain.size()) + 1 > rt_.options().max_context)
+    return false;
+  guess_from_ = rt_.length();
+  rng_before_guess_ = rng_;
+  guess_ = chain;
+  drafter_.set_abandon(abandon);
+  try {
+    // The continuation guess: the drafter's top token after the chain; C + guess then holds
+    // what append_and_grow(guess) would append.
+    const RowsView end = rt_.prefill(chain);
+    const float* row = end.row(0);
+    guess_.push_back(static_cast<int32_t>(std::max_element(row, row + drafter_.vocab_size()) - row));
+    if (abandon && abandon()) throw DraftAbandoned{};
+    const RowsView last = rt_.prefill({guess_.back()});
+    drafter_.begin_round(last.row(0));
+    grow_pool(drafter_, shape_, ahead_pool_, &rng_);
+  } catch (const DraftAbandoned&) {
+    ++counts_.abandoned;
+    drop_guess();
+  } catch (...) {
+    drafter_.set_abandon({});
+    drop_guess();
+    throw;
+  }
+  drafter_.set_abandon({});
+  return !guess_.empty();
 }
 
 }  // namespace rootspec

@@ -8,6 +8,8 @@
 // round's emitted tokens are appended with prefill().
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +33,12 @@ class RuntimeDrafter : public DraftModel {
   bool draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k, std::vector<int32_t>& tokens,
                    std::vector<float>& probs) override;
 
+  // Polled before each pass; when it returns true the pass throws DraftAbandoned instead
+  // (draft-ahead gives way to the target's next message). Empty: never.
+  void set_abandon(std::function<bool()> abandon) { abandon_ = std::move(abandon); }
+
  private:
+  void check_abandon() const;
   // The tree-pass inputs for the pool nodes among `nodes` (kRoot's row is root_logits_):
   // tokens, parents (runtime tree nodes) and, for each, its index in `nodes`.
   void forwarded(const Pool& pool, const std::vector<int>& nodes, std::vector<int32_t>& tokens,
@@ -44,25 +51,68 @@ class RuntimeDrafter : public DraftModel {
   std::vector<float> root_probs_;              // [vocab] untempered draft row at C
   std::unordered_map<int, int> tree_of_pool_;  // pool index → runtime tree node
   bool tree_started_ = false;
+  std::function<bool()> abandon_;
 };
+
+// A pool growth cut short by RuntimeDrafter's abandon check.
+struct DraftAbandoned {};
 
 // One request on the drafter: C lives in the runtime's cache; each draft() appends the tokens
 // C grew by (the prompt first, then each round's emitted tokens) and grows the pool below it.
 // Pool growth draws only from the session's own generator: the request's stays the target's.
+//
+// Draft-ahead (issue 19; PEARL's post-verify taken into the pipelined deployment of paper 000
+// App. D.14): once a round's pool is out, the drafter is idle until the Commit. draft_ahead()
+// guesses that Commit — the pool's most probable chain (the highest draft probability at each
+// level) and the drafter's top token below it as the continuation — appends it and grows the
+// pool below. When the Commit carries exactly the guess, draft() hands that pool over at once;
+// otherwise the cache and the generator go back to where the guess began.
+//
+// Exactness: draft_ahead() appends its guess as two prefills (the chain, then the
+// continuation). A backend whose rows do not depend on the pass's other rows
+// (ModelRuntime::batch_invariant) computes the same as one prefill of the whole; on others
+// draft() appends every Commit as the same two calls. Either way a pool drafted ahead is bit
+// for bit the pool draft() would grow for that Commit from the same cache and generator state
+// (test_runtime_drafter checks it): the pool stays a function of the committed context and the
+// drafter's own stream, never of the target's draws (paper 000 §3), and a request decodes the
+// same whether a guess hit, missed or was abandoned.
 class DraftSession {
  public:
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}
   // A new request: empties the cache; `draft_seed` seeds the Rheo tail draws (request.h).
-  void start(const PoolShape& shape, uint64_t draft_seed);
-  // Appends `tokens` to C and grows the pool below the new C into `pool`.
-  void draft(const std::vector<int32_t>& tokens, Pool& pool);
+  void start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead = false);
+  // Appends `tokens` to C and grows the pool below the new C into `pool`. Returns true when
+  // that pool was drafted ahead (`tokens` were the guess).
+  bool draft(const std::vector<int32_t>& tokens, Pool& pool);
+  // With draft-ahead on: guesses the next Commit from `sent` (the pool just sent) and grows
+  // the pool below it. `abandon` is polled between passes; when it turns true the guess is
+  // dropped. Returns whether a pool is ready for the guess.
+  bool draft_ahead(const Pool& sent, const std::function<bool()>& abandon = {});
+  const std::vector<int32_t>& ahead_guess() const { return guess_; }  // empty: none ready
   const PoolShape& shape() const { return shape_; }
+  bool draft_ahead_on() const { return ahead_on_; }
+
+  struct AheadCounts {
+    int64_t hits = 0, misses = 0, abandoned = 0;
+  };
+  const AheadCounts& ahead_counts() const { return counts_; }
 
  private:
+  // Appends `tokens` (two prefills with draft-ahead on, see above) and grows `pool` below.
+  void append_and_grow(const std::vector<int32_t>& tokens, Pool& pool);
+  // Back to C as it was before the guess (cache and generator).
+  void drop_guess();
+
   ModelRuntime& rt_;
   RuntimeDrafter drafter_;
   PoolShape shape_;
   Rng rng_;  // the drafter's own stream
+  bool ahead_on_ = false;
+  std::vector<int32_t> guess_;  // the Commit the ahead pool is for (empty: none)
+  Pool ahead_pool_;             // the pool below C + guess_
+  int guess_from_ = 0;          // length() of C before the guess was appended
+  Rng rng_before_guess_;
+  AheadCounts counts_;
 };
 
 }  // namespace rootspec

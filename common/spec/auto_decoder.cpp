@@ -60,9 +60,12 @@ AutoController::AutoController(AutoCostModel& costs, double temperature)
     : costs_(costs), acc_(costs.acceptance(temperature)) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
   // Start where earlier requests at this temperature left off: speculation that lost to a
-  // measured ar is tried again after the gap reached there, not at once.
-  if (costs_.measured_ar() && acc_.speculative_rate > 0 &&
-      acc_.speculative_rate < (1 - costs_.options().margin) / costs_.ar_ms())
+  // measured ar is tried again after the gap reached there, not at once; a try that the last
+  // request ended goes on here.
+  if (acc_.trying)
+    after_plain_ = true;
+  else if (costs_.measured_ar() && acc_.speculative_rate > 0 &&
+           acc_.speculative_rate < (1 - costs_.options().margin) / costs_.ar_ms())
     speculate_ = false;
 }
 
@@ -147,6 +150,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     }
   } else {
     ++ar_rounds_;
+    ++acc_.plain_rounds;
     if (o.fixed_costs) wall = costs_.ar_ms();
     costs_.add_ar(wall);
   }
@@ -165,14 +169,19 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (in_mode_ >= std::max(o.min_speculative, o.probe_rounds) && losing) {
       speculate_ = false;
       in_mode_ = 0;
+      acc_.plain_rounds = 0;
+      acc_.trying = false;
     } else if (!losing) {
       acc_.probe_gap = o.first_probe_gap;
     }
-    if (in_mode_ >= o.probe_rounds) after_plain_ = false;  // the try is over: back to the running rate
-  } else if (in_mode_ >= acc_.probe_gap) {
+    if (in_mode_ >= o.probe_rounds)
+      after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
+  } else if (acc_.plain_rounds >= acc_.probe_gap) {
     speculate_ = true;
     after_plain_ = true;
     in_mode_ = 0;
+    acc_.plain_rounds = 0;
+    acc_.trying = true;
     acc_.probe_gap = std::min(acc_.probe_gap * 2, o.max_probe_gap);
   }
 }

@@ -69,6 +69,8 @@ class AutoCostModel {
     double realised = 0, guessed = 0;  // running sums (forgetting) of accepted-below-y and D_B(y)
     double speculative_rate = 0;       // tokens per ms of speculative rounds (0: none yet)
     int probe_gap = 0;                 // ar rounds before speculation is tried again (0: the first gap)
+    int plain_rounds = 0;              // ar rounds since speculation was last tried, across requests
+    bool trying = false;               // a try of speculation is under way (it may span requests)
     double k() const;
   };
   Acceptance& acceptance(double temperature) {
@@ -117,10 +119,10 @@ class AutoController {
   int64_t last_ns_ = 0;                    // the previous round's end
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
-  int in_mode_ = 0;                        // rounds since the last switch
-  // Open (issue 19): in_mode_ counts per request while the gap lives per temperature, so once the
-  // gap outgrows a request's rounds, short requests never try speculation again there (a machine
-  // that became quieter goes unnoticed). Counting plain rounds per temperature would fix it.
+  int in_mode_ = 0;                        // this request's rounds since its last switch
+  // The gap before the next try is counted in plain rounds across requests (Acceptance::
+  // plain_rounds), as the gap itself is kept: a temperature served by short requests keeps
+  // trying, so a machine that became quieter is noticed.
 };
 
 }  // namespace rootspec

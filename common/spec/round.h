@@ -69,13 +69,14 @@ class TargetScorer {
 // daemon's trace (the Done message), rootspec-generate's --json, rootspec-sim's means and the
 // harness's per-round samples.
 struct RoundRecord {
-  int32_t pool_nodes = 0;          // candidates in the round's pool (0 for ar)
-  int32_t budget = 0;              // B the round's tree was selected with (auto: its choice; 0 for ar)
-  int32_t tree_nodes = 0;          // nodes the tree pass scored below the anchor (0 when skipped)
-  int32_t accepted = 0;            // accepted draft tokens, y included when followed into a tree pass
-  int32_t emitted = 0;             // accepted + 1 (the continuation)
-  bool first_drawn = false;        // a root-based rule drew y from the root row
-  bool tree_pass_skipped = false;  // y left the rule's tree: y alone was emitted
+  int32_t pool_nodes = 0;           // candidates in the round's pool (0 for ar)
+  int32_t budget = 0;               // B the round's tree was selected with (auto: its choice; 0 for ar)
+  int32_t tree_nodes = 0;           // nodes the tree pass scored below the anchor (0 when skipped)
+  int32_t accepted = 0;             // accepted draft tokens, y included when followed into a tree pass
+  int32_t emitted = 0;              // accepted + 1 (the continuation)
+  bool first_drawn = false;         // a root-based rule drew y from the root row
+  bool tree_pass_skipped = false;   // y left the rule's tree: y alone was emitted
+  bool pool_drafted_ahead = false;  // the pool was ready when the Commit came (draft-ahead hit)
   // CLOCK_MONOTONIC ns (clock.h), comparable across the pair's processes; 0: absent.
   int64_t commit_sent_ns = 0;                    // the drafter was sent what started this round's pool
   int64_t root_start_ns = 0, root_end_ns = 0;    // root pass (ar: its only pass)
@@ -97,6 +98,7 @@ void for_each_record_field(F&& f) {
   f("emitted", &RoundRecord::emitted);
   f("first_drawn", &RoundRecord::first_drawn);
   f("tree_pass_skipped", &RoundRecord::tree_pass_skipped);
+  f("pool_drafted_ahead", &RoundRecord::pool_drafted_ahead);
   f("commit_sent_ns", &RoundRecord::commit_sent_ns);
   f("root_start_ns", &RoundRecord::root_start_ns);
   f("root_end_ns", &RoundRecord::root_end_ns);

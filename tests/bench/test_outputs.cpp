@@ -155,6 +155,10 @@ TEST(BenchRecord, RoundsFoldIntoTheRecord) {
             "{\"prompt_id\":\"q\",\"decoder\":\"root\",\"temperature\":0.0,\"budget\":8,"
             "\"round\":1,\"accepted\":0,\"tree_size\":6,\"stage_ms\":{\"commit\":0.0,\"tree_pass\":1.0,"
             "\"verify\":0.5}}");
+  RoundRecord ahead = round_of(0, 6, 1.0, 0.5);
+  ahead.pool_drafted_ahead = true;
+  EXPECT_NE(round_trace_line(r, 1, ahead).find(",\"drafted_ahead\":true}"), std::string::npos)
+      << "a pool drafted ahead is marked in the trace";
   EXPECT_EQ(tokens_to_first_eos({5, 6, 2, 7, 2}, {2}), 2);
   EXPECT_EQ(tokens_to_first_eos({5, 6, 7}, {2, 9}), 3);
   EXPECT_EQ(tokens_to_first_eos({9}, {2, 9}), 0);

@@ -85,11 +85,39 @@ TEST(AutoDecoder, SwitchesToPlainDecodingWhenItIsFasterAndTriesAgainLater) {
   c.observe(speculative_round(2, 3), 0);
   c.observe(speculative_round(2, 3), 0);
   EXPECT_FALSE(c.speculate());
-  for (int i = 0; i < 6; ++i) c.observe(RoundRecord{}, -1);  // the gap doubled
-  EXPECT_TRUE(c.speculate());
   // A later request at the same temperature starts with ar: speculation lost there.
   EXPECT_FALSE(AutoController(costs, 1.0).speculate());
   EXPECT_TRUE(AutoController(costs, 0.0).speculate());
+  for (int i = 0; i < 6; ++i) c.observe(RoundRecord{}, -1);  // the gap doubled
+  EXPECT_TRUE(c.speculate());
+  // The next request goes on with a try that this one began.
+  EXPECT_TRUE(AutoController(costs, 1.0).speculate());
+}
+
+// The gap before a try counts plain rounds across requests at the temperature: requests of 4
+// rounds, far shorter than the gap (doubling 3, 6, 12), still try speculation after 3, 6, 12, 12,
+// … plain rounds of theirs together.
+TEST(AutoDecoder, ShortRequestsStillTrySpeculationOnceTheGapHasPassed) {
+  AutoCostModel costs(fixed(1.0, 0.2, 0.05, 0.5));  // speculation loses (see above)
+  std::vector<int> tries;                           // the request each try began in
+  int plain = 0;
+  for (int request = 0; request < 40; ++request) {
+    AutoController c(costs, 1.0);
+    bool was_speculating = false;
+    for (int round = 0; round < 4; ++round) {
+      if (c.speculate() && !was_speculating && request > 0) tries.push_back(request);
+      was_speculating = c.speculate();
+      if (c.speculate()) {
+        c.observe(speculative_round(2, 3), 0);
+      } else {
+        c.observe(RoundRecord{}, -1);
+        ++plain;
+      }
+    }
+  }
+  // Plain rounds between tries: 3, 6, 12, 12, … (a try takes 2 rounds, possibly across requests).
+  ASSERT_GE(tries.size(), 8u) << "short requests stopped trying";
+  EXPECT_GT(plain, 100);
 }
 
 TEST(AutoDecoder, StaysSpeculativeWhileItWins) {

@@ -25,7 +25,15 @@ TEST(DaemonConfig, DefaultsKeepEachProcessOnItsOwnThreads) {
   EXPECT_EQ(c.target.idle_drafter_threads, 1);
   EXPECT_TRUE(c.target.ar_uses_drafter_core);
   EXPECT_EQ(c.pool_transport, "auto");
+  EXPECT_FALSE(c.draft_ahead) << "it takes the core a CPU target's tree pass shares";
   EXPECT_NO_THROW(c.validate());
+}
+
+TEST(DaemonConfig, DraftAheadIsAPoolKey) {
+  EXPECT_TRUE(DaemonConfig::load("", {"pool.draft_ahead=true"}).draft_ahead);
+  EXPECT_NE(error_of({"pool.draft_ahead=1"}).find("true or false"), std::string::npos)
+      << error_of({"pool.draft_ahead=1"});
+  EXPECT_NE(error_of({"decoding.draft_ahead=true"}).find("unknown key"), std::string::npos);
 }
 
 TEST(DaemonConfig, CpuKeysAndTransports) {

@@ -74,6 +74,9 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_EQ(r.shape.rheo_m, 1);
     EXPECT_EQ(r.shape.sparse, 128);
     EXPECT_EQ(r.draft_seed, 99u);
+    EXPECT_FALSE(r.draft_ahead);
+    b.draft_ahead = true;
+    EXPECT_TRUE(parse(encode(header(MessageType::Prefill), b)).prefill().draft_ahead);
   }
   EXPECT_EQ(parse(encode(header(MessageType::Commit), CommitBody{{5, 6}})).commit().tokens,
             (std::vector<int32_t>{5, 6}));
@@ -96,6 +99,14 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_EQ(r.budget, 8);
     EXPECT_DOUBLE_EQ(r.temperature, 0.7);
     EXPECT_EQ(r.seed, 42u);
+    EXPECT_EQ(r.draft_ahead, -1) << "absent: the server's default";
+    for (int ahead : {0, 1}) {
+      g.draft_ahead = ahead;
+      EXPECT_EQ(parse(encode(header(MessageType::Generate), g)).generate().draft_ahead, ahead);
+    }
+    g.draft_ahead = 2;
+    EXPECT_THROW(parse(encode(header(MessageType::Generate), g)).generate(), ProtocolError);
+    g.draft_ahead = -1;
     g.prompt.clear();
     g.prompt_ids = {1, 2};
     g.has_prompt_ids = true;
@@ -163,6 +174,9 @@ TEST(Protocol, PoolRoundTripsIncludingRheoRows) {
   EXPECT_EQ(r.pool.row_prob, b.pool.row_prob);
   EXPECT_EQ(r.pool.rheo_m, 1);
   EXPECT_EQ(r.draft_end_ns, 9);
+  EXPECT_FALSE(r.drafted_ahead);
+  b.drafted_ahead = true;
+  EXPECT_TRUE(parse(encode(header(MessageType::Pool), b)).pool().drafted_ahead);
 }
 
 using Packer = msgpack::packer<msgpack::sbuffer>;

@@ -57,6 +57,65 @@ TEST(Daemon, SeededSamplingReproducesAndEqualsTheReference) {
       }
 }
 
+// Draft-ahead (runtime_drafter.h) hands over pools bit for bit equal to the ones the drafter
+// would grow on the Commit, so every request decodes as without it: greedy output is plain
+// decoding's, seeded sampling the reference's (`pool.draft_ahead` from the config; the random
+// pair's guesses mostly miss or give way).
+TEST(Daemon, DraftAheadDecodesAsWithout) {
+  Pair pair({"pool.draft_ahead=true"});
+  Reference ref;
+  Client client(pair.client_endpoint);
+  for (const auto& prompt : test_prompts()) {
+    const auto expected = ref.decode(prompt, "ar", "greedy", 1, 0.0, 0);
+    for (const char* rule : {"auto", "draft", "root-draw", "pearl"})
+      for (int budget : {1, 8})
+        for (const char* verifier : {"greedy", "residual"}) {
+          const Reply r = client.generate(generate_body(prompt, rule, verifier, budget, 0.0));
+          ASSERT_TRUE(r.done) << rule << " " << verifier << " B" << budget << ": "
+                              << (r.error ? r.error->message : "timeout");
+          EXPECT_EQ(r.done->tokens, expected) << rule << " " << verifier << " B" << budget;
+        }
+    for (const char* rule : {"draft", "root-draw", "pearl"})
+      for (uint64_t seed : {5u, 6u}) {
+        const Reply r = client.generate(generate_body(prompt, rule, "residual", 8, 1.0, seed));
+        ASSERT_TRUE(r.done) << rule << ": " << (r.error ? r.error->message : "timeout");
+        EXPECT_EQ(r.done->tokens, ref.decode(prompt, rule, "residual", 8, 1.0, seed))
+            << rule << " seed " << seed;
+      }
+  }
+}
+
+// A drafter that is the target itself, with a one-chain pool, always guesses the Commit: every
+// pool after a request's first is drafted ahead and handed over, and greedy output stays plain
+// decoding's. Over shared memory and over ZeroMQ, draft-ahead asked per request.
+void expect_every_guess_handed_over(const std::string& transport) {
+  Pair pair({"drafter.model=" + pair_models().target, "pool.top_k=1", "pool.depth=4", "pool.expand=1",
+             "endpoints.pool_transport=" + transport});
+  Reference ref;
+  Client client(pair.client_endpoint);
+  int requests = 0, pools = 0, drafted_ahead = 0;
+  for (const auto& prompt : test_prompts()) {
+    const auto expected = ref.decode(prompt, "ar", "greedy", 1, 0.0, 0);
+    for (const char* rule : {"draft", "root-draw"}) {
+      GenerateBody g = generate_body(prompt, rule, "greedy", 8, 0.0);
+      g.draft_ahead = 1;
+      const Reply r = client.generate(g);
+      ASSERT_TRUE(r.done) << rule << ": " << (r.error ? r.error->message : "timeout");
+      EXPECT_EQ(r.done->tokens, expected) << rule;
+      ++requests;
+      for (const RoundRecord& round : r.done->trace) {
+        pools += round.pool_nodes > 0;
+        drafted_ahead += round.pool_drafted_ahead;
+      }
+    }
+  }
+  EXPECT_GT(pools, 2 * requests);
+  EXPECT_EQ(drafted_ahead, pools - requests) << "every pool but a request's first";
+}
+
+TEST(Daemon, DraftAheadHandsOverEveryRightGuessOverSharedMemory) { expect_every_guess_handed_over("shm"); }
+TEST(Daemon, DraftAheadHandsOverEveryRightGuessOverZeroMq) { expect_every_guess_handed_over("zmq"); }
+
 TEST(Daemon, RheoPoolsFromTheConfigMatchTheReference) {
   Pair pair({"pool.kind=rheo", "pool.rheo_m=1"});
   Reference ref;

@@ -252,6 +252,47 @@ TEST_P(RuntimeVariant, CommitThenContinueEqualsFreshPrefill) {
   EXPECT_LE(testing::max_abs_diff(got.data(), want.row(0), V), kTol);
 }
 
+// The backend's batch_invariant() promise (draft-ahead rests on it, runtime_drafter.h): a
+// prefill split anywhere gives the same last row and the same cache, bit for bit, as one
+// prefill; with helper threads too, and on the portable kernels.
+TEST_P(RuntimeVariant, BatchInvariantBackendsPrefillTheSameInAnySplit) {
+  const Variant& var = GetParam();
+  TempDir dir("split_" + var.name);
+  const std::string path = testing::make_model(dir, "m", var.config, 17);
+  struct PortableOff {
+    ~PortableOff() { force_portable_cpu_kernels(false); }
+  } restore;
+  for (int helpers : {0, 1, 2}) {
+    force_portable_cpu_kernels(helpers == 2);
+    RuntimeOptions o = small_options();
+    o.cpu_helper_threads = helpers;
+    ModelRuntime whole(path, o), split(path, o);
+    ASSERT_TRUE(whole.batch_invariant()) << whole.backend_name();
+    const int V = whole.vocab_size();
+    std::mt19937 gen(11);
+    for (int n : {2, 3, 5, 8, 13, 21, 40}) {
+      const auto ctx = testing::random_tokens(gen, n, V);
+      for (int cut : {1, n / 2, n - 1}) {
+        SCOPED_TRACE((helpers == 2 ? "portable, helpers " : "helpers ") + std::to_string(helpers) + ", " +
+                     std::to_string(n) + " tokens cut at " + std::to_string(cut));
+        whole.truncate(0);
+        split.truncate(0);
+        const RowsView w = whole.prefill(ctx);
+        const std::vector<float> want(w.row(0), w.row(0) + V);
+        split.prefill(std::vector<int32_t>(ctx.begin(), ctx.begin() + cut));
+        const RowsView g = split.prefill(std::vector<int32_t>(ctx.begin() + cut, ctx.end()));
+        ASSERT_EQ(std::vector<float>(g.row(0), g.row(0) + V), want);
+        // The caches agree too: the next pass reads them.
+        const int32_t next = testing::random_tokens(gen, 1, V)[0];
+        const RowsView wn = whole.root_pass(next);
+        const std::vector<float> want_next(wn.row(0), wn.row(0) + V);
+        const RowsView gn = split.root_pass(next);
+        ASSERT_EQ(std::vector<float>(gn.row(0), gn.row(0) + V), want_next);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Arch, RuntimeVariant, ::testing::ValuesIn(variants()),
                          [](const ::testing::TestParamInfo<Variant>& i) { return i.param.name; });
 

@@ -1,6 +1,8 @@
 // RuntimeDrafter: the draft rows pool growth receives equal the drafter model's rows by
 // sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
-// rows grow the same pool.
+// rows grow the same pool. DraftSession with draft-ahead: every pool it hands over (drafted
+// ahead, after a miss, after an abandoned guess) is bit for bit the pool of a session that
+// never drafts ahead.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -116,6 +118,100 @@ TEST(RuntimeDrafter, TopKRowsGrowTheSamePoolAsWholeRows) {
     a = rows_rt.prefill(emitted);
     b = top_rt.prefill(emitted);
   }
+}
+
+void expect_same_pool(const Pool& got, const Pool& want) {
+  EXPECT_EQ(got.token, want.token);
+  EXPECT_EQ(got.parent, want.parent);
+  EXPECT_EQ(got.logq, want.logq);  // bit for bit: the same passes from the same cache
+  EXPECT_EQ(got.expanded, want.expanded);
+  EXPECT_EQ(got.sampled, want.sampled);
+  EXPECT_EQ(got.q_true, want.q_true);
+  EXPECT_EQ(got.row_token, want.row_token);
+  EXPECT_EQ(got.row_prob, want.row_prob);
+}
+
+// Commits of three kinds in turn: the guess (the pool drafted ahead is handed over), the guess
+// with another continuation (a miss: back to C, the generator rewound), and a guess abandoned
+// after `abandon_after` polls. A Rheo pool draws from the session's generator, so a rewind
+// that went wrong would show in the next pools.
+void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = false) {
+  set_torch_threads(1);
+  TempDir dir("draft-ahead");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), seed);
+  RuntimeOptions o;
+  o.max_context = 256;
+  o.max_tree = 80;
+  o.cpu_kernels = !torch_ops;
+  ModelRuntime ahead_rt(d, o), plain_rt(d, o);
+  EXPECT_EQ(ahead_rt.batch_invariant(), !torch_ops) << ahead_rt.backend_name();
+  DraftSession ahead(ahead_rt), plain(plain_rt);
+  ahead.start(shape, seed, /*draft_ahead=*/true);
+  plain.start(shape, seed, /*draft_ahead=*/true);  // never asked to draft ahead
+  std::mt19937 gen(static_cast<unsigned>(seed));
+  const int V = ahead_rt.vocab_size();
+  std::vector<int32_t> commit = testing::random_tokens(gen, 5, V);  // the prompt
+  int want_hits = 0, want_misses = 0, want_abandoned = 0;
+  for (int round = 0; round < 12; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Pool got, want;
+    EXPECT_EQ(ahead.draft(commit, got), round > 0 && round % 3 == 1)
+        << "only a guessed Commit is drafted ahead";
+    plain.draft(commit, want);
+    ASSERT_EQ(got.size(), shape.expected_size());
+    expect_same_pool(got, want);
+    ASSERT_EQ(ahead_rt.length(), plain_rt.length());
+    // The next Commit.
+    int polls = 0;
+    const int abandon_after = round % 3 == 2 ? 1 + round / 3 : -1;
+    const bool ready = ahead.draft_ahead(got, [&] { return ++polls == abandon_after; });
+    EXPECT_EQ(ready, abandon_after < 0);
+    EXPECT_EQ(ahead.ahead_guess().empty(), !ready);
+    std::vector<int32_t> guess = ahead.ahead_guess();
+    if (!ready) {
+      ++want_abandoned;
+      commit = testing::random_tokens(gen, 3, V);
+    } else if (round % 3 == 0) {
+      ++want_hits;
+      commit = guess;
+    } else {
+      ++want_misses;
+      commit = guess;
+      commit.back() = (commit.back() + 1) % V;
+    }
+    if (ready) {
+      // The guess is the pool's most probable chain, then a token below it.
+      ASSERT_GE(guess.size(), 2u);
+      int at = kRoot;
+      for (size_t level = 0; level + 1 < guess.size(); ++level) {
+        int best = -1;
+        for (int v = 0; v < got.size(); ++v)
+          if (got.parent[v] == at && (best < 0 || got.logq[v] > got.logq[best])) best = v;
+        ASSERT_GE(best, 0);
+        EXPECT_EQ(guess[level], got.token[best]) << "level " << level + 1;
+        at = best;
+      }
+    }
+  }
+  EXPECT_EQ(ahead.ahead_counts().hits, want_hits);
+  EXPECT_EQ(ahead.ahead_counts().misses, want_misses);
+  EXPECT_EQ(ahead.ahead_counts().abandoned, want_abandoned);
+  EXPECT_GT(want_hits, 0);
+}
+
+TEST(DraftAhead, TopKPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  check_draft_ahead(PoolShape{3, 4, 3}, 21);
+}
+
+// A backend that promises no batch invariance: draft() appends as draft_ahead() does.
+TEST(DraftAhead, TorchOpsPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  check_draft_ahead(PoolShape{3, 4, 3}, 23, /*torch_ops=*/true);
+}
+
+TEST(DraftAhead, RheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  PoolShape rheo{4, 4, 3};
+  rheo.rheo_m = 2;
+  check_draft_ahead(rheo, 22);
 }
 
 }  // namespace
