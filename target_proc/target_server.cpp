@@ -38,9 +38,13 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   RemoteDrafter(TargetServer& server, const Pending& request, const RequestOutput& output, DoneBody& done)
       : server_(server), request_(request), id_(server.next_internal_id_++), output_(output), done_(done) {}
 
+  // Sends the Prefill now, or with `defer` (`auto` begins with plain rounds) once a round asks
+  // for a pool, the tokens emitted until then appended to the prompt: a request that never
+  // speculates never has the drafter prefill beside the target.
   void start(const std::vector<int32_t>& prompt, const PoolShape& shape, uint64_t draft_seed,
-             bool draft_ahead) {
-    send(encode(header(MessageType::Prefill), PrefillBody{prompt, shape, draft_seed, draft_ahead}));
+             bool draft_ahead, bool defer) {
+    prefill_ = PrefillBody{prompt, shape, draft_seed, draft_ahead};
+    if (!defer) send_prefill();
   }
   const Pool& wait_pool(RoundRecord& record) override {
     const int64_t start = monotonic_ns();
@@ -56,10 +60,15 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
     unsent_.insert(unsent_.end(), tokens.begin(), tokens.end());
     if (!next_pool) return;  // plain rounds of `auto` follow: the tokens go with a later Commit
-    ++round_;
+    if (prefill_sent_) ++round_;
     if (server_.cancel_current_ || output_.would_end(tokens)) return;  // no next pool needed
     try {
-      send(encode(header(MessageType::Commit), CommitBody{unsent_}));
+      if (!prefill_sent_) {
+        prefill_.prompt.insert(prefill_.prompt.end(), unsent_.begin(), unsent_.end());
+        send_prefill();
+      } else {
+        send(encode(header(MessageType::Commit), CommitBody{unsent_}));
+      }
       unsent_.clear();
     } catch (const DrafterGone& e) {
       lost_.emplace(e);
@@ -75,6 +84,11 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     h.round = round_;
     return h;
   }
+  void send_prefill() {
+    send(encode(header(MessageType::Prefill), prefill_));
+    prefill_sent_ = true;
+    prefill_.prompt = {};
+  }
   void send(const std::string& bytes) {
     commit_sent_ns_ = monotonic_ns();  // stamped before sending: the drafter may start at once
     server_.drafter_->send(bytes);
@@ -87,6 +101,8 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   DoneBody& done_;
   uint32_t round_ = 0;           // the pool that comes next (rounds of plain decoding ask for none)
   std::vector<int32_t> unsent_;  // tokens C grew by that the drafter has not been sent
+  PrefillBody prefill_;          // the request's Prefill until it is sent
+  bool prefill_sent_ = false;
   int64_t commit_sent_ns_ = 0;
   PoolBody pool_;
   std::optional<DrafterGone> lost_;
@@ -273,13 +289,15 @@ void TargetServer::serve(const Pending& req) {
   };
 
   done.prefill_start_ns = monotonic_ns();
+  AutoController adaptive(auto_costs_, o.temperature);  // decoder `auto`; its costs outlive requests
   if (!o.autoregressive) {
     if (!drafter_) {
       degrade("no drafter is connected");
     } else {
       drafter.emplace(*this, req, output, done);
       try {
-        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng), r.draft_ahead);
+        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng), r.draft_ahead,
+                       /*defer=*/o.auto_rule && !adaptive.speculate());
       } catch (const DrafterGone& e) {
         drafter_lost(e);
         degrade(e.what());
@@ -298,8 +316,7 @@ void TargetServer::serve(const Pending& req) {
   }
   int32_t root = r.prompt.back();
   done.ms_prefill = ms_since(done.prefill_start_ns);
-  int64_t round_start = monotonic_ns();                 // a plain round starts when the previous one ends
-  AutoController adaptive(auto_costs_, o.temperature);  // decoder `auto`; its costs outlive requests
+  int64_t round_start = monotonic_ns();  // a plain round starts when the previous one ends
   while (!output.finished() && !cancel_current_ && !stops.stopped()) {
     if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
       done.stop_reason = "deadline";
@@ -347,6 +364,14 @@ void TargetServer::serve(const Pending& req) {
   spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms{}", req.id,
                done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued,
                done.degraded.empty() ? "" : ", ar from token " + std::to_string(done.degraded_at));
+  if (o.auto_rule && !o.autoregressive) {
+    const AutoCostModel::Acceptance& a = auto_costs_.acceptance(o.temperature);
+    spdlog::debug(
+        "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
+        "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one",
+        req.id, adaptive.speculative_rounds(), adaptive.ar_rounds(), o.temperature, a.spec_tokens, a.spec_ms,
+        a.k(), auto_costs_.ar_ms());
+  }
   reply_done(req.client, req.id, std::move(done));
 }
 

@@ -64,8 +64,8 @@ AutoController::AutoController(AutoCostModel& costs, double temperature)
   // request ended goes on here.
   if (acc_.trying)
     after_plain_ = true;
-  else if (costs_.measured_ar() && acc_.speculative_rate > 0 &&
-           acc_.speculative_rate < (1 - costs_.options().margin) / costs_.ar_ms())
+  else if (costs_.measured_ar() && acc_.speculative_rate() > 0 &&
+           acc_.speculative_rate() < (1 - costs_.options().margin) / costs_.ar_ms())
     speculate_ = false;
 }
 
@@ -137,9 +137,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
                                                        : r.tree_pass_ns / 1e6;
       const double ms =
           expected_tokens_ > 0 ? std::max(wall - realised_tree + expected_tree_ms_, 1e-6) : wall;
-      const double rate = (expected_tokens_ > 0 ? expected_tokens_ : r.emitted) / ms;
-      acc_.speculative_rate =
-          acc_.speculative_rate > 0 ? acc_.speculative_rate + weight * (rate - acc_.speculative_rate) : rate;
+      const double tokens = expected_tokens_ > 0 ? expected_tokens_ : r.emitted;
+      const double w = acc_.spec_ms > 0 ? weight : 1.0;
+      acc_.spec_tokens += w * (tokens - acc_.spec_tokens);
+      acc_.spec_ms += w * (ms - acc_.spec_ms);
     }
     if (r.first_drawn && !r.tree_pass_skipped) {
       const auto g = guess_below_.find(first_token);
@@ -164,7 +165,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   // pass beside a drafting drafter is no measure of a plain pass that has both cores.
   const bool ar_unknown = !o.fixed_costs && !costs_.measured_ar();
   const bool losing =
-      ar_unknown || (acc_.speculative_rate > 0 && acc_.speculative_rate < (1 - o.margin) * ar_rate);
+      ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < (1 - o.margin) * ar_rate);
   if (speculate_) {
     if (in_mode_ >= std::max(o.min_speculative, o.probe_rounds) && losing) {
       speculate_ = false;
@@ -182,7 +183,8 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     in_mode_ = 0;
     acc_.plain_rounds = 0;
     acc_.trying = true;
-    acc_.probe_gap = std::min(acc_.probe_gap * 2, o.max_probe_gap);
+    const bool badly = acc_.speculative_rate() > 0 && acc_.speculative_rate() < 0.8 * ar_rate;
+    acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), o.max_probe_gap);
   }
 }
 

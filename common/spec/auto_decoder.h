@@ -36,11 +36,15 @@ namespace rootspec {
 struct AutoOptions {
   std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
   double smoothing = 0.1;   // weight of a new measurement in the running averages
-  int min_speculative = 4;  // speculative rounds before ar is considered
-  int first_probe_gap = 8;  // ar rounds before speculation is tried again (doubling, across
-  int max_probe_gap = 512;  // requests at the temperature, while it keeps losing, up to this)
-  int probe_rounds = 3;     // speculative rounds of one try
-  double margin = 0.02;     // speculation must lose by this fraction before ar takes over
+  int min_speculative = 3;  // speculative rounds before ar is considered
+  // ar rounds before speculation is tried again: counted across requests at the temperature,
+  // growing while it keeps losing (×2, ×4 when it lost by more than a fifth) up to the most.
+  // A try costs about 25 ar rounds on the shipped pair at T = 1 (the drafter's catch-up and three
+  // losing rounds), so the most keeps the tries under 1% of the time speculation loses.
+  int first_probe_gap = 8;
+  int max_probe_gap = 4096;
+  int probe_rounds = 2;  // measured speculative rounds of one try (after the catch-up round)
+  double margin = 0.02;  // speculation must lose by this fraction before ar takes over
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
   // (no tree pass: fixed_base) and an ar round fixed_ar.
@@ -67,10 +71,14 @@ class AutoCostModel {
   // Per temperature: the calibration k and the running rate of speculative rounds.
   struct Acceptance {
     double realised = 0, guessed = 0;  // running sums (forgetting) of accepted-below-y and D_B(y)
-    double speculative_rate = 0;       // tokens per ms of speculative rounds (0: none yet)
-    int probe_gap = 0;                 // ar rounds before speculation is tried again (0: the first gap)
-    int plain_rounds = 0;              // ar rounds since speculation was last tried, across requests
-    bool trying = false;               // a try of speculation is under way (it may span requests)
+    // Speculative rounds' tokens and time, each a running mean: their ratio is the rate (a
+    // mean of per-round rates would favour the fast rounds, Jensen's inequality, against
+    // ar's mean time).
+    double spec_tokens = 0, spec_ms = 0;  // 0: none yet
+    double speculative_rate() const { return spec_ms > 0 ? spec_tokens / spec_ms : 0.0; }
+    int probe_gap = 0;     // ar rounds before speculation is tried again (0: the first gap)
+    int plain_rounds = 0;  // ar rounds since speculation was last tried, across requests
+    bool trying = false;   // a try of speculation is under way (it may span requests)
     double k() const;
   };
   Acceptance& acceptance(double temperature) {
