@@ -10,10 +10,16 @@ namespace rootspec {
 
 namespace {
 constexpr double kForget = 0.98;  // weight of the old sums of the tree-time line per new pass
-}
+constexpr int kSettled = 8;       // measurements before outliers are cut
+constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
+}  // namespace
 
 double AutoCostModel::smooth(double old, double x, int n) const {
-  // The plain mean over the first rounds, then a running average that follows the machine.
+  // The plain mean over the first rounds, then a running average that follows the machine; a
+  // round that the machine stalled (another process, a page fault) counts as at most
+  // kOutlier × the mean, so that one stall cannot make a mode look slow for long (a slower
+  // machine still shows within a few rounds).
+  if (n > kSettled) x = std::min(x, kOutlier * old);
   const double w = std::max(opt_.smoothing, 1.0 / n);
   return old + w * (x - old);
 }
@@ -45,6 +51,7 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
     root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_);
   const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
   if (wall_ms > 0) base_ms_ = smooth(base_ms_, std::max(wall_ms - tree, 0.0), ++base_n_);
+  ++since_ar_;
   if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
     const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
     s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
@@ -54,6 +61,7 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
 
 void AutoCostModel::add_ar(double wall_ms) {
   if (wall_ms > 0) ar_ms_ = smooth(ar_ms_, wall_ms, ++ar_n_);
+  since_ar_ = 0;
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature)
@@ -135,10 +143,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       const double realised_tree = r.tree_pass_skipped ? 0.0
                                    : o.fixed_costs     ? costs_.tree_ms(r.tree_nodes + 1)
                                                        : r.tree_pass_ns / 1e6;
-      const double ms =
-          expected_tokens_ > 0 ? std::max(wall - realised_tree + expected_tree_ms_, 1e-6) : wall;
+      double ms = expected_tokens_ > 0 ? std::max(wall - realised_tree + expected_tree_ms_, 1e-6) : wall;
       const double tokens = expected_tokens_ > 0 ? expected_tokens_ : r.emitted;
       const double w = acc_.spec_ms > 0 ? weight : 1.0;
+      if (acc_.spec_ms > 0) ms = std::min(ms, kOutlier * acc_.spec_ms);  // a stall (see smooth())
       acc_.spec_tokens += w * (tokens - acc_.spec_tokens);
       acc_.spec_ms += w * (ms - acc_.spec_ms);
     }
@@ -177,6 +185,21 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     }
     if (in_mode_ >= o.probe_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
+    // ar's time must stay measured: a stall counted into it (or a quieter machine) would
+    // otherwise never be seen again while speculation runs. One plain round now and then.
+    if (speculate_ && costs_.speculative_rounds_since_ar() >= o.ar_refresh_rounds) {
+      speculate_ = false;
+      in_mode_ = 0;
+      refreshing_ar_ = true;
+    }
+  } else if (refreshing_ar_) {
+    refreshing_ar_ = false;
+    if (!losing) {
+      speculate_ = true;
+      in_mode_ = 0;
+    } else {
+      acc_.plain_rounds = 0;  // speculation loses after all: the gaps and tries as usual
+    }
   } else if (acc_.plain_rounds >= acc_.probe_gap) {
     speculate_ = true;
     after_plain_ = true;

@@ -44,6 +44,9 @@ struct AutoOptions {
   int first_probe_gap = 8;
   int max_probe_gap = 4096;
   int probe_rounds = 2;  // measured speculative rounds of one try (after the catch-up round)
+  // While speculation runs, one plain round after this many speculative ones (any temperature)
+  // keeps ar's time measured.
+  int ar_refresh_rounds = 256;
   double margin = 0.02;  // speculation must lose by this fraction before ar takes over
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
@@ -63,6 +66,7 @@ class AutoCostModel {
   double speculative_base_ms() const;  // a speculative round without its tree pass
   double ar_ms() const;                // a round of plain decoding
   bool measured_ar() const { return ar_n_ > 0; }
+  int speculative_rounds_since_ar() const { return since_ar_; }
 
   // One finished round: its record and its wall time (from the previous round's end).
   void add_speculative(const RoundRecord& r, double wall_ms);
@@ -91,6 +95,7 @@ class AutoCostModel {
   AutoOptions opt_;
   double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;
   int root_n_ = 0, base_n_ = 0, ar_n_ = 0;
+  int since_ar_ = 0;  // speculative rounds measured since the last plain one
   // tree pass time against rows: running sums of a weighted least-squares line
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
   std::map<int, Acceptance> acceptance_;
@@ -126,6 +131,7 @@ class AutoController {
   std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
   int64_t last_ns_ = 0;                    // the previous round's end
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
+  bool refreshing_ar_ = false;             // this plain round re-measures ar amid speculation
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // this request's rounds since its last switch
   // The gap before the next try is counted in plain rounds across requests (Acceptance::

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "auto_decoder.h"
 #include "table_decode.h"
@@ -132,6 +133,36 @@ TEST(AutoDecoder, StaysSpeculativeWhileItWins) {
     c.observe(speculative_round(5, 3), 0);  // 5 tokens in 1.4 ms beat 2 per ms
     EXPECT_TRUE(c.speculate()) << i;
   }
+}
+
+// While speculation wins, ar is measured again after every ar_refresh_rounds speculative rounds:
+// one plain round, then speculation again.
+TEST(AutoDecoder, MeasuresArAgainNowAndThenWhileSpeculationWins) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.ar_refresh_rounds = 10;
+  AutoCostModel costs(o);
+  AutoController c(costs, 0.0);
+  std::string modes;
+  for (int i = 0; i < 33; ++i) {
+    modes += c.speculate() ? 'S' : 'a';
+    if (c.speculate())
+      c.observe(speculative_round(5, 3), 0);
+    else
+      c.observe(RoundRecord{}, -1);
+  }
+  EXPECT_EQ(modes, "SSSSSSSSSSaSSSSSSSSSSaSSSSSSSSSSa");
+}
+
+// A stalled round (the machine busy elsewhere) moves a settled running mean by at most
+// smoothing × (3 × mean − mean): ar does not look slow for long after one stall.
+TEST(AutoDecoder, OneStalledRoundBarelyMovesTheMeasuredTimes) {
+  AutoCostModel costs;  // measured costs, smoothing 0.1
+  for (int i = 0; i < 20; ++i) costs.add_ar(0.2);
+  EXPECT_DOUBLE_EQ(costs.ar_ms(), 0.2);
+  costs.add_ar(50.0);
+  EXPECT_NEAR(costs.ar_ms(), 0.2 + 0.1 * (0.6 - 0.2), 1e-12);
+  costs.add_ar(0.4);  // slower rounds still move it
+  EXPECT_GT(costs.ar_ms(), 0.24);
 }
 
 TEST(AutoDecoder, TreePassTimeIsFittedToTheMeasuredPasses) {
