@@ -317,6 +317,7 @@ void TargetServer::serve(const Pending& req) {
   int32_t root = r.prompt.back();
   done.ms_prefill = ms_since(done.prefill_start_ns);
   int64_t round_start = monotonic_ns();  // a plain round starts when the previous one ends
+  adaptive.start_clock();
   while (!output.finished() && !cancel_current_ && !stops.stopped()) {
     if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
       done.stop_reason = "deadline";

@@ -75,6 +75,7 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   AutoCostModel own_costs;
   AutoController adaptive(auto_costs ? *auto_costs : own_costs, o.temperature);
   GenerateResult res;
+  adaptive.start_clock();
   while (!output.finished()) {
     RoundRecord record;
     const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record, nullptr, &adaptive);

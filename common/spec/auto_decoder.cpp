@@ -9,8 +9,10 @@
 namespace rootspec {
 
 namespace {
-constexpr double kForget = 0.98;  // weight of the old sums of the tree-time line per new pass
-constexpr int kSettled = 8;       // measurements before outliers are cut
+constexpr double kForget = 0.98;       // weight of the old sums of the tree-time line per new pass
+constexpr int kSettled = 8;            // measurements before outliers are cut
+constexpr double kTokenForget = 0.99;  // weight of the old sums of emitted and expected tokens
+constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
 }  // namespace
 
@@ -27,6 +29,10 @@ double AutoCostModel::smooth(double old, double x, int n) const {
 double AutoCostModel::Acceptance::k() const {
   // A prior of one round at k = 1 keeps the first estimates sane.
   return (realised + 1.0) / (guessed + 1.0);
+}
+
+double AutoCostModel::Acceptance::token_scale() const {
+  return (emitted + kTokenPrior) / (expected + kTokenPrior);  // a prior of kTokenPrior tokens at 1
 }
 
 double AutoCostModel::tree_ms(int rows) const {
@@ -73,9 +79,11 @@ AutoController::AutoController(AutoCostModel& costs, double temperature)
   if (acc_.trying)
     after_plain_ = true;
   else if (costs_.measured_ar() && acc_.speculative_rate() > 0 &&
-           acc_.speculative_rate() < (1 - costs_.options().margin) / costs_.ar_ms())
+           acc_.speculative_rate() < (1 + costs_.options().win_margin) / costs_.ar_ms())
     speculate_ = false;
 }
+
+void AutoController::start_clock() { last_ns_ = monotonic_ns(); }
 
 double AutoController::now_ms() const { return monotonic_ns() / 1e6; }
 
@@ -113,7 +121,6 @@ int AutoController::choose_budget(const SelectionInputs& in) {
   }
   budget_ = best;
   expected_tokens_ = best_tokens;
-  expected_tree_ms_ = (1.0 - skip) * costs_.tree_ms(best);
   guess_below_.clear();
   for (size_t i = 0; i < firsts.size(); ++i)
     guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
@@ -129,26 +136,28 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     ++spec_rounds_;
     if (o.fixed_costs)
       wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
-    // The first speculative round after plain ones waits for a drafter that must first take in
-    // the tokens it was not sent: a cost of switching, not of speculating, so it is left out.
-    // A try's later rounds weigh half each, so that one try can overturn the running rate.
-    const bool catching_up = after_plain_ && in_mode_ == 0;
+    // A try's first rounds (AutoOptions::try_warmup_rounds) wait for a drafter that must take
+    // in the tokens it was not sent and run on cold caches: costs of switching, not of
+    // speculating, so they are left out. Its later rounds weigh half each, so that one try can
+    // overturn the running rate.
+    const bool catching_up = after_plain_ && in_mode_ < o.try_warmup_rounds;
     const double weight = after_plain_ ? 0.5 : o.smoothing;
     if (wall > 0 && !catching_up) {
       costs_.add_speculative(r, wall);
       // The round's expected tokens, not its realised ones: the same mean with far less noise
-      // (a round emits 1 to depth + 2 tokens), so that a short try decides.
-      // Its time likewise with the tree pass at its expectation: whether this round's draw left
-      // level one (a short round, no tree pass) must not decide the rate.
-      const double realised_tree = r.tree_pass_skipped ? 0.0
-                                   : o.fixed_costs     ? costs_.tree_ms(r.tree_nodes + 1)
-                                                       : r.tree_pass_ns / 1e6;
-      double ms = expected_tokens_ > 0 ? std::max(wall - realised_tree + expected_tree_ms_, 1e-6) : wall;
-      const double tokens = expected_tokens_ > 0 ? expected_tokens_ : r.emitted;
+      // (a round emits 1 to depth + 2 tokens), so that a short try decides. Its time as it ran:
+      // the wall clock holds everything the round cost (putting the fitted tree time in place of
+      // the pass's, as before, read speculation at T = 1 25-40% faster than it ran).
+      double ms = wall;
+      const double tokens = expected_tokens_ > 0 ? expected_tokens_ * acc_.token_scale() : r.emitted;
       const double w = acc_.spec_ms > 0 ? weight : 1.0;
       if (acc_.spec_ms > 0) ms = std::min(ms, kOutlier * acc_.spec_ms);  // a stall (see smooth())
       acc_.spec_tokens += w * (tokens - acc_.spec_tokens);
       acc_.spec_ms += w * (ms - acc_.spec_ms);
+    }
+    if (expected_tokens_ > 0) {
+      acc_.emitted = acc_.emitted * kTokenForget + r.emitted;
+      acc_.expected = acc_.expected * kTokenForget + expected_tokens_;
     }
     if (r.first_drawn && !r.tree_pass_skipped) {
       const auto g = guess_below_.find(first_token);
@@ -161,7 +170,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     ++ar_rounds_;
     ++acc_.plain_rounds;
     if (o.fixed_costs) wall = costs_.ar_ms();
-    costs_.add_ar(wall);
+    // The first plain rounds of a stretch wake the target's helper threads, carry the last
+    // speculative round's tail and run on caches that the tree pass left: costs of switching,
+    // left out as a try's first rounds are (right after speculation they measured ~0.3 ms on
+    // the shipped pair, steady plain rounds ~0.17).
+    if (in_mode_ >= o.ar_settle_rounds) costs_.add_ar(wall);
   }
   expected_tokens_ = 0;
   ++in_mode_;
@@ -172,10 +185,15 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   // ar's time is measured, never guessed, before speculation is preferred for long: a root
   // pass beside a drafting drafter is no measure of a plain pass that has both cores.
   const bool ar_unknown = !o.fixed_costs && !costs_.measured_ar();
+  // A try must win by win_margin to take over from ar; speculation under way must lose by
+  // margin to give way: the two measurements are noisy, and hysteresis keeps auto from
+  // flipping to the mode that a noisy estimate favours by a little.
+  const double needed = after_plain_ ? 1 + o.win_margin : 1 - o.margin;
   const bool losing =
-      ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < (1 - o.margin) * ar_rate);
+      ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < needed * ar_rate);
   if (speculate_) {
-    if (in_mode_ >= std::max(o.min_speculative, o.probe_rounds) && losing) {
+    const int try_rounds = after_plain_ ? o.try_warmup_rounds + o.probe_rounds : 0;
+    if (in_mode_ >= std::max(o.min_speculative, try_rounds) && losing) {
       speculate_ = false;
       in_mode_ = 0;
       acc_.plain_rounds = 0;
@@ -183,7 +201,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     } else if (!losing) {
       acc_.probe_gap = o.first_probe_gap;
     }
-    if (in_mode_ >= o.probe_rounds)
+    if (in_mode_ >= try_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
     // ar's time must stay measured: a stall counted into it (or a quieter machine) would
     // otherwise never be seen again while speculation runs. One plain round now and then.
@@ -192,7 +210,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       in_mode_ = 0;
       refreshing_ar_ = true;
     }
-  } else if (refreshing_ar_) {
+  } else if (refreshing_ar_ && in_mode_ >= o.ar_settle_rounds + o.ar_refresh_measured) {
     refreshing_ar_ = false;
     if (!losing) {
       speculate_ = true;
@@ -200,7 +218,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     } else {
       acc_.plain_rounds = 0;  // speculation loses after all: the gaps and tries as usual
     }
-  } else if (acc_.plain_rounds >= acc_.probe_gap) {
+  } else if (!refreshing_ar_ && acc_.plain_rounds >= acc_.probe_gap) {
     speculate_ = true;
     after_plain_ = true;
     in_mode_ = 0;

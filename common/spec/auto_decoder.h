@@ -43,11 +43,20 @@ struct AutoOptions {
   // losing rounds), so the most keeps the tries under 1% of the time speculation loses.
   int first_probe_gap = 8;
   int max_probe_gap = 4096;
-  int probe_rounds = 2;  // measured speculative rounds of one try (after the catch-up round)
-  // While speculation runs, one plain round after this many speculative ones (any temperature)
-  // keeps ar's time measured.
-  int ar_refresh_rounds = 256;
-  double margin = 0.02;  // speculation must lose by this fraction before ar takes over
+  int probe_rounds = 3;  // measured speculative rounds of one try
+  // Speculative rounds of a try before those, not measured: the drafter's catch-up (it takes in
+  // the tokens it was not sent) and rounds on cold caches, which ran ~1.5× a steady round's time
+  // on the shipped pair and made speculation look slower than it is.
+  int try_warmup_rounds = 3;
+  // Plain rounds of a stretch before ar's time is measured (see try_warmup_rounds).
+  int ar_settle_rounds = 3;
+  // While speculation runs, a stretch of ar_settle_rounds + ar_refresh_measured plain rounds
+  // after this many speculative ones (any temperature) keeps ar's time measured. (Plain rounds
+  // just after speculation ran ~1.5× slower on the shipped pair; short refreshes measured that.)
+  int ar_refresh_rounds = 512;
+  int ar_refresh_measured = 5;
+  double margin = 0.02;      // speculation must lose by this fraction before ar takes over
+  double win_margin = 0.05;  // …and win by this one to take over from ar (a try, a request's start)
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
   // (no tree pass: fixed_base) and an ar round fixed_ar.
@@ -84,6 +93,11 @@ class AutoCostModel {
     int plain_rounds = 0;  // ar rounds since speculation was last tried, across requests
     bool trying = false;   // a try of speculation is under way (it may span requests)
     double k() const;
+    // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
+    // exact only up to k, so the rate scales it by their ratio, a slow correction that keeps the
+    // low noise of expected tokens without their bias.
+    double emitted = 0, expected = 0;
+    double token_scale() const;
   };
   Acceptance& acceptance(double temperature) {
     return acceptance_[static_cast<int>(temperature * 100 + 0.5)];
@@ -106,6 +120,9 @@ class AutoController {
  public:
   AutoController(AutoCostModel& costs, double temperature);
 
+  // The request's first round starts now (after the target's prefill): its time counts too (a
+  // speculative one waits for the drafter's prefill of the prompt, a cost that ar never pays).
+  void start_clock();
   // Whether the next round speculates (else: ar).
   bool speculate() const { return speculate_; }
   // A speculative round, its pool and root row in `in` (budget = the request's B, the most this
@@ -126,12 +143,11 @@ class AutoController {
   AutoCostModel::Acceptance& acc_;
   bool speculate_ = true;
   int budget_ = 0;
-  double expected_tree_ms_ = 0;            // (1 − s) · tree(B) of this round's choice
   double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
   int64_t last_ns_ = 0;                    // the previous round's end
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
-  bool refreshing_ar_ = false;             // this plain round re-measures ar amid speculation
+  bool refreshing_ar_ = false;             // these plain rounds re-measure ar amid speculation
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // this request's rounds since its last switch
   // The gap before the next try is counted in plain rounds across requests (Acceptance::

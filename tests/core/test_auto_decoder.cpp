@@ -18,7 +18,8 @@ AutoOptions fixed(double base, double a, double b, double ar) {
   o.fixed_costs = true;
   o.fixed_base = base, o.fixed_tree_a = a, o.fixed_tree_b = b, o.fixed_ar = ar;
   o.budgets = {1, 2, 3, 4};
-  o.min_speculative = 2, o.probe_rounds = 2, o.first_probe_gap = 3, o.max_probe_gap = 12;
+  o.min_speculative = 2, o.probe_rounds = 2, o.try_warmup_rounds = 0, o.ar_settle_rounds = 0;
+  o.first_probe_gap = 3, o.max_probe_gap = 12;
   return o;
 }
 
@@ -136,10 +137,12 @@ TEST(AutoDecoder, StaysSpeculativeWhileItWins) {
 }
 
 // While speculation wins, ar is measured again after every ar_refresh_rounds speculative rounds:
-// one plain round, then speculation again.
+// four plain rounds (the first two, settling after the switch, not measured), then speculation.
 TEST(AutoDecoder, MeasuresArAgainNowAndThenWhileSpeculationWins) {
   AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
   o.ar_refresh_rounds = 10;
+  o.ar_settle_rounds = 2;
+  o.ar_refresh_measured = 2;
   AutoCostModel costs(o);
   AutoController c(costs, 0.0);
   std::string modes;
@@ -150,7 +153,7 @@ TEST(AutoDecoder, MeasuresArAgainNowAndThenWhileSpeculationWins) {
     else
       c.observe(RoundRecord{}, -1);
   }
-  EXPECT_EQ(modes, "SSSSSSSSSSaSSSSSSSSSSaSSSSSSSSSSa");
+  EXPECT_EQ(modes, "SSSSSSSSSSaaaaSSSSSSSSSSaaaaSSSSS");
 }
 
 // A stalled round (the machine busy elsewhere) moves a settled running mean by at most
