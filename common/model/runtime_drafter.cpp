@@ -10,6 +10,10 @@
 
 namespace rootspec {
 
+namespace {
+constexpr double kLengthForget = 0.95;  // weight of the older Commit lengths per new Commit
+}  // namespace
+
 RuntimeDrafter::RuntimeDrafter(ModelRuntime& rt, bool top_k_on_host)
     : rt_(rt), vocab_(rt.vocab_size()), top_k_on_host_(top_k_on_host) {}
 
@@ -93,6 +97,8 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
   rng_ = Rng(draft_seed);
   ahead_on_ = draft_ahead;
   guess_.clear();
+  last_chain_.clear();
+  chain_commits_.clear();
 }
 
 void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, Pool& pool) {
@@ -111,7 +117,33 @@ void DraftSession::drop_guess() {
   guess_.clear();
 }
 
+void DraftSession::learn_commit_length(const std::vector<int32_t>& tokens) {
+  if (last_chain_.empty()) return;
+  for (double& c : chain_commits_) c *= kLengthForget;
+  // A Commit that follows the chain could have been guessed: one of n ≤ chain tokens by the
+  // chain's prefix (slot n), one a token longer by the whole chain and a token below it (slot 0,
+  // whatever the chain's length: chains differ in length from pool to pool).
+  const size_t n = tokens.size(), along = std::min(n, last_chain_.size());
+  if (n > last_chain_.size() + 1 || !std::equal(tokens.begin(), tokens.begin() + along, last_chain_.begin()))
+    return;
+  const size_t slot = n > last_chain_.size() ? 0 : n;
+  if (chain_commits_.size() <= slot) chain_commits_.resize(slot + 1, 0.0);
+  chain_commits_[slot] += 1.0;
+}
+
+int DraftSession::guess_length(int chain_length) const {
+  // Nothing learnt yet, or ties: the whole chain and a token below it.
+  int best = chain_length + 1;
+  double best_count = chain_commits_.empty() ? 0.0 : chain_commits_[0];
+  for (int n = chain_length; n >= 1; --n) {
+    const double c = n < static_cast<int>(chain_commits_.size()) ? chain_commits_[n] : 0.0;
+    if (c > best_count) best = n, best_count = c;  // ties: the longer guess
+  }
+  return best;
+}
+
 bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
+  if (ahead_on_) learn_commit_length(tokens);
   if (!guess_.empty()) {
     if (tokens == guess_) {
       ++counts_.hits;
@@ -139,19 +171,28 @@ bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& ab
     chain.push_back(sent.token[best]);
     at = best;
   }
+  last_chain_ = chain;
   // The guess and the pool below it must fit the cache.
   if (chain.empty() || rt_.length() + static_cast<int>(chain.size()) + 1 > rt_.options().max_context)
     return false;
+  // Its length: the most frequent length of past Commits that followed the chain. Up to the
+  // chain's length the guess is a prefix of it (its last token, the continuation, is the
+  // drafter's most probable one there); one longer, it is the whole chain and the drafter's top
+  // token below it.
+  const int n = guess_length(static_cast<int>(chain.size()));
   guess_from_ = rt_.length();
   rng_before_guess_ = rng_;
-  guess_ = chain;
+  guess_.assign(chain.begin(), chain.begin() + std::min<size_t>(n, chain.size()));
   drafter_.set_abandon(abandon);
   try {
-    // The continuation guess: the drafter's top token after the chain; C + guess then holds
-    // what append_and_grow(guess) would append.
-    const RowsView end = rt_.prefill(chain);
-    const float* row = end.row(0);
-    guess_.push_back(static_cast<int32_t>(std::max_element(row, row + drafter_.vocab_size()) - row));
+    // C + guess then holds what append_and_grow(guess) would append: the same two prefills.
+    if (n > static_cast<int>(chain.size())) {
+      const RowsView end = rt_.prefill(chain);
+      const float* row = end.row(0);
+      guess_.push_back(static_cast<int32_t>(std::max_element(row, row + drafter_.vocab_size()) - row));
+    } else if (n > 1) {
+      rt_.prefill(std::vector<int32_t>(guess_.begin(), guess_.end() - 1));
+    }
     if (abandon && abandon()) throw DraftAbandoned{};
     const RowsView last = rt_.prefill({guess_.back()});
     drafter_.begin_round(last.row(0));

@@ -63,10 +63,11 @@ struct DraftAbandoned {};
 //
 // Draft-ahead (issue 19; PEARL's post-verify taken into the pipelined deployment of paper 000
 // App. D.14): once a round's pool is out, the drafter is idle until the Commit. draft_ahead()
-// guesses that Commit — the pool's most probable chain (the highest draft probability at each
-// level) and the drafter's top token below it as the continuation — appends it and grows the
-// pool below. When the Commit carries exactly the guess, draft() hands that pool over at once;
-// otherwise the cache and the generator go back to where the guess began.
+// guesses that Commit — a prefix of the pool's most probable chain (the highest draft
+// probability at each level), as long as the Commits that followed the chain mostly were, or the
+// whole chain and the drafter's top token below it — appends it and grows the pool below. When the Commit
+// carries exactly the guess, draft() hands that pool over at once; otherwise the cache and the generator go
+// back to where the guess began.
 //
 // Exactness: draft_ahead() appends its guess as two prefills (the chain, then the
 // continuation). A backend whose rows do not depend on the pass's other rows
@@ -79,7 +80,8 @@ struct DraftAbandoned {};
 class DraftSession {
  public:
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}
-  // A new request: empties the cache; `draft_seed` seeds the Rheo tail draws (request.h).
+  // A new request: empties the cache; `draft_seed` seeds the Rheo tail draws (request.h). Commit
+  // lengths are learnt anew (they follow the request's budget, which the drafter is not told).
   void start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead = false);
   // Appends `tokens` to C and grows the pool below the new C into `pool`. Returns true when
   // that pool was drafted ahead (`tokens` were the guess).
@@ -102,6 +104,10 @@ class DraftSession {
   void append_and_grow(const std::vector<int32_t>& tokens, Pool& pool);
   // Back to C as it was before the guess (cache and generator).
   void drop_guess();
+  // Counts the Commit's length when it followed the last pool's chain; the guess takes the most
+  // frequent length.
+  void learn_commit_length(const std::vector<int32_t>& tokens);
+  int guess_length(int chain_length) const;
 
   ModelRuntime& rt_;
   RuntimeDrafter drafter_;
@@ -113,6 +119,9 @@ class DraftSession {
   int guess_from_ = 0;          // length() of C before the guess was appended
   Rng rng_before_guess_;
   AheadCounts counts_;
+  std::vector<int32_t> last_chain_;    // the most probable chain of the pool last sent
+  std::vector<double> chain_commits_;  // [1 + n] Commits that followed the chain (decaying counts):
+                                       // [0] the whole chain and one more, [n] its first n tokens
 };
 
 }  // namespace rootspec

@@ -22,6 +22,15 @@
 //   verification, commit, streaming) as measured;
 //   an ar round's time: measured (its passes may use the drafter's idle core; a root pass beside a
 //   drafting drafter is no measure of it), so ar runs for a few rounds early in a target's life.
+// The budget choice uses the model; the choice between speculation and ar compares measured
+// rates: expected tokens (scaled by the running ratio of emitted to expected ones) over the
+// wall-clock time of speculative rounds, against plain rounds' wall-clock time. What the
+// shipped pair's traces taught (bench/results/issue19-epyc/README.md): rounds just after a
+// switch run ~1.5× slower (the drafter catches up, caches and helper threads are cold), so the
+// first rounds of a stretch are not measured; a stall of the machine is cut to 3× the mean; a
+// mean of per-round rates favours speculation (Jensen), so tokens and time are averaged apart;
+// ar is re-measured now and then while speculation runs; and a try must win by 5% before
+// speculation takes over again, while speculation under way must lose by 2% to give way.
 #pragma once
 
 #include <cstdint>

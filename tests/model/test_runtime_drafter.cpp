@@ -5,6 +5,7 @@
 // never drafts ahead.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -131,6 +132,19 @@ void expect_same_pool(const Pool& got, const Pool& want) {
   EXPECT_EQ(got.row_prob, want.row_prob);
 }
 
+// The pool's most probable chain: at each level the child with the highest draft probability.
+std::vector<int32_t> most_probable_chain(const Pool& pool) {
+  std::vector<int32_t> chain;
+  for (int at = kRoot;;) {
+    int best = -1;
+    for (int v = 0; v < pool.size(); ++v)
+      if (pool.parent[v] == at && (best < 0 || pool.logq[v] > pool.logq[best])) best = v;
+    if (best < 0) return chain;
+    chain.push_back(pool.token[best]);
+    at = best;
+  }
+}
+
 // Commits of three kinds in turn: the guess (the pool drafted ahead is handed over), the guess
 // with another continuation (a miss: back to C, the generator rewound), and a guess abandoned
 // after `abandon_after` polls. A Rheo pool draws from the session's generator, so a rewind
@@ -180,17 +194,11 @@ void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = f
       commit.back() = (commit.back() + 1) % V;
     }
     if (ready) {
-      // The guess is the pool's most probable chain, then a token below it.
-      ASSERT_GE(guess.size(), 2u);
-      int at = kRoot;
-      for (size_t level = 0; level + 1 < guess.size(); ++level) {
-        int best = -1;
-        for (int v = 0; v < got.size(); ++v)
-          if (got.parent[v] == at && (best < 0 || got.logq[v] > got.logq[best])) best = v;
-        ASSERT_GE(best, 0);
-        EXPECT_EQ(guess[level], got.token[best]) << "level " << level + 1;
-        at = best;
-      }
+      // Every Commit so far followed the chain to its end or left it: the guess is the pool's
+      // whole most probable chain, then a token below it.
+      const std::vector<int32_t> chain = most_probable_chain(got);
+      ASSERT_EQ(guess.size(), chain.size() + 1);
+      EXPECT_TRUE(std::equal(chain.begin(), chain.end(), guess.begin()));
     }
   }
   EXPECT_EQ(ahead.ahead_counts().hits, want_hits);
@@ -201,6 +209,39 @@ void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = f
 
 TEST(DraftAhead, TopKPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
   check_draft_ahead(PoolShape{3, 4, 3}, 21);
+}
+
+// Commits that follow the chain for two tokens (a shallow tree, B = 2): the guess learns that
+// length and hits from the second Commit on, the pools still those of a session that never
+// drafts ahead.
+TEST(DraftAhead, GuessTakesTheLengthOfTheCommitsThatFollowedTheChain) {
+  set_torch_threads(1);
+  TempDir dir("draft-ahead-length");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 24);
+  RuntimeOptions o;
+  o.max_context = 256;
+  o.max_tree = 80;
+  ModelRuntime ahead_rt(d, o), plain_rt(d, o);
+  DraftSession ahead(ahead_rt), plain(plain_rt);
+  const PoolShape shape{3, 4, 3};
+  ahead.start(shape, 24, /*draft_ahead=*/true);
+  plain.start(shape, 24, /*draft_ahead=*/true);
+  std::mt19937 gen(24);
+  std::vector<int32_t> commit = testing::random_tokens(gen, 5, ahead_rt.vocab_size());
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Pool got, want;
+    EXPECT_EQ(ahead.draft(commit, got), round >= 2);
+    plain.draft(commit, want);
+    expect_same_pool(got, want);
+    ASSERT_TRUE(ahead.draft_ahead(got));
+    const std::vector<int32_t> chain = most_probable_chain(got);
+    ASSERT_GE(chain.size(), 2u);
+    commit = {chain[0], chain[1]};
+    if (round >= 1) EXPECT_EQ(ahead.ahead_guess(), commit);
+  }
+  EXPECT_EQ(ahead.ahead_counts().hits, 8);
+  EXPECT_EQ(ahead.ahead_counts().misses, 1);
 }
 
 // A backend that promises no batch invariance: draft() appends as draft_ahead() does.

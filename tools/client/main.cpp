@@ -53,7 +53,7 @@ nlohmann::json done_json(const DoneBody& d) {
 
 int main(int argc, char** argv) {
   CLI::App app{"rootspec-client: send a prompt to a running rootspec pair"};
-  std::string endpoint = "tcp://127.0.0.1:5600", prompt_ids;
+  std::string endpoint = "tcp://127.0.0.1:5600", prompt_ids, draft_ahead;
   GenerateBody g;
   bool json = false, no_stream = false, no_stop = false, shutdown = false, ids = false;
   double timeout_s = 600;
@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
   app.add_option("--verifier", g.verifier, "greedy|residual|predraw|tev|rheo; default: the server's");
   app.add_option("--budget", g.budget, "B; default: the server's");
   app.add_option("--seed", g.seed, "generator seed")->capture_default_str();
+  app.add_option("--draft-ahead", draft_ahead,
+                 "on|off: the drafter grows the next pool while the target verifies; default: the server's")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--no-stream", no_stream, "no Delta messages, only the final result");
   app.add_flag("--no-stop-at-eos", no_stop, "keep decoding past EOS up to --max-new-tokens");
   app.add_flag("--ids", ids, "print token ids as they stream instead of text");
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
   }
   g.stream = !no_stream;
   g.stop_at_eos = !no_stop;
+  if (!draft_ahead.empty()) g.draft_ahead = draft_ahead == "on" ? 1 : 0;
 
   zmq::context_t ctx;
   zmq::socket_t sock(ctx, zmq::socket_type::dealer);
