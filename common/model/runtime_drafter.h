@@ -64,13 +64,13 @@ struct DraftAbandoned {};
 // Draft-ahead (issue 19; PEARL's post-verify taken into the pipelined deployment of paper 000
 // App. D.14): once a round's pool is out, the drafter is idle until the Commit. draft_ahead()
 // guesses that Commit — a prefix of the pool's most probable chain (the highest draft
-// probability at each level), as long as the Commits that followed the chain mostly were, or the
-// whole chain and the drafter's top token below it — appends it and grows the pool below. When the Commit
-// carries exactly the guess, draft() hands that pool over at once; otherwise the cache and the generator go
-// back to where the guess began.
+// probability at each level), as long as the request's Commits that followed the chain mostly
+// were, or the whole chain and the drafter's top token below it — appends it and grows the pool
+// below. When the Commit carries exactly the guess, draft() hands that pool over at once;
+// otherwise the cache and the generator go back to where the guess began.
 //
-// Exactness: draft_ahead() appends its guess as two prefills (the chain, then the
-// continuation). A backend whose rows do not depend on the pass's other rows
+// Exactness: draft_ahead() appends its guess as two prefills (all its tokens but the last, then
+// the last). A backend whose rows do not depend on the pass's other rows
 // (ModelRuntime::batch_invariant) computes the same as one prefill of the whole; on others
 // draft() appends every Commit as the same two calls. Either way a pool drafted ahead is bit
 // for bit the pool draft() would grow for that Commit from the same cache and generator state
@@ -100,7 +100,8 @@ class DraftSession {
   const AheadCounts& ahead_counts() const { return counts_; }
 
  private:
-  // Appends `tokens` (two prefills with draft-ahead on, see above) and grows `pool` below.
+  // Appends `tokens` (as two prefills with draft-ahead on where the backend is not batch
+  // invariant, see above) and grows `pool` below.
   void append_and_grow(const std::vector<int32_t>& tokens, Pool& pool);
   // Back to C as it was before the guess (cache and generator).
   void drop_guess();

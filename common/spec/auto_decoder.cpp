@@ -14,6 +14,7 @@ constexpr int kSettled = 8;            // measurements before outliers are cut
 constexpr double kTokenForget = 0.99;  // weight of the old sums of emitted and expected tokens
 constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
+constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 }  // namespace
 
 double AutoCostModel::smooth(double old, double x, int n) const {
@@ -204,7 +205,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (in_mode_ >= try_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
     // ar's time must stay measured: a stall counted into it (or a quieter machine) would
-    // otherwise never be seen again while speculation runs. One plain round now and then.
+    // otherwise never be seen again while speculation runs. A short plain stretch now and then.
     if (speculate_ && costs_.speculative_rounds_since_ar() >= o.ar_refresh_rounds) {
       speculate_ = false;
       in_mode_ = 0;
@@ -224,7 +225,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     in_mode_ = 0;
     acc_.plain_rounds = 0;
     acc_.trying = true;
-    const bool badly = acc_.speculative_rate() > 0 && acc_.speculative_rate() < 0.8 * ar_rate;
+    const bool badly = acc_.speculative_rate() > 0 && acc_.speculative_rate() < kBadLoss * ar_rate;
     acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), o.max_probe_gap);
   }
 }

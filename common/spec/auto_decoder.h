@@ -48,7 +48,7 @@ struct AutoOptions {
   int min_speculative = 3;  // speculative rounds before ar is considered
   // ar rounds before speculation is tried again: counted across requests at the temperature,
   // growing while it keeps losing (×2, ×4 when it lost by more than a fifth) up to the most.
-  // A try costs about 25 ar rounds on the shipped pair at T = 1 (the drafter's catch-up and three
+  // A try costs about 25 ar rounds on the shipped pair at T = 1 (the drafter's catch-up and six
   // losing rounds), so the most keeps the tries under 1% of the time speculation loses.
   int first_probe_gap = 8;
   int max_probe_gap = 4096;
