@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -149,19 +150,33 @@ std::vector<int32_t> most_probable_chain(const Pool& pool) {
 // with another continuation (a miss: back to C, the generator rewound), and a guess abandoned
 // after `abandon_after` polls. A Rheo pool draws from the session's generator, so a rewind
 // that went wrong would show in the next pools.
+// Two sessions on one random drafter with draft-ahead on: `ahead` is asked to draft ahead,
+// `plain` never is (its pools are the reference).
+struct AheadSessions {
+  AheadSessions(const PoolShape& shape, uint64_t seed, bool torch_ops = false) : dir("draft-ahead") {
+    set_torch_threads(1);
+    const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), seed);
+    RuntimeOptions o;
+    o.max_context = 256;
+    o.max_tree = 80;
+    o.cpu_kernels = !torch_ops;
+    ahead_rt = std::make_unique<ModelRuntime>(d, o);
+    plain_rt = std::make_unique<ModelRuntime>(d, o);
+    ahead = std::make_unique<DraftSession>(*ahead_rt);
+    plain = std::make_unique<DraftSession>(*plain_rt);
+    ahead->start(shape, seed, /*draft_ahead=*/true);
+    plain->start(shape, seed, /*draft_ahead=*/true);
+  }
+  TempDir dir;
+  std::unique_ptr<ModelRuntime> ahead_rt, plain_rt;
+  std::unique_ptr<DraftSession> ahead, plain;
+};
+
 void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = false) {
-  set_torch_threads(1);
-  TempDir dir("draft-ahead");
-  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), seed);
-  RuntimeOptions o;
-  o.max_context = 256;
-  o.max_tree = 80;
-  o.cpu_kernels = !torch_ops;
-  ModelRuntime ahead_rt(d, o), plain_rt(d, o);
+  AheadSessions s(shape, seed, torch_ops);
+  ModelRuntime &ahead_rt = *s.ahead_rt, &plain_rt = *s.plain_rt;
+  DraftSession &ahead = *s.ahead, &plain = *s.plain;
   EXPECT_EQ(ahead_rt.batch_invariant(), !torch_ops) << ahead_rt.backend_name();
-  DraftSession ahead(ahead_rt), plain(plain_rt);
-  ahead.start(shape, seed, /*draft_ahead=*/true);
-  plain.start(shape, seed, /*draft_ahead=*/true);  // never asked to draft ahead
   std::mt19937 gen(static_cast<unsigned>(seed));
   const int V = ahead_rt.vocab_size();
   std::vector<int32_t> commit = testing::random_tokens(gen, 5, V);  // the prompt
@@ -215,17 +230,9 @@ TEST(DraftAhead, TopKPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
 // length and hits from the second Commit on, the pools still those of a session that never
 // drafts ahead.
 TEST(DraftAhead, GuessTakesTheLengthOfTheCommitsThatFollowedTheChain) {
-  set_torch_threads(1);
-  TempDir dir("draft-ahead-length");
-  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 24);
-  RuntimeOptions o;
-  o.max_context = 256;
-  o.max_tree = 80;
-  ModelRuntime ahead_rt(d, o), plain_rt(d, o);
-  DraftSession ahead(ahead_rt), plain(plain_rt);
-  const PoolShape shape{3, 4, 3};
-  ahead.start(shape, 24, /*draft_ahead=*/true);
-  plain.start(shape, 24, /*draft_ahead=*/true);
+  AheadSessions s(PoolShape{3, 4, 3}, 24);
+  ModelRuntime& ahead_rt = *s.ahead_rt;
+  DraftSession &ahead = *s.ahead, &plain = *s.plain;
   std::mt19937 gen(24);
   std::vector<int32_t> commit = testing::random_tokens(gen, 5, ahead_rt.vocab_size());
   for (int round = 0; round < 10; ++round) {
@@ -238,7 +245,9 @@ TEST(DraftAhead, GuessTakesTheLengthOfTheCommitsThatFollowedTheChain) {
     const std::vector<int32_t> chain = most_probable_chain(got);
     ASSERT_GE(chain.size(), 2u);
     commit = {chain[0], chain[1]};
-    if (round >= 1) EXPECT_EQ(ahead.ahead_guess(), commit);
+    if (round >= 1) {
+      EXPECT_EQ(ahead.ahead_guess(), commit);
+    }
   }
   EXPECT_EQ(ahead.ahead_counts().hits, 8);
   EXPECT_EQ(ahead.ahead_counts().misses, 1);
