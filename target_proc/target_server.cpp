@@ -445,6 +445,11 @@ int TargetServer::run() {
         {drafter_ ? drafter_->disconnect_events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, drafter_ ? 2 : 1, std::chrono::milliseconds(drafter_ ? 200 : 50));
   }
+  // The last replies (the Done of the request the Shutdown cancelled) may still sit in the
+  // socket's queue: with linger 0 closing it would drop them, and a streaming client would
+  // never hear its request end. A second is ample on a local socket; a client that is gone
+  // holds the exit no longer than that.
+  clients_.set(zmq::sockopt::linger, 1000);
   Header h;
   h.type = MessageType::Shutdown;
   try {

@@ -15,6 +15,7 @@ constexpr double kTokenForget = 0.99;  // weight of the old sums of emitted and 
 constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
+constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
 }  // namespace
 
 double AutoCostModel::smooth(double old, double x, int n) const {
@@ -138,10 +139,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (o.fixed_costs)
       wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
     // A try's first rounds (AutoOptions::try_warmup_rounds) wait for a drafter that must take
-    // in the tokens it was not sent and run on cold caches: costs of switching, not of
-    // speculating, so they are left out. Its later rounds weigh half each, so that one try can
-    // overturn the running rate.
-    const bool catching_up = after_plain_ && in_mode_ < o.try_warmup_rounds;
+    // in the tokens it was not sent and run on cold caches, and so do a request's first rounds
+    // after the prefills: costs of switching and of starting, not of speculating (ar's first
+    // rounds are left out alike), so they are left out. A try's later rounds weigh half each, so
+    // that one try can overturn the running rate.
+    const bool catching_up = in_mode_ < o.try_warmup_rounds;
     const double weight = after_plain_ ? 0.5 : o.smoothing;
     if (wall > 0 && !catching_up) {
       costs_.add_speculative(r, wall);
@@ -199,8 +201,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       in_mode_ = 0;
       acc_.plain_rounds = 0;
       acc_.trying = false;
-    } else if (!losing) {
+    } else if (!losing && in_mode_ >= o.sustained_win_rounds) {
       acc_.probe_gap = o.first_probe_gap;
+    } else if (!losing && after_plain_ && in_mode_ >= try_rounds) {
+      acc_.probe_gap = std::max(o.first_probe_gap, acc_.probe_gap / kWonTryShrink);  // the try won
     }
     if (in_mode_ >= try_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate

@@ -25,12 +25,14 @@
 // The budget choice uses the model; the choice between speculation and ar compares measured
 // rates: expected tokens (scaled by the running ratio of emitted to expected ones) over the
 // wall-clock time of speculative rounds, against plain rounds' wall-clock time. What the
-// shipped pair's traces taught (bench/results/issue19-epyc/README.md): rounds just after a
-// switch run ~1.5× slower (the drafter catches up, caches and helper threads are cold), so the
-// first rounds of a stretch are not measured; a stall of the machine is cut to 3× the mean; a
-// mean of per-round rates favours speculation (Jensen), so tokens and time are averaged apart;
-// ar is re-measured now and then while speculation runs; and a try must win by 5% before
-// speculation takes over again, while speculation under way must lose by 2% to give way.
+// shipped pair's traces taught (bench/results/issue19-epyc/README.md, issue19-epyc-3/): rounds
+// just after a switch or a request's start run up to ~1.7× slower (the drafter catches up,
+// caches and helper threads are cold), so the first rounds of a stretch are not measured; a
+// stall of the machine is cut to 3× the mean; a mean of per-round rates favours speculation
+// (Jensen), so tokens and time are averaged apart; ar is re-measured now and then while
+// speculation runs; the averages span ~30 rounds; a try must win by 5% before speculation
+// takes over again, speculation under way must lose by 8% to give way, and a try's win
+// shortens the gap before the next try, it does not reset it.
 #pragma once
 
 #include <cstdint>
@@ -44,27 +46,39 @@ namespace rootspec {
 
 struct AutoOptions {
   std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
-  double smoothing = 0.1;   // weight of a new measurement in the running averages
+  // Weight of a new measurement in the running averages: a window of ~30 rounds. Shorter
+  // windows chased noise (a speculative round emits 1 to depth + 2 tokens, and this VM's speed
+  // drifts): at 0.1, with the margins below at 2% and 5%, `auto` left speculation on noise at
+  // T = 0 and took it up on noise at T = 1 (bench/results/issue19-epyc-3/README.md).
+  double smoothing = 0.03;
   int min_speculative = 3;  // speculative rounds before ar is considered
   // ar rounds before speculation is tried again: counted across requests at the temperature,
   // growing while it keeps losing (×2, ×4 when it lost by more than a fifth) up to the most.
-  // A try costs about 25 ar rounds on the shipped pair at T = 1 (the drafter's catch-up and six
+  // A try costs about 30 ar rounds on the shipped pair at T = 1 (the drafter's catch-up and eight
   // losing rounds), so the most keeps the tries under 1% of the time speculation loses.
   int first_probe_gap = 8;
   int max_probe_gap = 4096;
+  // A try that wins divides the gap by 8 (undoing its growth and more: where speculation mostly
+  // wins the gap stays short, while a try that won on its few noisy rounds where it mostly loses
+  // does not bring the next tries close); only a stretch that kept winning this many rounds
+  // sets it back to first_probe_gap. (Resetting it at any win, as before, let T = 1 requests
+  // try every few dozen rounds: 3-10% of their time.)
+  int sustained_win_rounds = 64;
   int probe_rounds = 3;  // measured speculative rounds of one try
-  // Speculative rounds of a try before those, not measured: the drafter's catch-up (it takes in
-  // the tokens it was not sent) and rounds on cold caches, which ran ~1.5× a steady round's time
-  // on the shipped pair and made speculation look slower than it is.
-  int try_warmup_rounds = 3;
-  // Plain rounds of a stretch before ar's time is measured (see try_warmup_rounds).
-  int ar_settle_rounds = 3;
+  // Speculative rounds not measured after a switch to speculation and at a request's start:
+  // the drafter's catch-up (it takes in the tokens it was not sent) and rounds on cold caches.
+  // On the shipped pair a request's first root passes ran 1.7×, 1.4×, 1.2×, 1.1× a steady one
+  // (ar's too), and a try's fourth to sixth rounds still ~1.1×: measured, they made
+  // speculation look slower than it runs.
+  int try_warmup_rounds = 5;
+  // Plain rounds after a switch or a request's start before ar's time is measured (as above).
+  int ar_settle_rounds = 5;
   // While speculation runs, a stretch of ar_settle_rounds + ar_refresh_measured plain rounds
   // after this many speculative ones (any temperature) keeps ar's time measured. (Plain rounds
   // just after speculation ran ~1.5× slower on the shipped pair; short refreshes measured that.)
   int ar_refresh_rounds = 512;
   int ar_refresh_measured = 5;
-  double margin = 0.02;      // speculation must lose by this fraction before ar takes over
+  double margin = 0.08;      // speculation must lose by this fraction before ar takes over
   double win_margin = 0.05;  // …and win by this one to take over from ar (a try, a request's start)
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows

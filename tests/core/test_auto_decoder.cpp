@@ -136,6 +136,53 @@ TEST(AutoDecoder, StaysSpeculativeWhileItWins) {
   }
 }
 
+// Gaps before tries (plain rounds) as speculation loses, wins a try and loses soon after, then
+// wins a try and keeps winning: a won try divides the gap by 8, and only a stretch that won
+// sustained_win_rounds sets it back to the first gap.
+TEST(AutoDecoder, ATryThatWinsShortensTheGapAndOnlyASustainedWinResetsIt) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);  // ar: 2 tokens/ms; a speculative round: 1.4 ms
+  o.first_probe_gap = 2, o.max_probe_gap = 64, o.sustained_win_rounds = 6, o.smoothing = 0.5;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  // Tokens of round `i` (1, 2, …) of speculative stretch `s`: 2 a round loses (1.43 tokens/ms,
+  // below 0.8 × ar: the gap grows ×4), 5 wins (3.6), 1 loses again.
+  auto tokens = [](int s, int i) {
+    if (s == 3) return i <= 2 ? 5 : 1;  // wins its try, loses two rounds later
+    if (s == 4) return i <= 6 ? 5 : 1;  // wins for six rounds
+    return 2;
+  };
+  std::vector<int> gaps;  // plain rounds before each try
+  int stretch = 0, in_stretch = 0, plain = 0;
+  for (int round = 0; round < 400 && gaps.size() < 5; ++round) {
+    if (c.speculate()) {
+      if (plain > 0) gaps.push_back(plain), ++stretch, in_stretch = 0;
+      plain = 0;
+      c.observe(speculative_round(tokens(stretch, ++in_stretch), 3), 0);
+    } else {
+      ++plain;
+      c.observe(RoundRecord{}, -1);
+    }
+  }
+  // 2 (the first gap); ×4: 8; ×4: 32; the next try's ×4 (64, the most) ÷ 8 when it won: 8;
+  // then ×4 (32) ÷ 8 when the try won (4), back to 2 after six winning rounds.
+  EXPECT_EQ(gaps, (std::vector<int>{2, 8, 32, 8, 2}));
+}
+
+// A request's first speculative rounds (after the prefills: cold caches, the drafter's prompt)
+// are not measured, as a try's first rounds are not.
+TEST(AutoDecoder, ARequestsFirstRoundsAreNotMeasured) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.try_warmup_rounds = 2;
+  AutoCostModel costs(o);
+  AutoController c(costs, 0.0);
+  c.observe(speculative_round(1, 3), 0);
+  c.observe(speculative_round(1, 3), 0);
+  EXPECT_EQ(costs.acceptance(0.0).spec_ms, 0.0);  // nothing measured yet
+  c.observe(speculative_round(5, 3), 0);
+  EXPECT_DOUBLE_EQ(costs.acceptance(0.0).spec_tokens, 5.0);  // the third round alone
+  EXPECT_NEAR(costs.acceptance(0.0).speculative_rate(), 5.0 / 1.4, 1e-12);
+}
+
 // While speculation wins, ar is measured again after every ar_refresh_rounds speculative rounds:
 // four plain rounds (the first two, settling after the switch, not measured), then speculation.
 TEST(AutoDecoder, MeasuresArAgainNowAndThenWhileSpeculationWins) {
@@ -159,7 +206,9 @@ TEST(AutoDecoder, MeasuresArAgainNowAndThenWhileSpeculationWins) {
 // A stalled round (the machine busy elsewhere) moves a settled running mean by at most
 // smoothing × (3 × mean − mean): ar does not look slow for long after one stall.
 TEST(AutoDecoder, OneStalledRoundBarelyMovesTheMeasuredTimes) {
-  AutoCostModel costs;  // measured costs, smoothing 0.1
+  AutoOptions o;  // measured costs
+  o.smoothing = 0.1;
+  AutoCostModel costs(o);
   for (int i = 0; i < 20; ++i) costs.add_ar(0.2);
   EXPECT_DOUBLE_EQ(costs.ar_ms(), 0.2);
   costs.add_ar(50.0);
