@@ -5,8 +5,12 @@
 //
 // Helper threads (cpu_workers.h): on a CPU box the target and the drafter each own a core, and
 // the drafter's core idles while the target runs its tree pass (the drafter waits for the
-// Commit) and during plain decoding. Passes of those kinds share their products and attention
-// with helpers on that core; root passes (beside drafting) and prefill stay on one core. The
+// Commit), during plain decoding, and mostly during the prompt's prefill (the drafter's prefill
+// of it is ~1/7 of the target's). Passes of those kinds share their products and attention with
+// helpers on that core; root passes (beside drafting) stay on one core. (A shared prefill took
+// the shipped target's prefill from 2.2 to 1.3 ms a request under ar and from 2.5 to 1.8 ms
+// beside the drafter's, and ar's first rounds after it no longer ran up to 1.6× a steady one's
+// time: bench/results/issue19-epyc-3/README.md.) The
 // helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
 // pass ends (the drafter starts drafting then) or a pass of another kind starts.
 #include <cmath>
@@ -52,7 +56,8 @@ class FusedCpuBackend final : public PassBackend {
     Projection down;     // [inter] → [hidden]
   };
   bool shares(PassKind kind) const {
-    return workers_ && (kind == PassKind::Tree || (kind == PassKind::Plain && share_plain_));
+    return workers_ &&
+           (kind == PassKind::Tree || kind == PassKind::Prefill || (kind == PassKind::Plain && share_plain_));
   }
   void wake() {
     if (!awake_) workers_->wake();

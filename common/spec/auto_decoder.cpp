@@ -16,15 +16,22 @@ constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
+// The parts of a speculative round (root pass, the rest besides the tree pass) that choose B
+// follow the machine faster than the rates that choose the mode: the budget choice needs no
+// hysteresis, and a cold start or a slow spell must not keep it choosing small trees.
+constexpr double kPartSmoothing = 0.1;
+// A try keeps this share of the tree-time line's weight: its own passes re-fit the line (one
+// fitted on a cold start or a slow spell chose small trees, which lost every try at T = 0).
+constexpr double kTryFitWeight = 0.25;
 }  // namespace
 
-double AutoCostModel::smooth(double old, double x, int n) const {
+double AutoCostModel::smooth(double old, double x, int n, double smoothing) const {
   // The plain mean over the first rounds, then a running average that follows the machine; a
   // round that the machine stalled (another process, a page fault) counts as at most
   // kOutlier × the mean, so that one stall cannot make a mode look slow for long (a slower
   // machine still shows within a few rounds).
   if (n > kSettled) x = std::min(x, kOutlier * old);
-  const double w = std::max(opt_.smoothing, 1.0 / n);
+  const double w = std::max(smoothing, 1.0 / n);
   return old + w * (x - old);
 }
 
@@ -56,9 +63,9 @@ double AutoCostModel::ar_ms() const {
 
 void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
   if (r.root_end_ns > r.root_start_ns)
-    root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_);
+    root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_, kPartSmoothing);
   const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
-  if (wall_ms > 0) base_ms_ = smooth(base_ms_, std::max(wall_ms - tree, 0.0), ++base_n_);
+  if (wall_ms > 0) base_ms_ = smooth(base_ms_, std::max(wall_ms - tree, 0.0), ++base_n_, kPartSmoothing);
   ++since_ar_;
   if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
     const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
@@ -68,20 +75,21 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
 }
 
 void AutoCostModel::add_ar(double wall_ms) {
-  if (wall_ms > 0) ar_ms_ = smooth(ar_ms_, wall_ms, ++ar_n_);
+  if (wall_ms > 0) ar_ms_ = smooth(ar_ms_, wall_ms, ++ar_n_, opt_.smoothing);
   since_ar_ = 0;
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature)
     : costs_(costs), acc_(costs.acceptance(temperature)) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
-  // Start where earlier requests at this temperature left off: speculation that lost to a
-  // measured ar is tried again after the gap reached there, not at once; a try that the last
-  // request ended goes on here.
+  // Start in the mode the last request at this temperature ended in: speculation that lost is
+  // tried again after the gap reached there, not at once; a try that the last request ended
+  // goes on here. (Comparing the rates instead set a speculative rate measured minutes ago
+  // against ar's of now: a slow spell of the VM made ar look slow, and T = 1 requests started
+  // speculating on that old rate and lost 20% and more.)
   if (acc_.trying)
     after_plain_ = true;
-  else if (costs_.measured_ar() && acc_.speculative_rate() > 0 &&
-           acc_.speculative_rate() < (1 + costs_.options().win_margin) / costs_.ar_ms())
+  else if (acc_.plain)
     speculate_ = false;
 }
 
@@ -177,6 +185,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     // speculative round's tail and run on caches that the tree pass left: costs of switching,
     // left out as a try's first rounds are (right after speculation they measured ~0.3 ms on
     // the shipped pair, steady plain rounds ~0.17).
+    if (refreshing_ar_ && in_mode_ == o.ar_settle_rounds) costs_.restart_ar();
     if (in_mode_ >= o.ar_settle_rounds) costs_.add_ar(wall);
   }
   expected_tokens_ = 0;
@@ -229,9 +238,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     in_mode_ = 0;
     acc_.plain_rounds = 0;
     acc_.trying = true;
+    costs_.discount_tree_fit(kTryFitWeight);
     const bool badly = acc_.speculative_rate() > 0 && acc_.speculative_rate() < kBadLoss * ar_rate;
     acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), o.max_probe_gap);
   }
+  acc_.plain = !speculate_ && !refreshing_ar_;  // where the next request at this temperature starts
 }
 
 }  // namespace rootspec

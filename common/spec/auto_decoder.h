@@ -46,10 +46,10 @@ namespace rootspec {
 
 struct AutoOptions {
   std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
-  // Weight of a new measurement in the running averages: a window of ~30 rounds. Shorter
-  // windows chased noise (a speculative round emits 1 to depth + 2 tokens, and this VM's speed
-  // drifts): at 0.1, with the margins below at 2% and 5%, `auto` left speculation on noise at
-  // T = 0 and took it up on noise at T = 1 (bench/results/issue19-epyc-3/README.md).
+  // Weight of a new measurement in the running averages that choose the mode (speculative
+  // rate, ar's time): a window of ~30 rounds. Shorter windows chased noise (a speculative round emits 1 to
+  // depth + 2 tokens, and this VM's speed drifts): at 0.1, with the margins below at 2% and 5%, `auto` left
+  // speculation on noise at T = 0 and took it up on noise at T = 1 (bench/results/issue19-epyc-3/README.md).
   double smoothing = 0.03;
   int min_speculative = 3;  // speculative rounds before ar is considered
   // ar rounds before speculation is tried again: counted across requests at the temperature,
@@ -74,10 +74,12 @@ struct AutoOptions {
   // Plain rounds after a switch or a request's start before ar's time is measured (as above).
   int ar_settle_rounds = 5;
   // While speculation runs, a stretch of ar_settle_rounds + ar_refresh_measured plain rounds
-  // after this many speculative ones (any temperature) keeps ar's time measured. (Plain rounds
-  // just after speculation ran ~1.5× slower on the shipped pair; short refreshes measured that.)
-  int ar_refresh_rounds = 512;
-  int ar_refresh_measured = 5;
+  // after this many speculative ones (any temperature) measures ar's time afresh: its mean
+  // replaces the running one. (Plain rounds just after speculation ran ~1.5× slower on the
+  // shipped pair: the settle rounds. A refresh that only nudged the ~30-round average left ar's
+  // time of a slow spell in place for thousands of rounds, and T = 1 speculated against it.)
+  int ar_refresh_rounds = 256;
+  int ar_refresh_measured = 8;
   double margin = 0.08;      // speculation must lose by this fraction before ar takes over
   double win_margin = 0.05;  // …and win by this one to take over from ar (a try, a request's start)
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
@@ -103,6 +105,9 @@ class AutoCostModel {
   // One finished round: its record and its wall time (from the previous round's end).
   void add_speculative(const RoundRecord& r, double wall_ms);
   void add_ar(double wall_ms);
+  void restart_ar() { ar_n_ = 0; }  // the next plain rounds measure ar afresh (their mean)
+  // The tree-time line keeps `keep` of its weight: the next passes weigh more in it.
+  void discount_tree_fit(double keep) { s0_ *= keep, s1_ *= keep, s2_ *= keep, sy_ *= keep, sxy_ *= keep; }
 
   // Per temperature: the calibration k and the running rate of speculative rounds.
   struct Acceptance {
@@ -115,6 +120,7 @@ class AutoCostModel {
     int probe_gap = 0;     // ar rounds before speculation is tried again (0: the first gap)
     int plain_rounds = 0;  // ar rounds since speculation was last tried, across requests
     bool trying = false;   // a try of speculation is under way (it may span requests)
+    bool plain = false;    // the last round decoded plainly (not to re-measure ar)
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
     // exact only up to k, so the rate scales it by their ratio, a slow correction that keeps the
@@ -127,7 +133,7 @@ class AutoCostModel {
   }
 
  private:
-  double smooth(double old, double x, int n) const;
+  double smooth(double old, double x, int n, double smoothing) const;
 
   AutoOptions opt_;
   double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;

@@ -101,6 +101,21 @@ TEST(AutoDecoder, SwitchesToPlainDecodingWhenItIsFasterAndTriesAgainLater) {
   EXPECT_TRUE(AutoController(costs, 1.0).speculate());
 }
 
+// A request starts in the mode the last one at its temperature ended in, not on a comparison of
+// a speculative rate measured long ago with ar's of now.
+TEST(AutoDecoder, ARequestStartsInTheModeTheLastOneEndedIn) {
+  AutoCostModel costs(fixed(1.0, 0.2, 0.05, 0.5));
+  AutoController first(costs, 1.0);
+  first.observe(speculative_round(2, 3), 0);
+  first.observe(speculative_round(2, 3), 0);  // loses (1.43 tokens/ms against 2): plain next
+  ASSERT_FALSE(first.speculate());
+  AutoCostModel::Acceptance& a = costs.acceptance(1.0);
+  a.spec_tokens = 10 * a.spec_ms;  // a rate of 10 tokens/ms, as if from another spell
+  EXPECT_FALSE(AutoController(costs, 1.0).speculate());
+  // At T = 0 nothing ran yet: its first request speculates.
+  EXPECT_TRUE(AutoController(costs, 0.0).speculate());
+}
+
 // The gap before a try counts plain rounds across requests at the temperature: requests of 4
 // rounds, far shorter than the gap (3, then 12), still try speculation after 3, 12, 12, … plain
 // rounds of theirs together.
@@ -215,6 +230,18 @@ TEST(AutoDecoder, OneStalledRoundBarelyMovesTheMeasuredTimes) {
   EXPECT_NEAR(costs.ar_ms(), 0.2 + 0.1 * (0.6 - 0.2), 1e-12);
   costs.add_ar(0.4);  // slower rounds still move it
   EXPECT_GT(costs.ar_ms(), 0.24);
+}
+
+// A refresh of ar's time (AutoCostModel::restart_ar) replaces the running mean, which a slow
+// spell of the machine left high, with the mean of the plain rounds that follow.
+TEST(AutoDecoder, ARefreshMeasuresArAfresh) {
+  AutoCostModel costs;
+  for (int i = 0; i < 50; ++i) costs.add_ar(0.3);
+  costs.restart_ar();
+  costs.add_ar(0.14);
+  costs.add_ar(0.16);
+  EXPECT_NEAR(costs.ar_ms(), 0.15, 1e-12);
+  EXPECT_TRUE(costs.measured_ar());
 }
 
 TEST(AutoDecoder, TreePassTimeIsFittedToTheMeasuredPasses) {

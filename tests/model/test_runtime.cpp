@@ -179,8 +179,8 @@ TEST_P(RuntimeVariant, PortableFusedCpuKernelsEqualTheTorchOps) {
 }
 
 // Passes that share their products and attention with helper threads (the target's tree pass
-// while the drafter waits, plain decoding's passes) give the rows of a runtime without helpers;
-// root passes beside drafting do not use them and give the same rows too.
+// while the drafter waits, plain decoding's passes and its prompt's prefill) give the rows of a
+// runtime without helpers; root passes beside drafting do not use them and give the same rows.
 TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
   const Variant& var = GetParam();
   TempDir dir("shared_" + var.name);
@@ -193,8 +193,10 @@ TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
   const auto ctx = testing::random_tokens(gen, 40, V);
   std::vector<int32_t> tokens, parents;
   random_tree(gen, 90, V, &tokens, &parents);
-  alone.prefill(ctx);
-  shared.prefill(ctx);
+  const RowsView prefilled = alone.prefill(ctx);
+  const std::vector<float> last_row(prefilled.data, prefilled.data + V);
+  const RowsView shared_prefill = shared.prefill(ctx);  // 40 rows: shared
+  EXPECT_LE(testing::max_abs_diff(last_row.data(), shared_prefill.data, V), kTol) << var.name << " prefill";
   const RowsView a = alone.tree_pass(tokens, parents);
   const std::vector<float> want(a.data, a.data + 90 * V);
   for (int repeat = 0; repeat < 3; ++repeat) {
