@@ -7,10 +7,10 @@
 // the drafter's core idles while the target runs its tree pass (the drafter waits for the
 // Commit), during plain decoding, and mostly during the prompt's prefill (the drafter's prefill
 // of it is ~1/7 of the target's). Passes of those kinds share their products and attention with
-// helpers on that core; root passes (beside drafting) stay on one core. (A shared prefill took
-// the shipped target's prefill from 2.2 to 1.3 ms a request under ar and from 2.5 to 1.8 ms
-// beside the drafter's, and ar's first rounds after it no longer ran up to 1.6× a steady one's
-// time: bench/results/issue19-epyc-3/README.md.) The
+// helpers on that core; root passes (beside drafting) stay on one core. (Shared, the shipped
+// target's prefill took 1.3-1.4 ms a request under ar against 2.2 ms, 1.7-1.9 ms beside the
+// drafter's against 2.5, and ar's first rounds after it ran 0.28, 0.22, 0.20 ms against 0.44,
+// 0.35, 0.30 (steady: 0.15): bench/results/issue19-epyc-3/README.md.) The
 // helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
 // pass ends (the drafter starts drafting then) or a pass of another kind starts.
 #include <cmath>
