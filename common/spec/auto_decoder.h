@@ -47,9 +47,10 @@ namespace rootspec {
 struct AutoOptions {
   std::vector<int> budgets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};  // candidates (≤ the request's B)
   // Weight of a new measurement in the running averages that choose the mode (speculative
-  // rate, ar's time): a window of ~30 rounds. Shorter windows chased noise (a speculative round emits 1 to
-  // depth + 2 tokens, and this VM's speed drifts): at 0.1, with the margins below at 2% and 5%, `auto` left
-  // speculation on noise at T = 0 and took it up on noise at T = 1 (bench/results/issue19-epyc-3/README.md).
+  // rate, ar's time): a window of ~30 rounds. Shorter windows chased noise (a speculative round
+  // emits 1 to depth + 2 tokens, and this VM's speed drifts): at 0.1, with the margins below at
+  // 2% and 5%, `auto` left speculation on noise at T = 0 and took it up on noise at T = 1
+  // (bench/results/issue19-epyc-3/README.md).
   double smoothing = 0.03;
   int min_speculative = 3;  // speculative rounds before ar is considered
   // ar rounds before speculation is tried again: counted across requests at the temperature,
