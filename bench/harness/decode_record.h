@@ -15,6 +15,7 @@
 
 #include "bench_order.h"
 #include "bench_stats.h"
+#include "option_lists.h"
 #include "protocol.h"
 
 namespace rootspec {
@@ -107,53 +108,8 @@ inline DecodeRecord build_decode(const DoneBody& d, const GridPoint& g, const st
 
 // ---- option parsing ----------------------------------------------------------------------------
 
-// "a,b,c" → {"a","b","c"}; blanks around items are dropped; empty items are an error.
-inline std::vector<std::string> split_list(const std::string& s, const std::string& what) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    const auto b = part.find_first_not_of(" \t");
-    const auto e = part.find_last_not_of(" \t");
-    if (b == std::string::npos) throw std::invalid_argument(what + ": empty item in '" + s + "'");
-    out.push_back(part.substr(b, e - b + 1));
-  }
-  if (out.empty()) throw std::invalid_argument(what + ": empty list");
-  return out;
-}
-
-inline std::vector<double> parse_temperatures(const std::string& s) {
-  std::vector<double> out;
-  for (const std::string& item : split_list(s, "--temperatures")) {
-    size_t used = 0;
-    double v = -1;
-    try {
-      v = std::stod(item, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != item.size() || !std::isfinite(v) || v < 0)
-      throw std::invalid_argument("--temperatures: '" + item + "' is not a temperature >= 0");
-    out.push_back(v);
-  }
-  return out;
-}
-
 inline std::vector<int> parse_budgets(const std::string& s) {
-  std::vector<int> out;
-  for (const std::string& item : split_list(s, "--budgets")) {
-    size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(item, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != item.size() || v < 1 || v > kMaxPoolNodes)
-      throw std::invalid_argument("--budgets: '" + item + "' is not a budget >= 1");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
+  return parse_ints(s, "--budgets", 1, kMaxPoolNodes);
 }
 
 }  // namespace harness

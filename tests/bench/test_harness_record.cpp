@@ -205,6 +205,10 @@ TEST(HarnessOptions, ParsesGridLists) {
   EXPECT_EQ(parse_budgets("8,59"), (std::vector<int>{8, 59}));
   EXPECT_THROW(parse_budgets("0"), std::invalid_argument);
   EXPECT_THROW(parse_budgets("8.5"), std::invalid_argument);
+  // rootspec-study's lists (bench/lib/option_lists.h): the pool shape's numbers are ≥ 1.
+  EXPECT_EQ(parse_ints("2,7,1", "--pool-shape", 1, 100), (std::vector<int>{2, 7, 1}));
+  EXPECT_THROW(parse_ints("2,0,1", "--pool-shape", 1, 100), std::invalid_argument);
+  EXPECT_THROW(parse_ints("2,7,101", "--pool-shape", 1, 100), std::invalid_argument);
   // The default grid of the bench: ar once per T, then every tree decoder per B.
   const auto g = expand_grid(split_list("ar,draft,pearl,root-draw,root", "d"), parse_temperatures("0,1"),
                              parse_budgets("8,59"));

@@ -8,30 +8,19 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "model_runtime.h"
+#include "option_lists.h"
 #include "study_record.h"
 #include "study_tables.h"
 
 namespace {
 
-template <typename T>
-std::vector<T> parse_list(const std::string& text, const char* option) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::istringstream is(item);
-    T v;
-    if (!(is >> v) || !is.eof())
-      throw std::invalid_argument(std::string(option) + ": '" + item + "' is not a number");
-    out.push_back(v);
-  }
-  if (out.empty()) throw std::invalid_argument(std::string(option) + ": empty list");
-  return out;
-}
+// Pool shapes and budgets are checked against the pool where they are used; here only ≥ 1.
+constexpr int kMostPerOption = std::numeric_limits<int>::max();
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -98,16 +87,14 @@ int main(int argc, char** argv) {
   try {
     set_torch_threads(1);
     if (*record) {
-      rec.temperatures = parse_list<double>(temperatures, "--temperatures");
-      const std::vector<int> s = parse_list<int>(pool_shape, "--pool-shape");
+      rec.temperatures = parse_temperatures(temperatures);
+      const std::vector<int> s = parse_ints(pool_shape, "--pool-shape", 1, kMostPerOption);
       if (s.size() != 3) throw std::invalid_argument("--pool-shape: three numbers, top-k,depth,expand");
       rec.shape.top_k = s[0], rec.shape.depth = s[1], rec.shape.expand = s[2];
       record_study(rec);
       std::fprintf(stderr, "rootspec-study: recorded into %s\n", rec.out_dir.c_str());
     } else if (*tables) {
-      tab.budgets = parse_list<int>(budgets, "--budgets");
-      for (int b : tab.budgets)
-        if (b < 1) throw std::invalid_argument("--budgets: each must be ≥ 1");
+      tab.budgets = parse_ints(budgets, "--budgets", 1, kMostPerOption);
       const nlohmann::json t = study_tables(load_study(table_dir), tab);
       write_file(table_dir + "/tables.json", t.dump(1) + "\n");
       write_file(table_dir + "/tables.md",
@@ -127,7 +114,7 @@ int main(int argc, char** argv) {
                                       "' is not one of draft, root, root-draw, pearl, pearl-top1");
         chk.rules.push_back(r);
       }
-      chk.budgets = parse_list<int>(check_budgets, "--budgets");
+      chk.budgets = parse_ints(check_budgets, "--budgets", 1, kMostPerOption);
       const nlohmann::json c = check_study(chk);
       write_file(chk.dir + "/check.json", c.dump(1) + "\n");
       const std::string md = check_markdown(c);
