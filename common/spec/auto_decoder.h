@@ -121,7 +121,7 @@ class AutoCostModel {
     int probe_gap = 0;     // ar rounds before speculation is tried again (0: the first gap)
     int plain_rounds = 0;  // ar rounds since speculation was last tried, across requests
     bool trying = false;   // a try of speculation is under way (it may span requests)
-    bool plain = false;    // the last round decoded plainly (not to re-measure ar)
+    bool plain = false;    // the last round decoded plainly (an ar refresh aside): where a request starts
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
     // exact only up to k, so the rate scales it by their ratio, a slow correction that keeps the

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 
 #include "model_runtime.h"
@@ -106,8 +105,7 @@ int main(int argc, char** argv) {
                    table_dir.c_str());
     } else if (*check) {
       chk.rules.clear();
-      std::stringstream ss(check_rules);
-      for (std::string name; std::getline(ss, name, ',');) {
+      for (const std::string& name : split_list(check_rules, "--rules")) {
         Rule r;
         if (!parse_rule(name, &r) || r == Rule::Oracle)
           throw std::invalid_argument("--rules: '" + name +
