@@ -35,11 +35,15 @@ std::string unique_inproc(const std::string& name) {
 }  // namespace
 
 DisconnectWatch::DisconnectWatch(zmq::context_t& ctx, zmq::socket_t& socket, const std::string& name)
-    : events_(ctx, zmq::socket_type::pair) {
+    : watched_(socket.handle()), events_(ctx, zmq::socket_type::pair) {
   const std::string addr = unique_inproc(name);
-  if (zmq_socket_monitor(socket.handle(), addr.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+  if (zmq_socket_monitor(watched_, addr.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
+  events_.set(zmq::sockopt::rcvhwm, 0);  // inproc: 0 on either end makes the queue unbounded
+  events_.set(zmq::sockopt::linger, 0);
   events_.connect(addr);
 }
+
+DisconnectWatch::~DisconnectWatch() { zmq_socket_monitor(watched_, nullptr, 0); }
 
 bool DisconnectWatch::poll_disconnected() {
   bool closed = false;

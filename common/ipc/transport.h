@@ -18,16 +18,26 @@ bool same_host_endpoint(const std::string& endpoint);
 // True while process `pid` exists and is not a zombie (the peer-death check of both daemons).
 bool process_alive(int pid);
 
-// Watches a socket for its connections closing (a peer process died or went away).
+// Watches a socket for its connections closing (a peer process died or went away). The socket
+// must outlive the watch (declare the watch after it).
+//
+// ZeroMQ's I/O thread sends each event to the watch with a blocking send: were the watch's end
+// closed while the socket still reported events, or its queue full, that thread would block for
+// good and every socket of the context with it. So the queue is unbounded and the destructor
+// stops the monitor before closing its end.
 class DisconnectWatch {
  public:
   DisconnectWatch(zmq::context_t& ctx, zmq::socket_t& socket, const std::string& name);
+  ~DisconnectWatch();
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
   // Drains pending events; true if a connection closed since the last call.
   bool poll_disconnected();
   zmq::socket_t& events() { return events_; }
 
  private:
-  zmq::socket_t events_;
+  void* watched_;         // the socket's handle
+  zmq::socket_t events_;  // PAIR, connected to the monitor's
 };
 
 // A frame received on a ROUTER socket: the peer identity and the payload.
