@@ -46,9 +46,17 @@ std::vector<Product>& shipped_products() {
   return products;
 }
 
-void run_pass(int64_t rows, CpuWorkers* workers, std::vector<float>& x, std::vector<float>& y) {
-  for (const Product& p : shipped_products())
+// Products of one kind (-1: all), in the pass's order: 0 q|k|v, 1 o, 2 gate|up, 3 down (four
+// layers each), 4 the lm head.
+void run_pass(int64_t rows, CpuWorkers* workers, std::vector<float>& x, std::vector<float>& y,
+              int kind = -1) {
+  const std::vector<Product>& products = shipped_products();
+  for (size_t i = 0; i < products.size(); ++i) {
+    const int k = i + 1 == products.size() ? 4 : static_cast<int>(i % 4);
+    if (kind >= 0 && k != kind) continue;
+    const Product& p = products[i];
     small_matmul(x.data(), p.panels.data(), y.data(), rows, p.in, p.out, workers);
+  }
 }
 
 // Arg 0: rows; arg 1: helper threads.
@@ -76,6 +84,31 @@ BENCHMARK(BM_ShippedTargetProducts)
     ->Args({17, 1})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);
+
+// Each kind of product of a B = 8 tree pass (9 rows), its four layers in a row, alone and
+// shared with one helper: where sharing pays and where it does not. Compare the kinds' sum with
+// BM_ShippedTargetProducts/9 (the whole pass, 13 MB of weights streamed from L3 between kinds).
+// Arg 0: kind (run_pass); arg 1: helper threads.
+void BM_ShippedTargetProductKind(benchmark::State& state) {
+  const int64_t rows = 9;
+  std::unique_ptr<CpuWorkers> workers;
+  if (state.range(1) > 0) {
+    workers = std::make_unique<CpuWorkers>(static_cast<int>(state.range(1)));
+    workers->wake();
+  }
+  std::vector<float> x(rows * 1408, 0.01f), y(rows * 1408);
+  for (auto _ : state) {
+    run_pass(rows, workers.get(), x, y, static_cast<int>(state.range(0)));
+    benchmark::DoNotOptimize(y.data());
+  }
+  if (workers) workers->park();
+  static const char* const kNames[] = {"q|k|v x4", "o x4", "gate|up x4", "down x4", "lm head"};
+  state.SetLabel(kNames[state.range(0)]);
+}
+BENCHMARK(BM_ShippedTargetProductKind)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(0.3);
 
 }  // namespace
 
