@@ -75,8 +75,25 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
 }
 
 void AutoCostModel::add_ar(double wall_ms) {
-  if (wall_ms > 0) ar_ms_ = smooth(ar_ms_, wall_ms, ++ar_n_, opt_.smoothing);
+  if (wall_ms > 0) {
+    ++ar_n_;
+    if (static_cast<int>(ar_first_.size()) < opt_.ar_refresh_measured) {
+      ar_first_.push_back(wall_ms);
+      std::vector<double> sorted = ar_first_;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t m = sorted.size() / 2;
+      ar_ms_ = sorted.size() % 2 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
+    } else {
+      ar_ms_ = smooth(ar_ms_, wall_ms, ar_n_, opt_.smoothing);  // the median weighs as its rounds
+    }
+  }
   since_ar_ = 0;
+}
+
+void AutoCostModel::restart_ar() {
+  ar_before_ = ar_ms();
+  ar_n_ = 0;
+  ar_first_.clear();
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature)
@@ -219,7 +236,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
     // ar's time must stay measured: a stall counted into it (or a quieter machine) would
     // otherwise never be seen again while speculation runs. A short plain stretch now and then.
-    if (speculate_ && costs_.speculative_rounds_since_ar() >= o.ar_refresh_rounds) {
+    const bool close_win =
+        acc_.speculative_rate() > 0 && acc_.speculative_rate() < (1 + o.close_win) * ar_rate;
+    const int refresh_after = close_win || costs_.ar_rose() ? o.ar_refresh_close_rounds : o.ar_refresh_rounds;
+    if (speculate_ && costs_.speculative_rounds_since_ar() >= refresh_after) {
       speculate_ = false;
       in_mode_ = 0;
       refreshing_ar_ = true;

@@ -81,6 +81,16 @@ struct AutoOptions {
   // time of a slow spell in place for thousands of rounds, and T = 1 speculated against it.)
   int ar_refresh_rounds = 256;
   int ar_refresh_measured = 8;
+  // A close win (speculation's rate under 1 + close_win times ar's) is checked after
+  // ar_refresh_close_rounds instead: an ar time left high by the process's cold first requests
+  // or a slow spell, which makes a small loss look like a small win, then costs at most that
+  // many rounds. (On the AMD EPYC VM, 2026-12-01, root-draw at T = 1 ran 5-11% below ar; `auto`,
+  // against an ar time of 0.175-0.182 ms from its first requests (steady: 0.16), speculated a
+  // third of T = 1's tokens until a refresh 256 rounds later: -1.6 to -4.6% against ar.)
+  // Where speculation wins by more (T = 0 here: 1.4×), a refresh costs its plain rounds' loss
+  // and comes rarely.
+  double close_win = 0.15;
+  int ar_refresh_close_rounds = 64;
   double margin = 0.08;      // speculation must lose by this fraction before ar takes over
   double win_margin = 0.05;  // …and win by this one to take over from ar (a try, a request's start)
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
@@ -106,7 +116,13 @@ class AutoCostModel {
   // One finished round: its record and its wall time (from the previous round's end).
   void add_speculative(const RoundRecord& r, double wall_ms);
   void add_ar(double wall_ms);
-  void restart_ar() { ar_n_ = 0; }  // the next plain rounds measure ar afresh (their mean)
+  // The next plain rounds measure ar afresh: the median of the first ar_refresh_measured of
+  // them replaces its time (a mean let one stall of the VM among 8 rounds, or a slow spell,
+  // leave ar at 0.46-0.60 ms against a steady 0.16, and T = 1 speculated against that).
+  void restart_ar();
+  // The last refresh found ar over a quarter slower than before: until a refresh confirms it,
+  // speculation's win over that time is checked as a close one (ar_refresh_close_rounds).
+  bool ar_rose() const { return ar_before_ > 0 && ar_ms_ > kRiseToConfirm * ar_before_; }
   // The tree-time line keeps `keep` of its weight: the next passes weigh more in it.
   void discount_tree_fit(double keep) { s0_ *= keep, s1_ *= keep, s2_ *= keep, sy_ *= keep, sxy_ *= keep; }
 
@@ -136,10 +152,14 @@ class AutoCostModel {
  private:
   double smooth(double old, double x, int n, double smoothing) const;
 
+  static constexpr double kRiseToConfirm = 1.25;
+
   AutoOptions opt_;
   double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;
   int root_n_ = 0, base_n_ = 0, ar_n_ = 0;
-  int since_ar_ = 0;  // speculative rounds measured since the last plain one
+  std::vector<double> ar_first_;  // [≤ ar_refresh_measured] ar's first rounds since a (re)start
+  double ar_before_ = 0;          // ar's time when the last refresh began (0: none yet)
+  int since_ar_ = 0;              // speculative rounds measured since the last plain one
   // tree pass time against rows: running sums of a weighted least-squares line
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
   std::map<int, Acceptance> acceptance_;

@@ -244,6 +244,51 @@ TEST(AutoDecoder, ARefreshMeasuresArAfresh) {
   EXPECT_TRUE(costs.measured_ar());
 }
 
+// ar's time is measured afresh after ar_refresh_close_rounds speculative rounds when
+// speculation wins by less than close_win, after ar_refresh_rounds when it wins by more.
+TEST(AutoDecoder, ACloseWinIsCheckedSoonerThanAClearOne) {
+  // A speculative round takes 1 + .2 + .05·4 = 1.4 ms; ar .5 ms a token (2 tokens/ms).
+  auto plain_after = [](int emitted) {
+    AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+    o.ar_refresh_close_rounds = 6, o.ar_refresh_rounds = 20;
+    AutoCostModel costs(o);
+    AutoController c(costs, 0.0);
+    int rounds = 0;
+    while (c.speculate() && rounds < 100) {
+      c.observe(speculative_round(emitted, 3), 0);
+      ++rounds;
+    }
+    return rounds;
+  };
+  EXPECT_EQ(plain_after(3), 6);   // 2.14 tokens/ms: a 7% win
+  EXPECT_EQ(plain_after(5), 20);  // 3.57 tokens/ms: 79%
+}
+
+// A refresh's time is the median of its rounds: a stall among them is not ar's time.
+TEST(AutoDecoder, ARefreshTakesTheMedianOfItsRounds) {
+  AutoCostModel costs;
+  for (int i = 0; i < 50; ++i) costs.add_ar(0.16);
+  costs.restart_ar();
+  for (double ms : {0.15, 0.16, 2.0, 0.17, 0.15, 0.16, 3.0, 0.16}) costs.add_ar(ms);
+  EXPECT_NEAR(costs.ar_ms(), 0.16, 1e-12);
+  EXPECT_FALSE(costs.ar_rose());
+}
+
+// A refresh that finds ar much slower stands unconfirmed (ar_rose: the next refresh comes
+// after ar_refresh_close_rounds) until the next one finds it slow too.
+TEST(AutoDecoder, ARefreshThatFindsArMuchSlowerWaitsForTheNextToConfirmIt) {
+  AutoCostModel costs;
+  for (int i = 0; i < 20; ++i) costs.add_ar(0.16);
+  EXPECT_FALSE(costs.ar_rose());
+  costs.restart_ar();
+  for (int i = 0; i < 8; ++i) costs.add_ar(0.4);
+  EXPECT_TRUE(costs.ar_rose());
+  costs.restart_ar();
+  for (int i = 0; i < 8; ++i) costs.add_ar(0.38);
+  EXPECT_FALSE(costs.ar_rose());
+  EXPECT_NEAR(costs.ar_ms(), 0.38, 1e-12);
+}
+
 TEST(AutoDecoder, TreePassTimeIsFittedToTheMeasuredPasses) {
   AutoCostModel costs;
   for (int i = 0; i < 10; ++i) {
