@@ -59,20 +59,24 @@ void run_pass(int64_t rows, CpuWorkers* workers, std::vector<float>& x, std::vec
   }
 }
 
-// Arg 0: rows; arg 1: helper threads.
-void BM_ShippedTargetProducts(benchmark::State& state) {
-  const int64_t rows = state.range(0);
+// Times run_pass(rows, ·, kind) with `helpers` helper threads awake.
+void time_products(benchmark::State& state, int64_t rows, int helpers, int kind) {
   std::unique_ptr<CpuWorkers> workers;
-  if (state.range(1) > 0) {
-    workers = std::make_unique<CpuWorkers>(static_cast<int>(state.range(1)));
+  if (helpers > 0) {
+    workers = std::make_unique<CpuWorkers>(helpers);
     workers->wake();
   }
-  std::vector<float> x(rows * 1408, 0.01f), y(rows * 1408);
+  std::vector<float> x(rows * 1408, 0.01f), y(rows * 1408);  // [rows, the widest in or out]
   for (auto _ : state) {
-    run_pass(rows, workers.get(), x, y);
+    run_pass(rows, workers.get(), x, y, kind);
     benchmark::DoNotOptimize(y.data());
   }
   if (workers) workers->park();
+}
+
+// Arg 0: rows; arg 1: helper threads.
+void BM_ShippedTargetProducts(benchmark::State& state) {
+  time_products(state, state.range(0), static_cast<int>(state.range(1)), -1);
   state.SetLabel(small_matmul_kernel());
 }
 BENCHMARK(BM_ShippedTargetProducts)
@@ -90,18 +94,7 @@ BENCHMARK(BM_ShippedTargetProducts)
 // BM_ShippedTargetProducts/9 (the whole pass, 13 MB of weights streamed from L3 between kinds).
 // Arg 0: kind (run_pass); arg 1: helper threads.
 void BM_ShippedTargetProductKind(benchmark::State& state) {
-  const int64_t rows = 9;
-  std::unique_ptr<CpuWorkers> workers;
-  if (state.range(1) > 0) {
-    workers = std::make_unique<CpuWorkers>(static_cast<int>(state.range(1)));
-    workers->wake();
-  }
-  std::vector<float> x(rows * 1408, 0.01f), y(rows * 1408);
-  for (auto _ : state) {
-    run_pass(rows, workers.get(), x, y, static_cast<int>(state.range(0)));
-    benchmark::DoNotOptimize(y.data());
-  }
-  if (workers) workers->park();
+  time_products(state, 9, static_cast<int>(state.range(1)), static_cast<int>(state.range(0)));
   static const char* const kNames[] = {"q|k|v x4", "o x4", "gate|up x4", "down x4", "lm head"};
   state.SetLabel(kNames[state.range(0)]);
 }
