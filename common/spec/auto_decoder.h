@@ -75,10 +75,10 @@ struct AutoOptions {
   // Plain rounds after a switch or a request's start before ar's time is measured (as above).
   int ar_settle_rounds = 5;
   // While speculation runs, a stretch of ar_settle_rounds + ar_refresh_measured plain rounds
-  // after this many speculative ones (any temperature) measures ar's time afresh: its mean
-  // replaces the running one. (Plain rounds just after speculation ran ~1.5× slower on the
-  // shipped pair: the settle rounds. A refresh that only nudged the ~30-round average left ar's
-  // time of a slow spell in place for thousands of rounds, and T = 1 speculated against it.)
+  // after this many speculative ones (any temperature) measures ar's time afresh: the median
+  // of the measured rounds replaces the running one (restart_ar). (Plain rounds just after speculation ran
+  // ~1.5× slower on the shipped pair: the settle rounds. A refresh that only nudged the ~30-round average
+  // left ar's time of a slow spell in place for thousands of rounds, and T = 1 speculated against it.)
   int ar_refresh_rounds = 256;
   int ar_refresh_measured = 8;
   // A close win (speculation's rate under 1 + close_win times ar's) is checked after

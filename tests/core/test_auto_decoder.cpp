@@ -233,7 +233,8 @@ TEST(AutoDecoder, OneStalledRoundBarelyMovesTheMeasuredTimes) {
 }
 
 // A refresh of ar's time (AutoCostModel::restart_ar) replaces the running mean, which a slow
-// spell of the machine left high, with the mean of the plain rounds that follow.
+// spell of the machine left high, with the median of the plain rounds that follow (of two: their
+// mean).
 TEST(AutoDecoder, ARefreshMeasuresArAfresh) {
   AutoCostModel costs;
   for (int i = 0; i < 50; ++i) costs.add_ar(0.3);
