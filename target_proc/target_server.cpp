@@ -289,7 +289,8 @@ void TargetServer::serve(const Pending& req) {
   };
 
   done.prefill_start_ns = monotonic_ns();
-  AutoController adaptive(auto_costs_, o.temperature);  // decoder `auto`; its costs outlive requests
+  AutoController adaptive(auto_costs_, o.temperature,
+                          o.max_new_tokens);  // `auto`; its costs outlive requests
   if (!o.autoregressive) {
     if (!drafter_) {
       degrade("no drafter is connected");
@@ -369,9 +370,11 @@ void TargetServer::serve(const Pending& req) {
     const AutoCostModel::Acceptance& a = auto_costs_.acceptance(o.temperature);
     spdlog::debug(
         "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
-        "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one",
+        "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one; a start costs "
+        "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms",
         req.id, adaptive.speculative_rounds(), adaptive.ar_rounds(), o.temperature, a.spec_tokens, a.spec_ms,
-        a.k(), auto_costs_.ar_ms());
+        a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
+        auto_costs_.start_costs().plain_ms, a.try_ms);
   }
   reply_done(req.client, req.id, std::move(done));
 }

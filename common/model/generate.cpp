@@ -73,7 +73,7 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
 
   RequestOutput output(o, target.config().eos_token_ids, INT_MAX);
   AutoCostModel own_costs;
-  AutoController adaptive(auto_costs ? *auto_costs : own_costs, o.temperature);
+  AutoController adaptive(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
   GenerateResult res;
   adaptive.start_clock();
   while (!output.finished()) {

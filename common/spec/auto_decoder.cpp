@@ -16,6 +16,12 @@ constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
+// Once tries lose in a row, they cost at most this share of the time plain decoding runs: a try at
+// T = 1 on the shipped pair cost ~1.2 ms against ar (the drafter's catch-up on the whole
+// context, cold first rounds, then rounds a little slower than ar's), ~8 plain rounds, and where
+// speculation ran even with ar or a little below, tries that its noise let win shortened the
+// gap to a few dozen rounds (17 tries in a run, 1.3% of the time).
+constexpr double kTryShare = 0.005;
 // The parts of a speculative round (root pass, the rest besides the tree pass) that choose B
 // follow the machine faster than the rates that choose the mode: the budget choice needs no
 // hysteresis, and a cold start or a slow spell must not keep it choosing small trees.
@@ -96,18 +102,45 @@ void AutoCostModel::restart_ar() {
   ar_first_.clear();
 }
 
-AutoController::AutoController(AutoCostModel& costs, double temperature)
+AutoController::AutoController(AutoCostModel& costs, double temperature, int max_tokens)
     : costs_(costs), acc_(costs.acceptance(temperature)) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
   // Start in the mode the last request at this temperature ended in: speculation that lost is
   // tried again after the gap reached there, not at once; a try that the last request ended
   // goes on here. (Comparing the rates instead set a speculative rate measured minutes ago
   // against ar's of now: a slow spell of the VM made ar look slow, and T = 1 requests started
-  // speculating on that old rate and lost 20% and more.)
-  if (acc_.trying)
+  // speculating on that old rate and lost 20% and more.) Speculation that the last request
+  // ended in starts this one only if it pays with what a start costs (plain_start_pays).
+  if (acc_.trying) {
     after_plain_ = true;
-  else if (acc_.plain)
+  } else if (acc_.plain) {
     speculate_ = false;
+  } else if (plain_start_pays(max_tokens)) {
+    speculate_ = false;
+    acc_.plain_rounds = 0;  // as at a switch to ar: the next try after the gap
+  }
+  stretch_ = speculate_ ? Stretch::RequestSpeculative : Stretch::RequestPlain;
+}
+
+AutoController::~AutoController() {
+  if (tokens_ <= 0) return;
+  ++acc_.requests;
+  acc_.request_tokens += std::max(kPartSmoothing, 1.0 / acc_.requests) * (tokens_ - acc_.request_tokens);
+}
+
+// Over a request of L tokens (the mean of past ones at the temperature, at most this one's
+// max_tokens), speculation takes spec_start_ms + L / its rate and ar ar_start_ms + L · ar's
+// time. A start is a cost that hysteresis does not see: on the shipped pair at T = 1 a
+// speculative start cost ~0.5-1 ms (the drafter's prefill, cold first rounds) of a 128-token
+// request's ~20 ms, and requests that began speculating at a rate even with ar's ran 1.06×
+// ar's time (bench/results/issue19-epyc-4/README.md).
+bool AutoController::plain_start_pays(int max_tokens) const {
+  double tokens = acc_.requests > 0 ? acc_.request_tokens : max_tokens;
+  if (max_tokens > 0) tokens = std::min<double>(tokens, max_tokens);
+  const double rate = acc_.speculative_rate();
+  if (tokens <= 0 || rate <= 0 || (!costs_.options().fixed_costs && !costs_.measured_ar())) return false;
+  const AutoCostModel::StartCosts& start = costs_.start_costs();
+  return start.plain_ms + tokens * costs_.ar_ms() < start.speculative_ms + tokens / rate;
 }
 
 void AutoController::start_clock() { last_ns_ = monotonic_ns(); }
@@ -166,10 +199,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     // A try's first rounds (AutoOptions::try_warmup_rounds) wait for a drafter that must take
     // in the tokens it was not sent and run on cold caches, and so do a request's first rounds
     // after the prefills: costs of switching and of starting, not of speculating (ar's first
-    // rounds are left out alike), so they are left out. A try's later rounds weigh half each, so
-    // that one try can overturn the running rate.
+    // rounds are left out alike), so they are left out. A try's measured rounds replace the
+    // running rate by their plain mean (with weights of a half each, as before, its last two
+    // rounds decided, and at T = 1 tries won on noise and speculated at a loss).
     const bool catching_up = in_mode_ < o.try_warmup_rounds;
-    const double weight = after_plain_ ? 0.5 : o.smoothing;
+    const double weight = after_plain_ ? 1.0 / (in_mode_ - o.try_warmup_rounds + 1) : o.smoothing;
     if (wall > 0 && !catching_up) {
       costs_.add_speculative(r, wall);
       // The round's expected tokens, not its realised ones: the same mean with far less noise
@@ -205,8 +239,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (refreshing_ar_ && in_mode_ == o.ar_settle_rounds) costs_.restart_ar();
     if (in_mode_ >= o.ar_settle_rounds) costs_.add_ar(wall);
   }
+  tokens_ += std::max(r.emitted, 1);
+  if (stretch_ != Stretch::Other) learn_start_cost(wall, std::max(r.emitted, 1));
   expected_tokens_ = 0;
   ++in_mode_;
+  const bool was_speculating = speculate_;
   // The next round's mode: speculation stays while its measured rate beats ar's (ar runs once
   // first, to be measured); ar stays for probe_gap rounds, then speculation is tried
   // for probe_rounds, and the gap doubles each time it loses again.
@@ -227,10 +264,13 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       in_mode_ = 0;
       acc_.plain_rounds = 0;
       acc_.trying = false;
+      if (after_plain_) ++acc_.lost_tries;
     } else if (!losing && in_mode_ >= o.sustained_win_rounds) {
       acc_.probe_gap = o.first_probe_gap;
+      acc_.lost_tries = 0;
     } else if (!losing && after_plain_ && in_mode_ >= try_rounds) {
       acc_.probe_gap = std::max(o.first_probe_gap, acc_.probe_gap / kWonTryShrink);  // the try won
+      acc_.lost_tries = 0;
     }
     if (in_mode_ >= try_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
@@ -252,7 +292,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     } else {
       acc_.plain_rounds = 0;  // speculation loses after all: the gaps and tries as usual
     }
-  } else if (!refreshing_ar_ && acc_.plain_rounds >= acc_.probe_gap) {
+  } else if (!refreshing_ar_ && acc_.plain_rounds >= rounds_before_try()) {
     speculate_ = true;
     after_plain_ = true;
     in_mode_ = 0;
@@ -263,6 +303,49 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), o.max_probe_gap);
   }
   acc_.plain = !speculate_ && !refreshing_ar_;  // where the next request at this temperature starts
+  if (speculate_ != was_speculating) {
+    stretch_ = speculate_ && after_plain_ ? Stretch::Try : Stretch::Other;
+    start_ms_ = steady_ms_ = 0;
+    stretch_tokens_ = 0;
+  }
+}
+
+int AutoController::rounds_before_try() const {
+  if (acc_.lost_tries < 3 || acc_.try_n == 0 || acc_.try_ms <= 0) return acc_.probe_gap;
+  const double floor = acc_.try_ms / (kTryShare * std::max(costs_.ar_ms(), 1e-6));
+  return std::max<double>(acc_.probe_gap, std::min<double>(floor, costs_.options().max_probe_gap));
+}
+
+void AutoController::learn_start_cost(double wall, int emitted) {
+  const AutoOptions& o = costs_.options();
+  const int start_rounds = speculate_ ? o.try_warmup_rounds : o.ar_settle_rounds;
+  const int steady_rounds = o.probe_rounds;
+  if (start_rounds <= 0 || in_mode_ >= start_rounds + steady_rounds) return;
+  if (wall <= 0) {  // the first round's time is unknown (the clock was not started)
+    stretch_ = Stretch::Other;
+    return;
+  }
+  (in_mode_ < start_rounds ? start_ms_ : steady_ms_) += wall;
+  stretch_tokens_ += emitted;
+  if (in_mode_ + 1 < start_rounds + steady_rounds) return;
+  // The start rounds against the steady rounds right after them, at the machine's speed of the
+  // moment: against the running mean (a slow spell's, or a try's), a try's start cost -5 to +3
+  // ms on the shipped pair. Rounds, not tokens: their trees are alike, and tokens are noisier.
+  const double steady = steady_ms_ / steady_rounds;
+  // A stall among the start rounds counts as at most their steady time again (see smooth()).
+  double cost = std::min(start_ms_ - start_rounds * steady, start_rounds * steady);
+  // A try costs what its rounds took beyond ar's time for their tokens (its start and its
+  // measured rounds: at T = 1 on the shipped pair the start was half of it), which a try that
+  // wins does not cost.
+  if (stretch_ == Stretch::Try) {
+    if (!o.fixed_costs && !costs_.measured_ar()) return;
+    cost = (start_ms_ + steady_ms_) - stretch_tokens_ * costs_.ar_ms();
+  }
+  AutoCostModel::StartCosts& start = costs_.start_costs();
+  double& mean = stretch_ == Stretch::Try ? acc_.try_ms : speculate_ ? start.speculative_ms : start.plain_ms;
+  int& n = stretch_ == Stretch::Try ? acc_.try_n : speculate_ ? start.speculative_n : start.plain_n;
+  mean += std::max(kPartSmoothing, 1.0 / ++n) * (cost - mean);
+  stretch_ = Stretch::Other;
 }
 
 }  // namespace rootspec

@@ -32,7 +32,11 @@
 // (Jensen), so tokens and time are averaged apart; ar is re-measured now and then while
 // speculation runs; the averages span ~30 rounds; a try must win by 5% before speculation
 // takes over again, speculation under way must lose by 8% to give way, and a try's win
-// shortens the gap before the next try, it does not reset it.
+// shortens the gap before the next try, it does not reset it. What the first rounds of a
+// request cost beyond steady ones is learnt apart (a start of speculation waits for the
+// drafter's prefill), and a request begins speculating only where that start pays over the
+// request's expected length: hysteresis keeps speculation under way that loses by less than
+// 8%, and each request then paid a start for it.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +69,10 @@ struct AutoOptions {
   // sets it back to first_probe_gap. (Resetting it at any win, as before, let T = 1 requests
   // try every few dozen rounds: 3-10% of their time.)
   int sustained_win_rounds = 64;
-  int probe_rounds = 3;  // measured speculative rounds of one try
+  // Measured speculative rounds of one try. Beside its start (~1 ms on the shipped pair: the
+  // drafter's catch-up, cold rounds), a try's measured rounds cost little, and 6 decide better
+  // than 3.
+  int probe_rounds = 6;
   // Speculative rounds not measured after a switch to speculation and at a request's start:
   // the drafter's catch-up (it takes in the tokens it was not sent) and rounds on cold caches.
   // On the shipped pair a request's first root passes ran 1.7×, 1.4×, 1.2×, 1.1× a steady one
@@ -137,14 +144,37 @@ class AutoCostModel {
     int probe_gap = 0;     // ar rounds before speculation is tried again (0: the first gap)
     int plain_rounds = 0;  // ar rounds since speculation was last tried, across requests
     bool trying = false;   // a try of speculation is under way (it may span requests)
-    bool plain = false;    // the last round decoded plainly (an ar refresh aside): where a request starts
+    // Tries lost in a row (a won try or sustained_win_rounds of winning speculation end the
+    // row): from three on, tries wait at least what keeps their cost a small share of plain
+    // time (AutoController::rounds_before_try). A cold start's first tries at T = 0 lose (two
+    // in a run on the shipped pair), and with the floor from the first or the second lost try
+    // speculation stayed off for thousands of rounds where it won 40%.
+    int lost_tries = 0;
+    bool plain = false;  // the last round decoded plainly (an ar refresh aside): where a request starts
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
     // exact only up to k, so the rate scales it by their ratio, a slow correction that keeps the
     // low noise of expected tokens without their bias.
     double emitted = 0, expected = 0;
     double token_scale() const;
+    double request_tokens = 0;  // tokens a request emitted (running mean; 0: none yet)
+    int requests = 0;
+    // What a try cost (running mean, ms): its rounds' time beyond ar's time for their tokens
+    // (below 0 where tries win: per temperature).
+    double try_ms = 0;
+    int try_n = 0;
   };
+  // What starting a request costs in each mode beyond its steady rounds (running means over
+  // the temperatures, ms: a cost of the machine, the drafter's prefill and cold caches, which
+  // T = 1 alone, starting few requests speculatively, would measure seldom): the first rounds'
+  // wall time (try_warmup_rounds of speculation, ar_settle_rounds of ar) less as many rounds
+  // of the probe_rounds after them.
+  struct StartCosts {
+    double speculative_ms = 0, plain_ms = 0;
+    int speculative_n = 0, plain_n = 0;
+  };
+  StartCosts& start_costs() { return start_costs_; }
+
   Acceptance& acceptance(double temperature) {
     return acceptance_[static_cast<int>(temperature * 100 + 0.5)];
   }
@@ -163,12 +193,17 @@ class AutoCostModel {
   // tree pass time against rows: running sums of a weighted least-squares line
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
   std::map<int, Acceptance> acceptance_;
+  StartCosts start_costs_;
 };
 
 // One request's `auto` decoder over a shared cost model.
 class AutoController {
  public:
-  AutoController(AutoCostModel& costs, double temperature);
+  // `max_tokens`: the request's most new tokens (0: unknown), for what its start costs.
+  AutoController(AutoCostModel& costs, double temperature, int max_tokens = 0);
+  ~AutoController();
+  AutoController(const AutoController&) = delete;
+  AutoController& operator=(const AutoController&) = delete;
 
   // The request's first round starts now (after the target's prefill): its time counts too (a
   // speculative one waits for the drafter's prefill of the prompt, a cost that ar never pays).
@@ -188,6 +223,12 @@ class AutoController {
 
  private:
   double now_ms() const;
+  bool plain_start_pays(int max_tokens) const;
+  // One of a stretch's first rounds: toward what its start costs.
+  void learn_start_cost(double wall, int emitted);
+  // Plain rounds before the next try: the gap, and after tries lost in a row at least enough
+  // that tries cost at most kTryShare of the time plain decoding runs (Acceptance::try_ms).
+  int rounds_before_try() const;
 
   AutoCostModel& costs_;
   AutoCostModel::Acceptance& acc_;
@@ -200,6 +241,14 @@ class AutoController {
   bool refreshing_ar_ = false;             // these plain rounds re-measure ar amid speculation
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // this request's rounds since its last switch
+  int tokens_ = 0;                         // this request's emitted tokens
+  // What the current stretch's start rounds cost teaches (AutoCostModel::StartCosts): a
+  // request's start in either mode, a try; and the wall time of its start rounds and of the
+  // probe_rounds after them.
+  enum class Stretch { RequestSpeculative, RequestPlain, Try, Other };
+  Stretch stretch_ = Stretch::Other;
+  double start_ms_ = 0, steady_ms_ = 0;
+  int stretch_tokens_ = 0;  // emitted in those rounds
   // The gap before the next try is counted in plain rounds across requests (Acceptance::
   // plain_rounds), as the gap itself is kept: a temperature served by short requests keeps
   // trying, so a machine that became quieter is noticed.

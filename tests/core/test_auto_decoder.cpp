@@ -183,6 +183,104 @@ TEST(AutoDecoder, ATryThatWinsShortensTheGapAndOnlyASustainedWinResetsIt) {
   EXPECT_EQ(gaps, (std::vector<int>{2, 8, 32, 8, 2}));
 }
 
+// Speculation that the last request ended in, winning by 7% a round (3 tokens in 1.4 ms
+// against 2 tokens/ms), begins the next request only if that win over the request's length
+// (the mean of past requests, 30 tokens, at most its max_tokens) outweighs what a speculative
+// start costs beyond a plain one: 30 / (3 / 1.4) = 14 ms against 15 ms of ar.
+TEST(AutoDecoder, ARequestBeginsPlainWhenSpeculationsStartCostsMoreThanItGains) {
+  AutoCostModel costs(fixed(1.0, 0.2, 0.05, 0.5));
+  {
+    AutoController first(costs, 1.0);
+    for (int i = 0; i < 10; ++i) first.observe(speculative_round(3, 3), 0);
+    ASSERT_TRUE(first.speculate());
+  }
+  EXPECT_DOUBLE_EQ(costs.acceptance(1.0).request_tokens, 30.0);
+  costs.start_costs().speculative_ms = 0.9;  // 14.9 ms against 15: speculation still pays
+  EXPECT_TRUE(AutoController(costs, 1.0).speculate());
+  costs.start_costs().speculative_ms = 1.1;  // 15.1 against 15
+  EXPECT_FALSE(AutoController(costs, 1.0).speculate());
+  costs.start_costs().plain_ms = 0.2;  // a plain start costs too: 15.1 against 15.2
+  EXPECT_TRUE(AutoController(costs, 1.0).speculate());
+  // A request of at most 10 tokens: 0.2 + 5 ms against 1.1 + 4.67.
+  EXPECT_FALSE(AutoController(costs, 1.0, 10).speculate());
+}
+
+// A start's cost is its first rounds' time beyond as many of the steady rounds right after
+// them (probe_rounds): two start rounds of 1.8 ms (11 nodes) against 1.4 ms: 0.8 ms. A plain
+// start whose rounds all take ar's time costs nothing.
+TEST(AutoDecoder, LearnsWhatAStartCostsFromARequestsFirstRounds) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.try_warmup_rounds = 2, o.ar_settle_rounds = 2, o.first_probe_gap = 10;
+  AutoCostModel costs(o);
+  {
+    AutoController first(costs, 0.0);
+    first.observe(speculative_round(3, 11), 0);
+    first.observe(speculative_round(3, 11), 0);
+    first.observe(speculative_round(3, 3), 0);
+    EXPECT_EQ(costs.start_costs().speculative_n, 0);  // its steady rounds are not over
+    first.observe(speculative_round(3, 3), 0);
+    ASSERT_TRUE(first.speculate());
+  }
+  EXPECT_EQ(costs.start_costs().speculative_n, 1);
+  EXPECT_NEAR(costs.start_costs().speculative_ms, 0.8, 1e-9);
+  AutoController plain(costs, 1.0);
+  for (int i = 0; i < 3; ++i) plain.observe(speculative_round(1, 3), 0);  // 0.71 tokens/ms against 2
+  ASSERT_FALSE(plain.speculate());
+  for (int i = 0; i < 3; ++i) plain.observe(RoundRecord{}, -1);
+  EXPECT_EQ(costs.start_costs().plain_n, 0);  // a switch to ar mid-request is no request's start
+  AutoController next(costs, 1.0);
+  ASSERT_FALSE(next.speculate());
+  for (int i = 0; i < 4; ++i) next.observe(RoundRecord{}, -1);
+  EXPECT_EQ(costs.start_costs().plain_n, 1);
+  EXPECT_NEAR(costs.start_costs().plain_ms, 0.0, 1e-12);
+  EXPECT_EQ(costs.start_costs().speculative_n, 1);  // the request at T = 1 switched before its steady rounds
+}
+
+// A try costs its rounds' time beyond ar's for their tokens (1.8 + 1.8 + 1.4 + 1.4 ms for 4
+// tokens against 4 · 0.5: 4.4 ms). One or two lost tries change nothing; after three in a row,
+// the next waits until tries would cost at most 0.5% of the plain time: 4.4 / (0.5% · 0.5 ms)
+// = 1760 plain rounds, not the gap's 192. A won try ends the row.
+TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercentOfPlainTime) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  c.observe(speculative_round(1, 3), 0);
+  c.observe(speculative_round(1, 3), 0);
+  c.observe(speculative_round(1, 3), 0);  // measured: 0.71 tokens/ms against ar's 2
+  ASSERT_FALSE(c.speculate());
+  auto plain_rounds_before_a_try = [&c] {
+    int n = 0;
+    while (!c.speculate() && n < 10000) c.observe(RoundRecord{}, -1), ++n;
+    return n;
+  };
+  auto try_once = [&c](int emitted) {
+    c.observe(speculative_round(emitted, 11), 0);
+    c.observe(speculative_round(emitted, 11), 0);
+    c.observe(speculative_round(emitted, 3), 0);
+    c.observe(speculative_round(emitted, 3), 0);
+  };
+  const AutoCostModel::Acceptance& a = costs.acceptance(1.0);
+  EXPECT_EQ(plain_rounds_before_a_try(), 3);  // the first gap
+  try_once(1);
+  ASSERT_FALSE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 1);
+  EXPECT_EQ(a.try_n, 1);
+  EXPECT_NEAR(a.try_ms, 4.4, 1e-9);
+  EXPECT_EQ(plain_rounds_before_a_try(), 12);  // the gap (×4: it lost by more than a fifth)
+  try_once(1);
+  ASSERT_FALSE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 2);
+  EXPECT_EQ(plain_rounds_before_a_try(), 48);
+  try_once(1);
+  ASSERT_FALSE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 3);
+  EXPECT_EQ(plain_rounds_before_a_try(), 1760);
+  try_once(6);  // 6 tokens a round: a win
+  EXPECT_TRUE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 0);
+}
+
 // A request's first speculative rounds (after the prefills: cold caches, the drafter's prompt)
 // are not measured, as a try's first rounds are not.
 TEST(AutoDecoder, ARequestsFirstRoundsAreNotMeasured) {
