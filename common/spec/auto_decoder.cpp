@@ -16,11 +16,12 @@ constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
-// Once tries lose in a row, they cost at most this share of the time plain decoding runs: a try at
-// T = 1 on the shipped pair cost ~1.2 ms against ar (the drafter's catch-up on the whole
-// context, cold first rounds, then rounds a little slower than ar's), ~8 plain rounds, and where
-// speculation ran even with ar or a little below, tries that its noise let win shortened the
-// gap to a few dozen rounds (17 tries in a run, 1.3% of the time).
+// Once tries lose in a row, they cost at most this share of the time plain decoding runs: a try
+// at T = 1 on the shipped pair cost 1-3.5 ms against ar (the drafter's catch-up on the whole
+// context, cold first rounds, then rounds a little slower than ar's), 6-20 plain rounds, and
+// where speculation ran even with ar or a little below, tries that its noise let win shortened
+// the gap to a few dozen rounds (17 tries in a run, 1.3% of the time;
+// bench/results/issue19-epyc-5/README.md).
 constexpr double kTryShare = 0.005;
 // The parts of a speculative round (root pass, the rest besides the tree pass) that choose B
 // follow the machine faster than the rates that choose the mode: the budget choice needs no
@@ -129,11 +130,11 @@ AutoController::~AutoController() {
 }
 
 // Over a request of L tokens (the mean of past ones at the temperature, at most this one's
-// max_tokens), speculation takes spec_start_ms + L / its rate and ar ar_start_ms + L · ar's
-// time. A start is a cost that hysteresis does not see: on the shipped pair at T = 1 a
-// speculative start cost ~0.5-1 ms (the drafter's prefill, cold first rounds) of a 128-token
-// request's ~20 ms, and requests that began speculating at a rate even with ar's ran 1.06×
-// ar's time (bench/results/issue19-epyc-4/README.md).
+// max_tokens), speculation takes StartCosts::speculative_ms + L / its rate and ar
+// StartCosts::plain_ms + L · ar's time. A start is a cost that hysteresis does not see: on the
+// shipped pair a speculative start cost 0.2-0.6 ms (the drafter's prefill, cold first rounds)
+// of a 128-token request's ~20 ms at T = 1, and requests there that began speculating at a
+// rate even with ar's ran 1.06× ar's time (bench/results/issue19-epyc-4/README.md).
 bool AutoController::plain_start_pays(int max_tokens) const {
   double tokens = acc_.requests > 0 ? acc_.request_tokens : max_tokens;
   if (max_tokens > 0) tokens = std::min<double>(tokens, max_tokens);

@@ -36,7 +36,10 @@
 // request cost beyond steady ones is learnt apart (a start of speculation waits for the
 // drafter's prefill), and a request begins speculating only where that start pays over the
 // request's expected length: hysteresis keeps speculation under way that loses by less than
-// 8%, and each request then paid a start for it.
+// 8%, and each request then paid a start for it. After three tries lost in a row, the next
+// waits until tries cost at most 0.5% of the plain time (what each try cost against ar is
+// measured): where speculation runs even with ar, noise lets tries win now and then, and each
+// win brought the next tries close.
 #pragma once
 
 #include <cstdint>
