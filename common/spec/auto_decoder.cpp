@@ -30,6 +30,9 @@ constexpr double kPartSmoothing = 0.1;
 // A try keeps this share of the tree-time line's weight: its own passes re-fit the line (one
 // fitted on a cold start or a slow spell chose small trees, which lost every try at T = 0).
 constexpr double kTryFitWeight = 0.25;
+
+// A running mean of n samples that turns into one following the last ~1 / kPartSmoothing.
+void follow(double& mean, int& n, double x) { mean += std::max(kPartSmoothing, 1.0 / ++n) * (x - mean); }
 }  // namespace
 
 double AutoCostModel::smooth(double old, double x, int n, double smoothing) const {
@@ -124,9 +127,7 @@ AutoController::AutoController(AutoCostModel& costs, double temperature, int max
 }
 
 AutoController::~AutoController() {
-  if (tokens_ <= 0) return;
-  ++acc_.requests;
-  acc_.request_tokens += std::max(kPartSmoothing, 1.0 / acc_.requests) * (tokens_ - acc_.request_tokens);
+  if (tokens_ > 0) follow(acc_.request_tokens, acc_.requests, tokens_);
 }
 
 // Over a request of L tokens (the mean of past ones at the temperature, at most this one's
@@ -240,8 +241,9 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (refreshing_ar_ && in_mode_ == o.ar_settle_rounds) costs_.restart_ar();
     if (in_mode_ >= o.ar_settle_rounds) costs_.add_ar(wall);
   }
-  tokens_ += std::max(r.emitted, 1);
-  if (stretch_ != Stretch::Other) learn_start_cost(wall, std::max(r.emitted, 1));
+  const int emitted = std::max(r.emitted, 1);  // an ar round's record may leave it 0
+  tokens_ += emitted;
+  if (stretch_ != Stretch::Other) learn_start_cost(wall, emitted);
   expected_tokens_ = 0;
   ++in_mode_;
   const bool was_speculating = speculate_;
@@ -312,7 +314,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
 }
 
 int AutoController::rounds_before_try() const {
-  if (acc_.lost_tries < 3 || acc_.try_n == 0 || acc_.try_ms <= 0) return acc_.probe_gap;
+  if (acc_.lost_tries < 3 || acc_.try_ms <= 0) return acc_.probe_gap;  // try_ms 0: none measured
   const double floor = acc_.try_ms / (kTryShare * std::max(costs_.ar_ms(), 1e-6));
   return std::max<double>(acc_.probe_gap, std::min<double>(floor, costs_.options().max_probe_gap));
 }
@@ -329,23 +331,25 @@ void AutoController::learn_start_cost(double wall, int emitted) {
   (in_mode_ < start_rounds ? start_ms_ : steady_ms_) += wall;
   stretch_tokens_ += emitted;
   if (in_mode_ + 1 < start_rounds + steady_rounds) return;
-  // The start rounds against the steady rounds right after them, at the machine's speed of the
-  // moment: against the running mean (a slow spell's, or a try's), a try's start cost -5 to +3
-  // ms on the shipped pair. Rounds, not tokens: their trees are alike, and tokens are noisier.
-  const double steady = steady_ms_ / steady_rounds;
-  // A stall among the start rounds counts as at most their steady time again (see smooth()).
-  double cost = std::min(start_ms_ - start_rounds * steady, start_rounds * steady);
-  // A try costs what its rounds took beyond ar's time for their tokens (its start and its
-  // measured rounds: at T = 1 on the shipped pair the start was half of it), which a try that
-  // wins does not cost.
-  if (stretch_ == Stretch::Try) {
-    if (!o.fixed_costs && !costs_.measured_ar()) return;
-    cost = (start_ms_ + steady_ms_) - stretch_tokens_ * costs_.ar_ms();
-  }
   AutoCostModel::StartCosts& start = costs_.start_costs();
-  double& mean = stretch_ == Stretch::Try ? acc_.try_ms : speculate_ ? start.speculative_ms : start.plain_ms;
-  int& n = stretch_ == Stretch::Try ? acc_.try_n : speculate_ ? start.speculative_n : start.plain_n;
-  mean += std::max(kPartSmoothing, 1.0 / ++n) * (cost - mean);
+  if (stretch_ == Stretch::Try) {
+    // A try costs what its rounds took beyond ar's time for their tokens (its start and its
+    // measured rounds: at T = 1 on the shipped pair the start was half of it), which a try that
+    // wins does not cost.
+    if (o.fixed_costs || costs_.measured_ar())
+      follow(acc_.try_ms, acc_.try_n, start_ms_ + steady_ms_ - stretch_tokens_ * costs_.ar_ms());
+  } else {
+    // The start rounds against the steady rounds right after them, at the machine's speed of
+    // the moment: against the running mean (a slow spell's, or a try's), a try's start cost -5
+    // to +3 ms on the shipped pair. Rounds, not tokens: their trees are alike, tokens noisier.
+    const double steady = steady_ms_ / steady_rounds;
+    // A stall among the start rounds counts as at most their steady time again (see smooth()).
+    const double cost = std::min(start_ms_ - start_rounds * steady, start_rounds * steady);
+    if (speculate_)
+      follow(start.speculative_ms, start.speculative_n, cost);
+    else
+      follow(start.plain_ms, start.plain_n, cost);
+  }
   stretch_ = Stretch::Other;
 }
 
