@@ -202,6 +202,7 @@ int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
   spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model,
                rt_.vocab_size());
+  bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
     if (!held_.empty()) {  // read during a draft-ahead
       const HeldMessage m = std::move(held_.front());
@@ -235,10 +236,15 @@ int DrafterServer::run() {
       }
     }
     if (handled_any) continue;
-    watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
-    if (target_pid_ != 0 && !process_alive(target_pid_)) {
-      spdlog::error("the target process {} is gone; exiting", target_pid_);
-      return 3;
+    // Is the target still there? With shared memory, only after a doorbell wait that no ring
+    // ended: the check reads /proc (~25 µs on the AMD EPYC VM), and right after a Pool the
+    // target's helpers want this core for the tree pass.
+    if (!shm_ || !rang) {
+      watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
+      if (target_pid_ != 0 && !process_alive(target_pid_)) {
+        spdlog::error("the target process {} is gone; exiting", target_pid_);
+        return 3;
+      }
     }
     if (shm_) {
       // A ring whose message was read already ends this wait at once: harmless. An oversize
@@ -246,6 +252,7 @@ int DrafterServer::run() {
       // ring, as before, held the next Commit for 5 ms when the ring was stale: ~4.5 ms at
       // every request's second round.)
       shm_->wait(bell, 20000000, 0);
+      rang = shm_->bell() != bell;
       continue;
     }
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},

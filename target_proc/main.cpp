@@ -25,6 +25,7 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.max_tree = std::max(kMaxTreeBucket, config.decoding.budget + 1);  // anchor + the largest tree
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;
   opts.cpu_helpers_in_plain_passes = config.target.ar_uses_drafter_core;
+  opts.cpu_helpers_hand_off = true;  // the Commit's ring goes through them (target_server.cpp)
   ModelRuntime runtime(config.target.model, opts);
   // Text needs a tokenizer; a folder without one serves token ids only.
   std::unique_ptr<Tokenizer> tokenizer;

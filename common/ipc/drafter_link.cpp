@@ -106,7 +106,12 @@ bool DrafterLink::kill_unresponsive() {
   return ::kill(drafter_pid_, SIGKILL) == 0;
 }
 
-void DrafterLink::send(const std::string& bytes) {
+void DrafterLink::send(const std::string& bytes,
+                       const std::function<void(std::function<void()>)>& ring_from) {
+  if (shm_open_ && ring_from && shm_->post(bytes)) {
+    ring_from([shm = shm_] { shm->ring(); });
+    return;
+  }
   if (shm_open_ && shm_->send(bytes)) return;
   if (!socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait))
     throw DrafterGone("the drafter does not take messages");
@@ -135,6 +140,7 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
   const int64_t start = monotonic_ns();
   const int64_t deadline = start + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
   bool rang = false;  // the last doorbell wait ended with a ring
+  bool spun = false;  // the first spin for the pool is over
   for (;;) {
     const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
     try {
@@ -159,6 +165,14 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
       }
     } catch (const ProtocolError& e) {
       throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
+    }
+    if (shm_ && !spun) {
+      // The pool is due about now (drafting takes about a root pass): spin for it before the
+      // checks below, which read /proc (~25 µs on the AMD EPYC VM) and held up a pool that
+      // came meanwhile (the pool's median wait from sent to taken: 4 µs, its mean 30-50).
+      spun = true;
+      shm_->wait(bell, kSpinNs, kSpinNs);
+      if (shm_->bell() != bell) continue;
     }
     if (!alive()) throw DrafterGone("the drafter process is gone");
     if (monotonic_ns() > deadline)

@@ -58,8 +58,9 @@ class DrafterLink {
   void begin_connect();
   std::optional<ReadyBody> poll_ready(int wait_ms);
   // Sends one message (Prefill, Commit, Cancel, Shutdown). Throws DrafterGone when the drafter
-  // takes no messages.
-  void send(const std::string& bytes);
+  // takes no messages. With shared memory, `ring_from` (if set) rings the drafter's doorbell:
+  // it is given the ring to run where a wake-up costs least (ModelRuntime::hand_off).
+  void send(const std::string& bytes, const std::function<void(std::function<void()>)>& ring_from = {});
   // The Pool of (request, round); stale Pools of ended requests are skipped. While waiting,
   // `idle()` runs whenever `clients` has input (and between doorbell sleeps), so the server can
   // read Cancels. Throws DrafterGone for the request's Error, a bad message, the drafter's
@@ -84,7 +85,8 @@ class DrafterLink {
   std::unique_ptr<DisconnectWatch> watch_;
   int drafter_pid_ = 0;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL (different GPUs)
-  std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (CPU pairs on one host)
+  std::shared_ptr<ShmChannel> shm_;    // messages through shared memory (CPU pairs on one host);
+                                       // shared with a ring that runs after send() returns
   bool shm_open_ = false;              // the drafter has opened shm_ (its Ready came)
 };
 

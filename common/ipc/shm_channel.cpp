@@ -107,6 +107,12 @@ void ShmChannel::unlink() {
 }
 
 bool ShmChannel::send(const std::string& bytes) {
+  if (!post(bytes)) return false;
+  ring();
+  return true;
+}
+
+bool ShmChannel::post(const std::string& bytes) {
   if (bytes.size() > kMailboxBytes) return false;
   Segment::Mailbox& box = seg_->boxes[peer_];
   const uint32_t s = box.seq.load(std::memory_order_relaxed);  // even: this side is the only writer
@@ -115,7 +121,6 @@ bool ShmChannel::send(const std::string& bytes) {
   box.size.store(bytes.size(), std::memory_order_relaxed);
   std::memcpy(box.data, bytes.data(), bytes.size());
   box.seq.store(s + 2, std::memory_order_release);
-  ring();
   return true;
 }
 

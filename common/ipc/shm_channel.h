@@ -45,6 +45,8 @@ class ShmChannel {
   // Writes `bytes` to the peer's mailbox and rings its doorbell; false, writing nothing, when
   // larger than kMailboxBytes.
   bool send(const std::string& bytes);
+  // send() without the ring: the caller rings (a peer asleep sees the message at the ring).
+  bool post(const std::string& bytes);
   // Rings the peer's doorbell (after sending it a message over ZeroMQ).
   void ring();
   // The peer's latest message not read yet, if any.

@@ -12,7 +12,9 @@
 // drafter's against 2.5, and ar's first rounds after it ran 0.28, 0.22, 0.20 ms against 0.44,
 // 0.35, 0.30 (steady: 0.15): bench/results/issue19-epyc-3/README.md.) The
 // helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
-// pass ends (the drafter starts drafting then) or a pass of another kind starts.
+// pass ends (the drafter starts drafting then) or a pass of another kind starts. With
+// cpu_helpers_hand_off (the daemon's target) a tree pass leaves them awake for hand_off(): the
+// Commit's wake-up of the drafter is sent from its core (cpu_workers.h).
 #include <cmath>
 #include <cstring>
 
@@ -43,6 +45,11 @@ class FusedCpuBackend final : public PassBackend {
   }
   void prepare(PassKind next) override {
     if (shares(next)) wake();
+  }
+  void hand_off(std::function<void()> task) override {
+    if (!awake_) return task();
+    awake_ = false;
+    workers_->hand_off(std::move(task));
   }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -76,6 +83,7 @@ class FusedCpuBackend final : public PassBackend {
   std::vector<float> rope_cos_, rope_sin_;             // [capacity, head_dim]
   std::unique_ptr<CpuWorkers> workers_;                // helpers (cpu_helper_threads > 0)
   bool share_plain_ = true;                            // plain decoding passes use the helpers too
+  bool hand_off_ = false;                              // helpers stay awake after a tree pass
   bool awake_ = false;
   // Pass buffers, [kMaxTreeBucket, width] each.
   std::vector<float> x_, hn_, proj_out_, qkv_, attn_, gate_up_, act_;
@@ -84,7 +92,10 @@ class FusedCpuBackend final : public PassBackend {
 };
 
 FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity)
-    : w_(std::move(weights)), capacity_(capacity), share_plain_(options.cpu_helpers_in_plain_passes) {
+    : w_(std::move(weights)),
+      capacity_(capacity),
+      share_plain_(options.cpu_helpers_in_plain_passes),
+      hand_off_(options.cpu_helpers_hand_off) {
   const ModelConfig& c = w_.config;
   // The kernels read weights as plain arrays.
   w_.embed = w_.embed.contiguous();
@@ -189,8 +200,10 @@ void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logi
   }
   // The lm head for the real rows only, straight into the caller's rows.
   cpu_rms_norm(x, w_.norm.data_ptr<float>(), eps, batch.rows, hidden, hn);
-  lm_head_.cpu(hn, batch.rows, logits, helpers);   // [rows, vocab]
-  if (kind == PassKind::Tree && workers_) park();  // the drafter's core is its own again
+  lm_head_.cpu(hn, batch.rows, logits, helpers);  // [rows, vocab]
+  // The drafter's core is its own again, or once the helpers ran the hand-off (the Commit's
+  // wake-up; a pass of another kind, or kSpinLimitNs idle, parks them all the same).
+  if (kind == PassKind::Tree && workers_ && !hand_off_) park();
 }
 
 void FusedCpuBackend::move_kv(const std::vector<KvMove>& moves) {

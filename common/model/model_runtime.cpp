@@ -181,4 +181,6 @@ void ModelRuntime::truncate(int n) { kv_.truncate(n); }
 
 void ModelRuntime::prepare(PassKind next) { backend_->prepare(next); }
 
+void ModelRuntime::hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }
+
 }  // namespace rootspec

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ struct RuntimeOptions {
   int cpu_helper_threads = 0;               // FusedCpu: helper threads that share tree passes (the
                                             // drafter's idle core; fused_cpu_backend.cpp)
   bool cpu_helpers_in_plain_passes = true;  // …and plain decoding's passes
+  bool cpu_helpers_hand_off = false;        // …stay awake after a tree pass until hand_off()
 };
 
 class ModelRuntime {
@@ -93,6 +95,9 @@ class ModelRuntime {
   void truncate(int n);
   // The next pass will be of this kind (the backend may get ready: FusedCpu wakes helpers).
   void prepare(PassKind next);
+  // The tree pass is over: `task` runs on the core its helpers shared (FusedCpu with
+  // cpu_helpers_hand_off, pass_backend.h), or here.
+  void hand_off(std::function<void()> task);
 
  private:
   // Runs tree nodes [first, first + tokens.size()) in passes of ≤ kMaxTreeBucket rows: logits

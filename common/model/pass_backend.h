@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,11 @@ class PassBackend {
   virtual int row_bucket(int n) const { return n; }
   // The next pass will be of this kind: a backend may get ready (FusedCpu wakes its helpers).
   virtual void prepare(PassKind next) { (void)next; }
+  // After a tree pass: runs `task` (it must not throw) on the core that the pass's helpers
+  // shared, where they are still awake, and lets that core go (FusedCpu with
+  // RuntimeOptions::cpu_helpers_hand_off: the target's Commit wakes the drafter from there,
+  // cpu_workers.h); else here, now.
+  virtual void hand_off(std::function<void()> task) { task(); }
   // Runs the batch: writes every row's K/V at its slot and the real rows' logits to
   // `logits` ([batch.rows, vocab] float32, host memory).
   virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <chrono>
 
+#include <sched.h>
+
 #include "spin.h"
 
 namespace rootspec {
@@ -22,6 +24,7 @@ CpuWorkers::CpuWorkers(int helpers) {
 }
 
 CpuWorkers::~CpuWorkers() {
+  run_handed_off();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -41,6 +44,34 @@ void CpuWorkers::wake() {
 }
 
 void CpuWorkers::park() { awake_ = false; }
+
+void CpuWorkers::hand_off(std::function<void()> task) {
+  run_handed_off();  // an earlier one that no helper took
+  handed_off_.store(new std::function<void()>(std::move(task)));
+  awake_ = false;
+  // A helper leaving its spin loop looks for the task after it stops counting as spinning;
+  // seeing none spinning after posting it, this thread takes it back. One of the two does
+  // (both orders are sequentially consistent), exactly one runs it (the exchange).
+  if (spinning_.load() == 0) run_handed_off();
+}
+
+bool CpuWorkers::run_handed_off() {
+  std::function<void()>* task = handed_off_.exchange(nullptr);
+  if (!task) return false;
+  (*task)();
+  delete task;
+  return true;
+}
+
+bool CpuWorkers::yield_until_woken() {
+  const int64_t start = now_ns();
+  for (uint32_t spins = 0;; ++spins) {
+    if (stop_) return false;
+    if (awake_.load(std::memory_order_acquire) || claimable()) return true;
+    if (spins % 16 == 0 && now_ns() - start > kSpinLimitNs) return false;
+    sched_yield();
+  }
+}
 
 bool CpuWorkers::claim_and_run(bool from_front) {
   bool ran = false;
@@ -96,14 +127,18 @@ void CpuWorkers::run(int64_t chunks, const std::function<void(int64_t)>& chunk) 
 
 void CpuWorkers::helper_loop() {
   uint64_t seen_wake = 0;
+  bool woken = false;  // by a wake() seen while yielding: no sleep
   for (;;) {
-    {
+    if (woken) {
+      seen_wake = wake_seq_.load();
+    } else {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stop_ || claimable() || (awake_ && wake_seq_.load() != seen_wake); });
       if (stop_) return;
       seen_wake = wake_seq_.load();
     }
     // Spin: claim chunks as they come; leave when parked or idle for kSpinLimitNs.
+    spinning_.fetch_add(1);
     int64_t last_work = now_ns();
     for (uint32_t spins = 0;; ++spins) {
       if (claim_and_run(/*from_front=*/false)) {
@@ -114,6 +149,8 @@ void CpuWorkers::helper_loop() {
       if (spins % 64 == 0 && now_ns() - last_work > kSpinLimitNs) break;  // the clock costs ~25 ns
       cpu_relax();
     }
+    spinning_.fetch_sub(1);
+    woken = run_handed_off() && yield_until_woken();
   }
 }
 

@@ -66,6 +66,22 @@ TEST(ShmChannel, DoorbellWakesASleeperAndTimesOut) {
     EXPECT_EQ(drafter->receive().value_or(""), "commit");
     writer.join();
   }
+  // post() writes without ringing: a sleeper wakes at the ring its sender then sends (from
+  // another thread, as the daemon's target rings from its helper).
+  {
+    const uint32_t seen = drafter->bell();
+    ASSERT_TRUE(target->post("commit posted"));
+    EXPECT_EQ(drafter->bell(), seen);
+    std::thread helper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      target->ring();
+    });
+    drafter->wait(seen, kLong, 0);
+    EXPECT_NE(drafter->bell(), seen);
+    EXPECT_EQ(drafter->receive().value_or(""), "commit posted");
+    helper.join();
+    EXPECT_FALSE(target->post(std::string(ShmChannel::kMailboxBytes + 1, 'x')));
+  }
   // A ring without a message (a ZeroMQ message was sent) wakes the sleeper too.
   const uint32_t seen = target->bell();
   std::thread ringer([&] { drafter->ring(); });

@@ -146,5 +146,56 @@ TEST(CpuWorkers, CallerDoesNotWaitForASleepingHelper) {
   EXPECT_GT(on_caller.load(), 0);
 }
 
+// hand_off (the daemon's Commit ring): the task runs exactly once, on the helper that shared
+// the pass, and the helper (yielding meanwhile) takes its share of the next pass after wake().
+TEST(CpuWorkers, HandOffRunsTheTaskOnceOnTheAwakeHelperWhichThenSharesTheNextPass) {
+  CpuWorkers workers(1);
+  const auto caller = std::this_thread::get_id();
+  int on_helper_rounds = 0;
+  for (int round = 0; round < 50; ++round) {
+    workers.wake();
+    // A pass whose two chunks wait (up to 10 s) until both have started: the helper took one,
+    // so it is in its spin loop when the pass ends.
+    std::atomic<int> started{0};
+    std::atomic<bool> shared{true};
+    workers.run(2, [&](int64_t) {
+      started.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      if (started.load() < 2) shared = false;
+    });
+    ASSERT_TRUE(shared.load()) << "round " << round << ": the helper took no chunk";
+    std::atomic<int> runs{0};
+    std::atomic<bool> on_helper{false};
+    workers.hand_off([&] {
+      on_helper = std::this_thread::get_id() != caller;
+      runs.fetch_add(1);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (runs.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // the drafter's turn
+    ASSERT_EQ(runs.load(), 1) << "round " << round;
+    on_helper_rounds += on_helper.load();
+  }
+  // The caller runs it only where the helper stopped spinning first (2 ms idle: a machine
+  // that descheduled it); the helper ran it in most rounds.
+  EXPECT_GT(on_helper_rounds, 25);
+}
+
+TEST(CpuWorkers, HandOffRunsOnTheCallerWhereNoHelperIsAwake) {
+  const auto caller = std::this_thread::get_id();
+  for (int helpers : {0, 1}) {
+    CpuWorkers workers(helpers);  // a helper is asleep until woken
+    int runs = 0;
+    bool on_caller = false;
+    workers.hand_off([&] {
+      ++runs;
+      on_caller = std::this_thread::get_id() == caller;
+    });
+    EXPECT_EQ(runs, 1) << helpers << " helpers";  // already run when hand_off returned
+    EXPECT_TRUE(on_caller) << helpers << " helpers";
+  }
+}
+
 }  // namespace
 }  // namespace rootspec
