@@ -50,6 +50,11 @@ double AutoCostModel::Acceptance::k() const {
   return (realised + 1.0) / (guessed + 1.0);
 }
 
+double AutoCostModel::Acceptance::edge_acceptance(double q) const {
+  const int bin = std::clamp(static_cast<int>(q * kEdgeBins), 0, kEdgeBins - 1);
+  return std::min(1.0, q * (edge_accepted[bin] + 1.0) / (edge_q[bin] + 1.0));  // a prior of one q
+}
+
 double AutoCostModel::Acceptance::token_scale() const {
   return (emitted + kTokenPrior) / (expected + kTokenPrior);  // a prior of kTokenPrior tokens at 1
 }
@@ -156,14 +161,17 @@ int AutoController::choose_budget(const SelectionInputs& in) {
   // probabilities below y over its descendants in draft order (pool.h ranked_descendants).
   std::vector<int> firsts = level_one(pool);
   std::vector<std::vector<double>> below(firsts.size());  // [level one][descendants kept]
+  std::vector<double> path(pool.size(), 0.0);             // [pool] Π â(q) from y down to the node
   double in_level_one = 0;
   for (size_t i = 0; i < firsts.size(); ++i) {
     const int y = firsts[i];
     in_level_one += in.root_probs[pool.token[y]];
     double s = 0;
     below[i].push_back(0.0);
-    for (int u : ranked_descendants(pool, y)) {
-      s += std::exp(pool.cum_logq[u] - pool.cum_logq[y]);
+    path[y] = 1.0;
+    for (int u : ranked_descendants(pool, y)) {  // ancestors first: scores fall along a path
+      path[u] = path[pool.parent[u]] * acc_.edge_acceptance(std::exp(pool.logq[u]));
+      s += path[u];
       below[i].push_back(s);
     }
   }
@@ -187,6 +195,22 @@ int AutoController::choose_budget(const SelectionInputs& in) {
   for (size_t i = 0; i < firsts.size(); ++i)
     guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
   return best;
+}
+
+void AutoController::learn_edges(const Pool& pool, const DraftTree& tree,
+                                 const std::vector<int32_t>& accepted_nodes) {
+  constexpr double kEdgeForget = 0.99;         // per edge seen in a bin: ~100 edges a bin
+  std::vector<char> accepted(tree.size(), 0);  // [tree]
+  for (int32_t v : accepted_nodes) accepted[v] = 1;
+  for (int i = 0; i < tree.size(); ++i) {
+    const int p = tree.parent[i];
+    if ((p != kRoot && !accepted[p]) || tree.pool_index[i] < 0) continue;  // not reached
+    const double q = std::exp(pool.logq[tree.pool_index[i]]);
+    const int bin = std::clamp(static_cast<int>(q * AutoCostModel::Acceptance::kEdgeBins), 0,
+                               AutoCostModel::Acceptance::kEdgeBins - 1);
+    acc_.edge_accepted[bin] = acc_.edge_accepted[bin] * kEdgeForget + accepted[i];
+    acc_.edge_q[bin] = acc_.edge_q[bin] * kEdgeForget + q;
+  }
 }
 
 void AutoController::observe(const RoundRecord& r, int32_t first_token) {
@@ -267,7 +291,8 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       in_mode_ = 0;
       acc_.plain_rounds = 0;
       acc_.trying = false;
-      if (after_plain_) ++acc_.lost_tries;
+      if (after_plain_ && costs_.speculative_rounds_measured() >= o.settle_speculative_rounds)
+        ++acc_.lost_tries;
     } else if (!losing && in_mode_ >= o.sustained_win_rounds) {
       acc_.probe_gap = o.first_probe_gap;
       acc_.lost_tries = 0;

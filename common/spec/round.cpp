@@ -144,6 +144,7 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
                                ? hooks->verify(o.verifier, plan.verify_tree, rows, rng, &pool)
                                : verify(o.verifier, plan.verify_tree, rows, rng, &pool);
     out = assemble_round(plan, v);
+    if (adaptive) adaptive->learn_edges(pool, plan.verify_tree, v.accepted_nodes);
     r.verify_ns += monotonic_ns() - t0;
   }
   // Commit to the drafter first: it drafts the next pool while the target commits and streams.

@@ -61,6 +61,38 @@ TEST(AutoDecoder, ChoosesTheBudgetOfTheHighestExpectedRate) {
   EXPECT_EQ(c2.choose_budget(h.inputs(3)), 3);  // never above the request's B
 }
 
+// Verified trees where every edge of draft probability .5 was accepted and those of .25 were
+// not (a greedy target that agrees with the draft's top tokens). Sums forget .99 per edge in a
+// bin: with S(n) = Σ .99^k over n edges, â(.5) = .5 (S(400) + 1) / (.5 S(400) + 1) = .990 (two
+// such edges a round), â(.25) = .25 / (.25 S(200) + 1) = .011; D = 0, .990, 1.001, 1.981 and
+// E = 1.9 + .7 D over the times of the test above: rates 1.310, 1.508, 1.307, 1.454, so B = 2
+// where q alone chose B = 1.
+TEST(AutoDecoder, LearnsFromVerifiedTreesHowOftenEdgesOfADraftProbabilityAreAccepted) {
+  HandPool h;
+  AutoCostModel dear(fixed(1.0, 0.2, 0.3, 10.0));
+  AutoController c(dear, 0.0);
+  EXPECT_EQ(c.choose_budget(h.inputs(4)), 1);
+  // Below y = a (pool 0): a0 (pool 2, q .5), a1 (pool 3, q .25), a00 (pool 4, q .5 below a0).
+  const DraftTree tree = subtree_below(tree_from_pool(h.pool, {0, 2, 3, 4}), 0);
+  ASSERT_EQ(tree.size(), 3);
+  std::vector<int32_t> path;  // a0, then a00: tree indices root to leaf
+  for (int i = 0; i < tree.size(); ++i)
+    if (tree.pool_index[i] == 2 || tree.pool_index[i] == 4) path.push_back(i);
+  ASSERT_EQ(path.size(), 2u);
+  for (int round = 0; round < 200; ++round) c.learn_edges(h.pool, tree, path);
+  const AutoCostModel::Acceptance& a = dear.acceptance(0.0);
+  auto sum = [](int n) { return (1 - std::pow(0.99, n)) / 0.01; };
+  EXPECT_NEAR(a.edge_acceptance(0.5), 0.5 * (sum(400) + 1) / (0.5 * sum(400) + 1), 1e-9);
+  EXPECT_NEAR(a.edge_acceptance(0.25), 0.25 / (0.25 * sum(200) + 1), 1e-9);
+  EXPECT_NEAR(a.edge_acceptance(0.05), 0.05, 1e-12);  // a bin never seen keeps q
+  EXPECT_EQ(c.choose_budget(h.inputs(4)), 2);
+  // A node below a rejected one was not reached: it teaches nothing.
+  AutoCostModel other(fixed(1.0, 0.2, 0.3, 10.0));
+  AutoController d(other, 0.0);
+  for (int round = 0; round < 200; ++round) d.learn_edges(h.pool, tree, {});
+  EXPECT_NEAR(other.acceptance(0.0).edge_acceptance(0.5), 0.5 / (0.5 * sum(200) + 1), 1e-9);  // a0 alone
+}
+
 RoundRecord speculative_round(int emitted, int tree_nodes) {
   RoundRecord r;
   r.first_drawn = true;
@@ -243,6 +275,7 @@ TEST(AutoDecoder, LearnsWhatAStartCostsFromARequestsFirstRounds) {
 TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercentOfPlainTime) {
   AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
   o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
+  o.settle_speculative_rounds = 0;
   AutoCostModel costs(o);
   AutoController c(costs, 1.0);
   c.observe(speculative_round(1, 3), 0);
@@ -279,6 +312,29 @@ TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercent
   try_once(6);  // 6 tokens a round: a win
   EXPECT_TRUE(c.speculate());
   EXPECT_EQ(a.lost_tries, 0);
+}
+
+// The same tries in a cold process (fewer than settle_speculative_rounds measured): they lose,
+// the gap grows as usual (×4), and no floor follows.
+TEST(AutoDecoder, TriesLostBeforeTheProcessSettlesDoNotCountTowardTheFloor) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
+  o.settle_speculative_rounds = 100;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  for (int i = 0; i < 3; ++i) c.observe(speculative_round(1, 3), 0);
+  ASSERT_FALSE(c.speculate());
+  int gap = 3;
+  for (int t = 0; t < 4; ++t) {
+    int n = 0;
+    while (!c.speculate() && n < 10000) c.observe(RoundRecord{}, -1), ++n;
+    EXPECT_EQ(n, gap) << "try " << t;
+    for (int r = 0; r < 4; ++r) c.observe(speculative_round(1, 3), 0);
+    ASSERT_FALSE(c.speculate());
+    gap = std::min(gap * 4, 4096);
+  }
+  EXPECT_EQ(costs.acceptance(1.0).lost_tries, 0);
+  EXPECT_LT(costs.speculative_rounds_measured(), 100);
 }
 
 // A request's first speculative rounds (after the prefills: cold caches, the drafter's prompt)
