@@ -268,15 +268,21 @@ TEST(AutoDecoder, LearnsWhatAStartCostsFromARequestsFirstRounds) {
   EXPECT_EQ(costs.start_costs().speculative_n, 1);  // the request at T = 1 switched before its steady rounds
 }
 
+// The costs of the two tests below: speculation loses (1 token in a 1.4-1.8 ms round against
+// 2 tokens/ms of ar); lost tries count toward the floor after `settle_rounds` measured rounds.
+AutoOptions losing_tries(int settle_rounds) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
+  o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
+  o.settle_speculative_rounds = settle_rounds;
+  return o;
+}
+
 // A try costs its rounds' time beyond ar's for their tokens (1.8 + 1.8 + 1.4 + 1.4 ms for 4
 // tokens against 4 · 0.5: 4.4 ms). One or two lost tries change nothing; after three in a row,
 // the next waits until tries would cost at most 0.5% of the plain time: 4.4 / (0.5% · 0.5 ms)
 // = 1760 plain rounds, not the gap's 192. A won try ends the row.
 TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercentOfPlainTime) {
-  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
-  o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
-  o.settle_speculative_rounds = 0;
-  AutoCostModel costs(o);
+  AutoCostModel costs(losing_tries(0));
   AutoController c(costs, 1.0);
   c.observe(speculative_round(1, 3), 0);
   c.observe(speculative_round(1, 3), 0);
@@ -317,10 +323,7 @@ TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercent
 // The same tries in a cold process (fewer than settle_speculative_rounds measured): they lose,
 // the gap grows as usual (×4), and no floor follows.
 TEST(AutoDecoder, TriesLostBeforeTheProcessSettlesDoNotCountTowardTheFloor) {
-  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);
-  o.try_warmup_rounds = 2, o.max_probe_gap = 4096;
-  o.settle_speculative_rounds = 100;
-  AutoCostModel costs(o);
+  AutoCostModel costs(losing_tries(100));
   AutoController c(costs, 1.0);
   for (int i = 0; i < 3; ++i) c.observe(speculative_round(1, 3), 0);
   ASSERT_FALSE(c.speculate());
