@@ -50,8 +50,12 @@ double AutoCostModel::Acceptance::k() const {
   return (realised + 1.0) / (guessed + 1.0);
 }
 
+int AutoCostModel::Acceptance::edge_bin(double q) {
+  return std::clamp(static_cast<int>(q * kEdgeBins), 0, kEdgeBins - 1);
+}
+
 double AutoCostModel::Acceptance::edge_acceptance(double q) const {
-  const int bin = std::clamp(static_cast<int>(q * kEdgeBins), 0, kEdgeBins - 1);
+  const int bin = edge_bin(q);
   return std::min(1.0, q * (edge_accepted[bin] + 1.0) / (edge_q[bin] + 1.0));  // a prior of one q
 }
 
@@ -157,8 +161,8 @@ double AutoController::now_ms() const { return monotonic_ns() / 1e6; }
 int AutoController::choose_budget(const SelectionInputs& in) {
   const Pool& pool = *in.pool;
   const double k = acc_.k();
-  // D_B(y) for every first-level y and every candidate B: prefix sums of the draft's path
-  // probabilities below y over its descendants in draft order (pool.h ranked_descendants).
+  // D_B(y) for every first-level y and every candidate B: prefix sums of the calibrated path
+  // probabilities Π â(q) below y over its descendants in draft order (pool.h ranked_descendants).
   std::vector<int> firsts = level_one(pool);
   std::vector<std::vector<double>> below(firsts.size());  // [level one][descendants kept]
   std::vector<double> path(pool.size(), 0.0);             // [pool] Π â(q) from y down to the node
@@ -206,8 +210,7 @@ void AutoController::learn_edges(const Pool& pool, const DraftTree& tree,
     const int p = tree.parent[i];
     if ((p != kRoot && !accepted[p]) || tree.pool_index[i] < 0) continue;  // not reached
     const double q = std::exp(pool.logq[tree.pool_index[i]]);
-    const int bin = std::clamp(static_cast<int>(q * AutoCostModel::Acceptance::kEdgeBins), 0,
-                               AutoCostModel::Acceptance::kEdgeBins - 1);
+    const int bin = AutoCostModel::Acceptance::edge_bin(q);
     acc_.edge_accepted[bin] = acc_.edge_accepted[bin] * kEdgeForget + accepted[i];
     acc_.edge_q[bin] = acc_.edge_q[bin] * kEdgeForget + q;
   }

@@ -187,6 +187,7 @@ class AutoCostModel {
     // (bench/results/issue19-epyc-6/README.md).
     static constexpr int kEdgeBins = 10;
     std::array<double, kEdgeBins> edge_accepted{}, edge_q{};
+    static int edge_bin(double q);  // q's bin in edge_accepted, edge_q
     double edge_acceptance(double q) const;
   };
   // What starting a request costs in each mode beyond its steady rounds (running means over
