@@ -3,7 +3,8 @@
 //
 // Model: TableModel::random(V = 5, order 2): 125 cells for 3 tokens. Pool: top_k 3 (< V, so
 // first draws can leave the pool), depth 4, expand 3: 30 candidates. Sample size: 12 000
-// decodes per case (≈ 96 expected per cell on average; cells under 5 expected are pooled).
+// decodes per case (≈ 96 expected per cell on average; cells under 5 expected are pooled; the
+// sanitizer build runs a sixth, law_check.h exactness_runs).
 // Threshold: p > 1e-4 at fixed seeds. With ~180 cases, a correct implementation fails one
 // with probability ≈ 2 %; the seeds are fixed, so the suite is deterministic (no flakes), and
 // the planted-bug cases below show the same sample size rejects real mistakes by far.
@@ -21,7 +22,7 @@ void PrintTo(Verifier v, std::ostream* os) { *os << verifier_name(v); }
 namespace {
 
 constexpr int kTokens = 3;
-constexpr int kRuns = 12000;
+constexpr int kRuns = testing::exactness_runs(12000);
 constexpr double kMinP = 1e-4;
 
 const TableModel& test_model() { return testing::law_test_model(); }

@@ -33,7 +33,8 @@ class RheoExactness : public ::testing::TestWithParam<RheoCase> {};
 TEST_P(RheoExactness, FirstThreeTokensFollowTheTargetJoint) {
   const auto [rule, m, T, B, sparse] = GetParam();
   const uint64_t seed = 5000 + static_cast<int>(rule) * 1000 + m * 100 + B * 10 + sparse;
-  const auto r = testing::first_tokens_law(test_model(), rheo_config(rule, m, T, B, sparse), 3, kRuns, seed);
+  const auto r = testing::first_tokens_law(test_model(), rheo_config(rule, m, T, B, sparse), 3,
+                                           testing::exactness_runs(kRuns), seed);
   EXPECT_GT(r.p_value, kMinP) << "chi2 " << r.statistic << " on " << r.dof << " dof";
 }
 
