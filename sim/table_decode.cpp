@@ -140,6 +140,7 @@ AutoOptions table_auto_options() {
   o.fixed_ar = 0.20;      // about a speculative round's rate: the modes alternate
   o.min_speculative = 1;
   o.probe_rounds = 1;
+  o.confirm_rounds = 1;
   o.try_warmup_rounds = 1;
   o.ar_settle_rounds = 0;
   o.first_probe_gap = 1;

@@ -281,14 +281,17 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   // ar's time is measured, never guessed, before speculation is preferred for long: a root
   // pass beside a drafting drafter is no measure of a plain pass that has both cores.
   const bool ar_unknown = !o.fixed_costs && !costs_.measured_ar();
-  // A try must win by win_margin to take over from ar; speculation under way must lose by
-  // margin to give way: the two measurements are noisy, and hysteresis keeps auto from
-  // flipping to the mode that a noisy estimate favours by a little.
-  const double needed = after_plain_ ? 1 + o.win_margin : 1 - o.margin;
+  // A try must win by win_margin to take over from ar, then stay even with it until it is
+  // confirmed (confirm_rounds); speculation under way must lose by margin to give way: the two
+  // measurements are noisy, and hysteresis keeps auto from flipping to the mode that a noisy
+  // estimate favours by a little.
+  const int probed = o.try_warmup_rounds + o.probe_rounds;  // a try's rounds when its probe decides
+  const int confirmed = o.try_warmup_rounds + std::max(o.probe_rounds, o.confirm_rounds);
+  const double needed = !after_plain_ ? 1 - o.margin : in_mode_ <= probed ? 1 + o.win_margin : 1.0;
   const bool losing =
       ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < needed * ar_rate);
   if (speculate_) {
-    const int try_rounds = after_plain_ ? o.try_warmup_rounds + o.probe_rounds : 0;
+    const int try_rounds = after_plain_ ? probed : 0, confirm_rounds = after_plain_ ? confirmed : 0;
     if (in_mode_ >= std::max(o.min_speculative, try_rounds) && losing) {
       speculate_ = false;
       in_mode_ = 0;
@@ -299,11 +302,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     } else if (!losing && in_mode_ >= o.sustained_win_rounds) {
       acc_.probe_gap = o.first_probe_gap;
       acc_.lost_tries = 0;
-    } else if (!losing && after_plain_ && in_mode_ >= try_rounds) {
+    } else if (!losing && after_plain_ && in_mode_ >= confirm_rounds) {
       acc_.probe_gap = std::max(o.first_probe_gap, acc_.probe_gap / kWonTryShrink);  // the try won
       acc_.lost_tries = 0;
     }
-    if (in_mode_ >= try_rounds)
+    if (in_mode_ >= confirm_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
     // ar's time must stay measured: a stall counted into it (or a quieter machine) would
     // otherwise never be seen again while speculation runs. A short plain stretch now and then.

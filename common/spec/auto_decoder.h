@@ -32,8 +32,9 @@
 // stall of the machine is cut to 3× the mean; a mean of per-round rates favours speculation
 // (Jensen), so tokens and time are averaged apart; ar is re-measured now and then while
 // speculation runs; the averages span ~30 rounds; a try must win by 5% before speculation
-// takes over again, speculation under way must lose by 8% to give way, and a try's win
-// shortens the gap before the next try, it does not reset it. What the first rounds of a
+// takes over again and keep speculation at least even with ar through 24 measured rounds,
+// speculation under way must lose by 8% to give way, and a try's win shortens the gap before
+// the next try, it does not reset it. What the first rounds of a
 // request cost beyond steady ones is learnt apart (a start of speculation waits for the
 // drafter's prefill), and a request begins speculating only where that start pays over the
 // request's expected length: hysteresis keeps speculation under way that loses by less than
@@ -82,6 +83,14 @@ struct AutoOptions {
   // drafter's catch-up, cold rounds), a try's measured rounds cost little, and 6 decide better
   // than 3.
   int probe_rounds = 6;
+  // A try that wins its probe_rounds is measured on as one (a plain mean of its rounds) up to
+  // this many measured rounds, and counts as won only if speculation's rate stays at least ar's
+  // through them; if it falls below, the try is lost. Six rounds decide with noise: at T = 1 on
+  // the shipped pair, where speculation ran ~0.9× ar, a fifth to a third of tries won their six
+  // rounds (estimates 0.4-1.4× ar), each win shortened the gap and ended the row of lost tries,
+  // and the stretch after it lost until the running rate fell 8% below ar (~80 rounds); tries
+  // and such stretches cost T = 1 ~1% (bench/results/issue19-epyc-7/README.md).
+  int confirm_rounds = 24;
   // Speculative rounds not measured after a switch to speculation and at a request's start:
   // the drafter's catch-up (it takes in the tokens it was not sent) and rounds on cold caches.
   // On the shipped pair a request's first root passes ran 1.7×, 1.4×, 1.2×, 1.1× a steady one

@@ -18,7 +18,8 @@ AutoOptions fixed(double base, double a, double b, double ar) {
   o.fixed_costs = true;
   o.fixed_base = base, o.fixed_tree_a = a, o.fixed_tree_b = b, o.fixed_ar = ar;
   o.budgets = {1, 2, 3, 4};
-  o.min_speculative = 2, o.probe_rounds = 2, o.try_warmup_rounds = 0, o.ar_settle_rounds = 0;
+  o.min_speculative = 2, o.probe_rounds = 2, o.confirm_rounds = 2, o.try_warmup_rounds = 0,
+  o.ar_settle_rounds = 0;
   o.first_probe_gap = 3, o.max_probe_gap = 12;
   return o;
 }
@@ -213,6 +214,42 @@ TEST(AutoDecoder, ATryThatWinsShortensTheGapAndOnlyASustainedWinResetsIt) {
   // 2 (the first gap); ×4: 8; ×4: 32; the next try's ×4 (64, the most) ÷ 8 when it won: 8;
   // then ×4 (32) ÷ 8 when the try won (4), back to 2 after six winning rounds.
   EXPECT_EQ(gaps, (std::vector<int>{2, 8, 32, 8, 2}));
+}
+
+// A try that wins its probe (two rounds) is measured on as one until confirm_rounds: if its
+// rate falls below ar's before, the try is lost (the row of lost tries grows, the gap is not
+// shortened); a try whose rate holds through them is won.
+TEST(AutoDecoder, ATryThatWinsItsProbeButFallsBelowArBeforeItIsConfirmedIsLost) {
+  AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);  // ar: 2 tokens/ms; a speculative round: 1.4 ms
+  o.confirm_rounds = 6, o.first_probe_gap = 4, o.max_probe_gap = 64, o.settle_speculative_rounds = 0;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  const AutoCostModel::Acceptance& a = costs.acceptance(1.0);
+  while (c.speculate()) c.observe(speculative_round(1, 3), 0);  // 0.71 tokens/ms: plain
+  auto to_next_try = [&c] {
+    int n = 0;
+    while (!c.speculate() && n < 1000) c.observe(RoundRecord{}, -1), ++n;
+    return n;
+  };
+  EXPECT_EQ(to_next_try(), 4);  // the first gap
+  // 4 tokens a round (2.86 a ms) win the probe; then 1 a round: the try's mean falls to 3
+  // tokens in 1.4 ms (2.14 a ms, above ar's 2) after three rounds and to 2.5 (1.79, below)
+  // after four: lost before its sixth round confirms it.
+  const int tokens[] = {4, 4, 1, 1, 1, 1};
+  int rounds = 0;
+  for (int t : tokens) {
+    if (!c.speculate()) break;
+    c.observe(speculative_round(t, 3), 0);
+    ++rounds;
+  }
+  EXPECT_EQ(rounds, 4);
+  EXPECT_FALSE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 1);
+  EXPECT_EQ(to_next_try(), 16);  // the gap grew ×4 when the try began (it had lost by a fifth)
+  for (int i = 0; i < 6; ++i) c.observe(speculative_round(4, 3), 0);  // holds through six rounds
+  EXPECT_TRUE(c.speculate());
+  EXPECT_EQ(a.lost_tries, 0);
+  EXPECT_EQ(a.probe_gap, 4);  // won: the gap (32 since this try began) ÷ 8
 }
 
 // Speculation that the last request ended in, winning by 7% a round (3 tokens in 1.4 ms

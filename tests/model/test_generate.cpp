@@ -80,8 +80,9 @@ TEST_P(Generate, GreedyAutoEqualsAutoregressiveInBothModes) {
   alternate.fixed_costs = true;
   alternate.fixed_base = 1.0, alternate.fixed_tree_a = 0.2, alternate.fixed_tree_b = 0.05;
   alternate.fixed_ar = 0.5;  // about as fast as a speculative round here
-  alternate.min_speculative = 1, alternate.probe_rounds = 1, alternate.try_warmup_rounds = 1,
-  alternate.ar_settle_rounds = 0, alternate.first_probe_gap = 1, alternate.max_probe_gap = 2;
+  alternate.min_speculative = 1, alternate.probe_rounds = 1, alternate.confirm_rounds = 1,
+  alternate.try_warmup_rounds = 1, alternate.ar_settle_rounds = 0, alternate.first_probe_gap = 1,
+  alternate.max_probe_gap = 2;
   AutoCostModel measured, fixed(alternate);
   int plain = 0, speculative = 0;
   for (const auto& prompt : prompts(77, m.target->vocab_size())) {
