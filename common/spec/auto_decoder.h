@@ -34,11 +34,11 @@
 // speculation runs; the averages span ~30 rounds; a try must win by 5% before speculation
 // takes over again and keep speculation at least even with ar through 24 measured rounds,
 // speculation under way must lose by 8% to give way, and a try's win shortens the gap before
-// the next try, it does not reset it. What the first rounds of a
-// request cost beyond steady ones is learnt apart (a start of speculation waits for the
-// drafter's prefill), and a request begins speculating only where that start pays over the
-// request's expected length: hysteresis keeps speculation under way that loses by less than
-// 8%, and each request then paid a start for it. After three tries lost in a row, the next
+// the next try, it does not reset it. What the first rounds of a request cost beyond steady
+// ones is learnt apart (a start of speculation waits for the drafter's prefill), and a request
+// begins speculating only where that start pays over the request's expected length:
+// hysteresis keeps speculation under way that loses by less than 8%, and each request then
+// paid a start for it. After three tries lost in a row, the next
 // waits until tries cost at most 0.5% of the plain time (what each try cost against ar is
 // measured): where speculation runs even with ar, noise lets tries win now and then, and each
 // win brought the next tries close.

@@ -37,7 +37,7 @@ inline LawCase law_test_config(Rule rule, Verifier verifier, double T, int B) {
 // (ROOTSPEC_SANITIZED: ASan + UBSan with the fuzzers' coverage, the law tests ~20× slower)
 // runs a sixth: every rule's and verifier's code is exercised on each decode alike, and the law
 // is still tested at the same threshold, with less power; the optimised build's run keeps
-// the full power. (At 12 000 decodes the law tests took 11 of tests/run's 34 minutes there.)
+// the full power. (At 12 000 decodes they took ~6 of tests/run's 34 minutes there.)
 // Planted-bug tests keep `full`: they assert that the sample rejects.
 constexpr int exactness_runs(int full) {
 #ifdef ROOTSPEC_SANITIZED
