@@ -88,14 +88,21 @@ class TableRoundDrafter : public RoundDrafter {
  public:
   TableRoundDrafter(const TableModel& model, const PoolShape& shape, std::vector<int32_t> committed,
                     uint64_t draft_seed)
-      : model_(model), shape_(shape), committed_(std::move(committed)), rng_(draft_seed) {}
+      : model_(model), shape_(shape), committed_(std::move(committed)), rng_(draft_seed), depth_(shape) {}
   const Pool& wait_pool(RoundRecord&) override {
     TableDrafter drafter(model_, committed_);
-    grow_pool(drafter, shape_, pool_, &rng_);
+    PoolShape shape = shape_;
+    shape.depth = pool_depth_ = depth_.next();
+    grow_pool(drafter, shape, pool_, &rng_);
     return pool_;
   }
-  void round_done(const std::vector<int32_t>& tokens, bool) override {
+  // As the daemon's Commits: the tokens of plain rounds go with the next pool's (DraftSession).
+  void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
+    unsent_ += static_cast<int>(tokens.size());
+    if (!next_pool) return;
+    if (pool_depth_ > 0) depth_.learn(unsent_, pool_depth_);
+    unsent_ = 0;
   }
 
  private:
@@ -103,6 +110,9 @@ class TableRoundDrafter : public RoundDrafter {
   PoolShape shape_;
   std::vector<int32_t> committed_;  // C
   Rng rng_;                         // the drafter's own stream (Rheo tail draws)
+  AdaptivePoolDepth depth_;         // PoolShape::adaptive_depth
+  int pool_depth_ = 0;              // of the last pool (0: none yet)
+  int unsent_ = 0;                  // tokens since the last pool's round, as the next Commit holds
   Pool pool_;
 };
 

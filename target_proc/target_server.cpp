@@ -90,12 +90,16 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     prefill_.prompt = {};
   }
   void send(const std::string& bytes) {
+    // The drafter rings when its Pool is sent: from then its core idles until the next Commit
+    // (unless it drafts ahead), and the root pass that follows may take it (share_root_pass_when).
+    std::function<bool()> drafter_idle = prefill_.draft_ahead ? nullptr : server_.drafter_->rung_after_now();
     commit_sent_ns_ = monotonic_ns();  // stamped before sending: the drafter may start at once
     // The doorbell is rung from the drafter's core by the tree pass's helper, still awake there
     // (cpu_workers.h hand_off): on the AMD EPYC VM the Commit's send took this thread 4.5 µs
     // instead of 14, and its next root pass began 32 µs after the Commit instead of 56.
     server_.drafter_->send(bytes,
                            [this](std::function<void()> ring) { server_.target_.hand_off(std::move(ring)); });
+    if (drafter_idle) server_.target_.share_root_pass_when(std::move(drafter_idle));
   }
 
   TargetServer& server_;

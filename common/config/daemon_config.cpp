@@ -81,6 +81,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "sparse") return void(c.pool.sparse = integer());
     if (key == "rheo_m") return void(c.pool.rheo_m = integer());
     if (key == "draft_ahead") return void(c.draft_ahead = boolean());
+    if (key == "adaptive_depth") return void(c.pool.adaptive_depth = boolean());
   } else if (section == "limits") {
     if (key == "peer_timeout_s") return void(c.peer_timeout_s = number());
   } else if (section == "http") {

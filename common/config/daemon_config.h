@@ -13,9 +13,10 @@
 //              "zmq"; "nccl"; "shm")
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
 //              rule, verifier, budget, temperature, stop_at_eos
-//   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, draft_ahead (a
-//              request's default: the drafter grows the most probable next Commit's pool while
-//              the target verifies; runtime_drafter.h)
+//   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth
+//              (default true: each pool as deep as the request's recent Commits suggest, within
+//              depth; runtime_drafter.h), draft_ahead (a request's default: the drafter grows the
+//              most probable next Commit's pool while the target verifies; runtime_drafter.h)
 //   [limits]   peer_timeout_s (a silent peer past this is treated as dead)
 //   [http]     the gateway (rootspec-http) and the target's queue: listen ("host:port", port 0:
 //              any free one), api_key (empty: none; the environment's ROOTSPEC_API_KEY wins),
@@ -74,7 +75,11 @@ struct DaemonConfig {
     o.auto_rule = true;
     return o;
   }();
-  PoolShape pool;
+  PoolShape pool = [] {
+    PoolShape s;
+    s.adaptive_depth = true;
+    return s;
+  }();
   bool draft_ahead = false;  // [pool] draft_ahead: pays where the drafter has a core (or GPU) of its own
   double peer_timeout_s = 60.0;
   HttpConfig http;

@@ -118,6 +118,11 @@ void DrafterLink::send(const std::string& bytes,
   if (shm_) shm_->ring();  // it may sleep on the doorbell
 }
 
+std::function<bool()> DrafterLink::rung_after_now() const {
+  if (!shm_ || !shm_open_) return nullptr;
+  return [shm = shm_, seen = shm_->bell()] { return shm->bell() != seen; };
+}
+
 bool DrafterLink::alive() {
   // A closed connection wakes the poll at once; the pid check (zombies count as dead) decides.
   watch_->poll_disconnected();

@@ -67,6 +67,10 @@ class DrafterLink {
   // death or peer_timeout_s of silence.
   PoolBody wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients,
                      const std::function<void()>& idle);
+  // A test, cheap and callable from any thread, that turns true once the drafter has rung this
+  // side after the call (with its Pool: its drafting is over and its core idle); nullptr
+  // without shared memory.
+  std::function<bool()> rung_after_now() const;
   // False once the drafter process is gone.
   bool alive();
   // Kills a drafter that stopped answering (SIGSTOP, a hang), so that the launcher restarts it:

@@ -443,6 +443,8 @@ const Fields<PoolShape>& shape_fields() {
                                          .integer("sparse", &PoolShape::sparse, 0, kMaxVocab)
                                          .integer("rheo_m", &PoolShape::rheo_m, -1, 1023)
                                          .number("adhoc_proxy", &PoolShape::adhoc_proxy, 0.0, 1.0)
+                                         .boolean("adaptive_depth", &PoolShape::adaptive_depth)
+                                         .optional([](const PoolShape& s) { return s.adaptive_depth; })
                                          .check([](const MapReader& r, PoolShape& s) {
                                            if (s.rheo_m >= s.top_k)
                                              throw ProtocolError(r.at("rheo_m"), "must be below top_k");

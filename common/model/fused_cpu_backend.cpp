@@ -7,14 +7,20 @@
 // the drafter's core idles while the target runs its tree pass (the drafter waits for the
 // Commit), during plain decoding, and mostly during the prompt's prefill (the drafter's prefill
 // of it is ~1/7 of the target's). Passes of those kinds share their products and attention with
-// helpers on that core; root passes (beside drafting) stay on one core. (Shared, the shipped
+// helpers on that core; root passes (beside drafting) stay on one core until the drafter is
+// done (share_root_pass_when, below). (Shared, the shipped
 // target's prefill took 1.3-1.4 ms a request under ar against 2.2 ms, 1.7-1.9 ms beside the
 // drafter's against 2.5, and ar's first rounds after it ran 0.28, 0.22, 0.20 ms against 0.44,
 // 0.35, 0.30 (steady: 0.15): bench/results/issue19-epyc-3/README.md.) The
 // helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
 // pass ends (the drafter starts drafting then) or a pass of another kind starts. With
 // cpu_helpers_hand_off (the daemon's target) a tree pass leaves them awake for hand_off(): the
-// Commit's wake-up of the drafter is sent from its core (cpu_workers.h).
+// Commit's wake-up of the drafter is sent from its core (cpu_workers.h). A root pass given a
+// gate (share_root_pass_when: the drafter's Pool has rung) is shared from the moment the gate
+// opens: at T = 1 the pool is out well before the root pass ends, and the drafter's core idled
+// for the rest of it. (Shipped pair, T = 1, root-draw B = 4, 4-deep pools, AMD EPYC VM: the
+// gate opened in 99% of root passes, at 65% of the pass on average; the root pass took
+// 0.25 ms against 0.27-0.29 without: bench/results/issue19-epyc-8.)
 #include <cmath>
 #include <cstring>
 
@@ -47,9 +53,12 @@ class FusedCpuBackend final : public PassBackend {
     if (shares(next)) wake();
   }
   void hand_off(std::function<void()> task) override {
-    if (!awake_) return task();
-    awake_ = false;
+    if (!awake_ && !gated_) return task();
+    awake_ = gated_ = false;
     workers_->hand_off(std::move(task));
+  }
+  void share_root_pass_when(std::function<bool()> ready) override {
+    if (workers_ && hand_off_) root_gate_ = std::move(ready);
   }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -66,13 +75,15 @@ class FusedCpuBackend final : public PassBackend {
     return workers_ &&
            (kind == PassKind::Tree || kind == PassKind::Prefill || (kind == PassKind::Plain && share_plain_));
   }
+  // After a gated root pass the helpers may be awake or not (gated_): wake() and park() say.
   void wake() {
-    if (!awake_) workers_->wake();
+    if (!awake_ || gated_) workers_->wake();
     awake_ = true;
+    gated_ = false;
   }
   void park() {
-    if (awake_) workers_->park();
-    awake_ = false;
+    if (awake_ || gated_) workers_->park();
+    awake_ = gated_ = false;
   }
 
   ModelWeights w_;  // norms and the embedding; the layers' products live in proj_
@@ -85,6 +96,8 @@ class FusedCpuBackend final : public PassBackend {
   bool share_plain_ = true;                            // plain decoding passes use the helpers too
   bool hand_off_ = false;                              // helpers stay awake after a tree pass
   bool awake_ = false;
+  bool gated_ = false;               // the last pass was a root pass behind a gate
+  std::function<bool()> root_gate_;  // share_root_pass_when's, for the next pass
   // Pass buffers, [kMaxTreeBucket, width] each.
   std::vector<float> x_, hn_, proj_out_, qkv_, attn_, gate_up_, act_;
   std::vector<int64_t> pos_, slots_;  // [kMaxTreeBucket] the batch's, widened for the kernels
@@ -133,11 +146,18 @@ FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& opt
 }
 
 void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logits) {
+  std::function<bool()> gate = std::move(root_gate_);
+  root_gate_ = nullptr;
   if (shares(kind))
     wake();
   else if (workers_)
     park();
-  CpuWorkers* const helpers = shares(kind) ? workers_.get() : nullptr;
+  const bool gated = kind == PassKind::Root && gate && workers_;
+  if (gated) {
+    workers_->wake_when(std::move(gate));
+    gated_ = true;
+  }
+  CpuWorkers* const helpers = shares(kind) || gated ? workers_.get() : nullptr;
   const ModelConfig& c = w_.config;
   const int b = batch.bucket;
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim,

@@ -183,4 +183,8 @@ void ModelRuntime::prepare(PassKind next) { backend_->prepare(next); }
 
 void ModelRuntime::hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }
 
+void ModelRuntime::share_root_pass_when(std::function<bool()> ready) {
+  backend_->share_root_pass_when(std::move(ready));
+}
+
 }  // namespace rootspec

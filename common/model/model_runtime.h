@@ -98,6 +98,8 @@ class ModelRuntime {
   // The tree pass is over: `task` runs on the core its helpers shared (FusedCpu with
   // cpu_helpers_hand_off, pass_backend.h), or here.
   void hand_off(std::function<void()> task);
+  // The next pass, if a root pass, may share its products once `ready()` (pass_backend.h).
+  void share_root_pass_when(std::function<bool()> ready);
 
  private:
   // Runs tree nodes [first, first + tokens.size()) in passes of ≤ kMaxTreeBucket rows: logits

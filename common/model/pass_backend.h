@@ -95,6 +95,10 @@ class PassBackend {
   // RuntimeOptions::cpu_helpers_hand_off: the target's Commit wakes the drafter from there,
   // cpu_workers.h); else here, now.
   virtual void hand_off(std::function<void()> task) { task(); }
+  // The next pass, if a root pass, may share its products once `ready()` turns true (it polls
+  // cheaply, from any thread): the drafter beside it has gone idle (FusedCpu: CpuWorkers'
+  // wake_when). A pass of any other kind drops it.
+  virtual void share_root_pass_when(std::function<bool()> ready) { (void)ready; }
   // Runs the batch: writes every row's K/V at its slot and the real rows' logits to
   // `logits` ([batch.rows, vocab] float32, host memory).
   virtual void forward(const PassBatch& batch, PassKind kind, float* logits) = 0;

@@ -99,16 +99,21 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
   guess_.clear();
   last_chain_.clear();
   chain_commits_.clear();
+  depth_ = AdaptivePoolDepth(shape);
+  sent_depth_ = shape.depth;
+  prompt_next_ = true;
 }
 
-void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, Pool& pool) {
+void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, int depth, Pool& pool) {
   assert(!tokens.empty());
   // The guess's own two calls (see the class comment), where one call could differ.
   const bool split = ahead_on_ && tokens.size() > 1 && !rt_.batch_invariant();
   if (split) rt_.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 1));
   const RowsView last = rt_.prefill(split ? std::vector<int32_t>{tokens.back()} : tokens);
   drafter_.begin_round(last.row(0));  // the drafter's row at the new C
-  grow_pool(drafter_, shape_, pool, &rng_);
+  PoolShape shape = shape_;
+  shape.depth = depth;
+  grow_pool(drafter_, shape, pool, &rng_);
 }
 
 void DraftSession::drop_guess() {
@@ -144,18 +149,24 @@ int DraftSession::guess_length(int chain_length) const {
 
 bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
   if (ahead_on_) learn_commit_length(tokens);
+  const int depth = depth_.next();  // before `tokens` are learnt, as for a pool drafted ahead
+  bool ahead = false;
   if (!guess_.empty()) {
     if (tokens == guess_) {
       ++counts_.hits;
       guess_.clear();
       std::swap(pool, ahead_pool_);
-      return true;
+      ahead = true;
+    } else {
+      ++counts_.misses;
+      drop_guess();
     }
-    ++counts_.misses;
-    drop_guess();
   }
-  append_and_grow(tokens, pool);
-  return false;
+  if (!ahead) append_and_grow(tokens, depth, pool);
+  if (!prompt_next_) depth_.learn(static_cast<int>(tokens.size()), sent_depth_);
+  prompt_next_ = false;
+  sent_depth_ = depth;
+  return ahead;
 }
 
 bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& abandon) {
@@ -196,7 +207,9 @@ bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& ab
     if (abandon && abandon()) throw DraftAbandoned{};
     const RowsView last = rt_.prefill({guess_.back()});
     drafter_.begin_round(last.row(0));
-    grow_pool(drafter_, shape_, ahead_pool_, &rng_);
+    PoolShape shape = shape_;
+    shape.depth = depth_.next();
+    grow_pool(drafter_, shape, ahead_pool_, &rng_);
   } catch (const DraftAbandoned&) {
     ++counts_.abandoned;
     drop_guess();

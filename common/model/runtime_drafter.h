@@ -69,6 +69,8 @@ struct DraftAbandoned {};
 // below. When the Commit carries exactly the guess, draft() hands that pool over at once;
 // otherwise the cache and the generator go back to where the guess began.
 //
+// Each pool's depth follows the request's Commits with PoolShape::adaptive_depth (pool.h).
+//
 // Exactness: draft_ahead() appends its guess as two prefills (all its tokens but the last, then
 // the last). A backend whose rows do not depend on the pass's other rows
 // (ModelRuntime::batch_invariant) computes the same as one prefill of the whole; on others
@@ -102,7 +104,7 @@ class DraftSession {
  private:
   // Appends `tokens` (as two prefills with draft-ahead on where the backend is not batch
   // invariant, see above) and grows `pool` below.
-  void append_and_grow(const std::vector<int32_t>& tokens, Pool& pool);
+  void append_and_grow(const std::vector<int32_t>& tokens, int depth, Pool& pool);
   // Back to C as it was before the guess (cache and generator).
   void drop_guess();
   // Counts the Commit's length when it followed the last pool's chain; the guess takes the most
@@ -123,6 +125,11 @@ class DraftSession {
   std::vector<int32_t> last_chain_;    // the most probable chain of the pool last sent
   std::vector<double> chain_commits_;  // [1 + n] Commits that followed the chain (decaying counts):
                                        // [0] the whole chain and one more, [n] its first n tokens
+  // The next pool's depth comes from the Commits before the one it follows, so that a pool
+  // drafted ahead has the depth draft() gives it for that Commit.
+  AdaptivePoolDepth depth_;
+  int sent_depth_ = 0;       // the depth of the pool the next Commit follows
+  bool prompt_next_ = true;  // the next draft() appends the prompt, not a Commit
 };
 
 }  // namespace rootspec

@@ -111,6 +111,21 @@ int PoolShape::expected_size() const {
   return total;
 }
 
+AdaptivePoolDepth::AdaptivePoolDepth(const PoolShape& shape)
+    : on_(shape.adaptive_depth), max_depth_(shape.depth), mean_(shape.depth + 1) {}
+
+int AdaptivePoolDepth::next() const {
+  if (!on_) return max_depth_;
+  const int depth = static_cast<int>(std::ceil(kPerCommitToken * mean_));
+  return std::clamp(depth, std::min(kMinDepth, max_depth_), max_depth_);
+}
+
+void AdaptivePoolDepth::learn(int commit_length, int pool_depth) {
+  assert(commit_length >= 1);
+  if (commit_length > pool_depth + 1) return;
+  mean_ += kNewCommitWeight * (commit_length - mean_);
+}
+
 namespace {
 constexpr double kRheoEpsilon = 1e-6;  // m = 0: proxy q(x₁) + ε puts the sampled slot first
 

@@ -18,8 +18,8 @@ int64_t now_ns() {
 }
 }  // namespace
 
-CpuWorkers::CpuWorkers(int helpers) {
-  assert(helpers >= 0);
+CpuWorkers::CpuWorkers(int helpers, int64_t spin_limit_ns) : spin_limit_ns_(spin_limit_ns) {
+  assert(helpers >= 0 && spin_limit_ns > 0);
   for (int i = 0; i < helpers; ++i) helpers_.emplace_back([this] { helper_loop(); });
 }
 
@@ -35,6 +35,7 @@ CpuWorkers::~CpuWorkers() {
 
 void CpuWorkers::wake() {
   if (helpers_.empty()) return;
+  disarm_gate();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     awake_ = true;
@@ -43,9 +44,46 @@ void CpuWorkers::wake() {
   cv_.notify_all();
 }
 
-void CpuWorkers::park() { awake_ = false; }
+void CpuWorkers::park() {
+  disarm_gate();
+  awake_ = false;
+}
+
+void CpuWorkers::wake_when(std::function<bool()> ready) {
+  if (helpers_.empty()) return;
+  auto gate = std::make_shared<const std::function<bool()>>(std::move(ready));
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::atomic_store(&gate_, std::move(gate));
+  gated_ = true;
+}
+
+void CpuWorkers::disarm_gate() {
+  if (!gated_.load()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  gated_ = false;
+  std::atomic_store(&gate_, std::shared_ptr<const std::function<bool()>>());
+}
+
+bool CpuWorkers::open_gate() {
+  if (!gated_.load()) return false;
+  const std::shared_ptr<const std::function<bool()>> gate = std::atomic_load(&gate_);
+  if (!gate || !(*gate)()) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Disarmed meanwhile (the caller woke or parked the helpers), or armed anew: not this gate.
+    // (`gate` is alive, so a new gate cannot have its address.)
+    if (std::atomic_load(&gate_) != gate) return false;
+    gated_ = false;
+    std::atomic_store(&gate_, std::shared_ptr<const std::function<bool()>>());
+    awake_ = true;
+    wake_seq_.fetch_add(1);
+  }
+  cv_.notify_all();  // other helpers, if asleep
+  return true;
+}
 
 void CpuWorkers::hand_off(std::function<void()> task) {
+  disarm_gate();
   run_handed_off();  // an earlier one that no helper took
   handed_off_.store(new std::function<void()>(std::move(task)));
   awake_ = false;
@@ -67,8 +105,8 @@ bool CpuWorkers::yield_until_woken() {
   const int64_t start = now_ns();
   for (uint32_t spins = 0;; ++spins) {
     if (stop_) return false;
-    if (awake_.load(std::memory_order_acquire) || claimable()) return true;
-    if (spins % 16 == 0 && now_ns() - start > kSpinLimitNs) return false;
+    if (awake_.load(std::memory_order_acquire) || helper_may_claim() || open_gate()) return true;
+    if (spins % 16 == 0 && now_ns() - start > spin_limit_ns_) return false;
     sched_yield();
   }
 }
@@ -77,11 +115,15 @@ bool CpuWorkers::claim_and_run(bool from_front) {
   bool ran = false;
   uint64_t w = claim_.load(std::memory_order_acquire);
   while (front_of(w) < back_of(w)) {
+    // Behind a closed gate (wake_when) helpers claim nothing, and the caller takes all at once.
+    const bool gate_closed = gated_.load() && !awake_.load();
+    if (!from_front && gate_closed) break;
     // Guided: a claim takes 1/(2·threads) of what is left (at least one chunk), so a pass makes
     // a few claims per product: each moves the word's cache line between cores (~0.2 µs), and
     // one claim per panel cost a shared tree pass 20%.
     const uint64_t left = back_of(w) - front_of(w);
-    const uint64_t take = std::max<uint64_t>(1, left / (2 * static_cast<uint64_t>(threads())));
+    const uint64_t take =
+        gate_closed ? left : std::max<uint64_t>(1, left / (2 * static_cast<uint64_t>(threads())));
     const uint64_t claimed = from_front ? w + (take << 20) : w - take;
     if (!claim_.compare_exchange_weak(w, claimed, std::memory_order_acq_rel, std::memory_order_acquire))
       continue;
@@ -118,7 +160,7 @@ void CpuWorkers::run(int64_t chunks, const std::function<void(int64_t)>& chunk) 
     claim_.store(generation_ << 40 | static_cast<uint64_t>(chunks),
                  std::memory_order_release);  // [0, chunks)
   }
-  cv_.notify_all();
+  if (!gated_.load() || awake_.load()) cv_.notify_all();  // a gated pass wakes no sleeper
   claim_and_run(/*from_front=*/true);
   while (done_.load(std::memory_order_acquire) != chunks) cpu_relax();  // chunks helpers claimed
   std::lock_guard<std::mutex> lock(mutex_);
@@ -133,7 +175,8 @@ void CpuWorkers::helper_loop() {
       seen_wake = wake_seq_.load();
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || claimable() || (awake_ && wake_seq_.load() != seen_wake); });
+      cv_.wait(lock,
+               [&] { return stop_ || helper_may_claim() || (awake_ && wake_seq_.load() != seen_wake); });
       if (stop_) return;
       seen_wake = wake_seq_.load();
     }
@@ -146,7 +189,7 @@ void CpuWorkers::helper_loop() {
         continue;
       }
       if (stop_ || !awake_.load(std::memory_order_relaxed)) break;
-      if (spins % 64 == 0 && now_ns() - last_work > kSpinLimitNs) break;  // the clock costs ~25 ns
+      if (spins % 64 == 0 && now_ns() - last_work > spin_limit_ns_) break;  // the clock costs ~25 ns
       cpu_relax();
     }
     spinning_.fetch_sub(1);

@@ -3,7 +3,8 @@
 // Why: on a CPU box the target and the drafter each own a core, but the drafter's core idles
 // while the target runs its tree pass (the drafter waits for the Commit) and during `ar`
 // decoding. Splitting the tree pass's products and attention across both cores shortens the
-// round's longest phase. The root pass runs beside drafting and stays on one core.
+// round's longest phase. The root pass runs beside drafting, on one core until the drafter is
+// done (wake_when below).
 //
 // Work is handed over as numbered chunks (a product's column panels, attention's heads): the
 // caller claims them from the front, helpers from the back, through one atomic word, each
@@ -14,6 +15,11 @@
 // and sleep when parked, or after kSpinLimitNs without work, so an idle daemon or the
 // drafter's core is never busy-waited on; after hand_off() they yield that core to the drafter
 // instead, for up to kSpinLimitNs.
+//
+// wake_when() lets such a yielding helper join a pass that runs beside the drafter (the root
+// pass) once the drafter has gone idle: it polls a gate (the doorbell that the drafter's Pool
+// rings) between its yields and wakes when it opens. Until then the pass's caller claims each
+// product whole and wakes no sleeping helper, so the drafter keeps its core.
 #pragma once
 
 #include <atomic>
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,7 +39,9 @@ class CpuWorkers {
   static constexpr int64_t kSpinLimitNs = 2000000;  // an awake helper sleeps after 2 ms idle
   static constexpr int64_t kMaxChunks = (int64_t{1} << 20) - 1;
 
-  explicit CpuWorkers(int helpers);  // helpers ≥ 0 threads besides the caller's
+  // helpers ≥ 0 threads besides the caller's; `spin_limit_ns`: kSpinLimitNs (tests on a loaded
+  // machine give a longer one).
+  explicit CpuWorkers(int helpers, int64_t spin_limit_ns = kSpinLimitNs);
   ~CpuWorkers();
   CpuWorkers(const CpuWorkers&) = delete;
   CpuWorkers& operator=(const CpuWorkers&) = delete;
@@ -53,6 +62,11 @@ class CpuWorkers {
   // helper yielding beside the drafter needs no wake-up at the next tree pass, the core never
   // halting: the target's wake() before it took 1.4-9 µs instead of 13-19.
   void hand_off(std::function<void()> task);
+  // Until the next wake(), park() or hand_off(): a helper yielding after hand_off() polls
+  // `ready` (cheap, thread-safe) between yields and, once it returns true, wakes the helpers as
+  // wake() does; the next run()s' chunks are theirs to claim from then on. Before it does, run()
+  // wakes no sleeping helper and its caller claims every chunk at once.
+  void wake_when(std::function<bool()> ready);
 
  private:
   // The current task's claim word: generation (24 bits) | front (20) | back (20); chunks
@@ -63,6 +77,10 @@ class CpuWorkers {
     const uint64_t w = claim_.load(std::memory_order_acquire);
     return front_of(w) < back_of(w);
   }
+  // A helper claims chunks unless a gate (wake_when) is armed and has not opened.
+  bool helper_may_claim() const { return claimable() && (!gated_.load() || awake_.load()); }
+  bool open_gate();    // a helper: polls the armed gate; wakes the helpers if it opened
+  void disarm_gate();  // the caller: wake(), park(), hand_off()
   // Runs chunks of the current task, claimed from the front (the caller) or the back (helpers),
   // until none is left; true if any ran.
   bool claim_and_run(bool from_front);
@@ -70,6 +88,7 @@ class CpuWorkers {
   bool run_handed_off();     // runs the handed-off task if this thread takes it; true if it did
   bool yield_until_woken();  // true once woken (or given work) within kSpinLimitNs
 
+  const int64_t spin_limit_ns_;
   std::vector<std::thread> helpers_;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -81,6 +100,9 @@ class CpuWorkers {
   std::atomic<bool> awake_{false}, stop_{false};
   std::atomic<int> spinning_{0};                             // helpers in their spin loop
   std::atomic<std::function<void()>*> handed_off_{nullptr};  // hand_off()'s task, until taken
+  std::atomic<bool> gated_{false};                           // wake_when()'s gate is armed
+  std::shared_ptr<const std::function<bool()>> gate_;        // …its test (std::atomic_load/store)
+  uint64_t gate_seq_ = 0;                                    // bumped per arm/disarm (under mutex_)
   std::exception_ptr error_;                                 // first failure of a chunk (under mutex_)
 };
 

@@ -29,6 +29,12 @@ TEST(DaemonConfig, DefaultsKeepEachProcessOnItsOwnThreads) {
   EXPECT_NO_THROW(c.validate());
 }
 
+TEST(DaemonConfig, AdaptivePoolDepthIsOnByDefaultAndAPoolKey) {
+  EXPECT_TRUE(DaemonConfig::load("", {}).pool.adaptive_depth);
+  EXPECT_FALSE(DaemonConfig::load("", {"pool.adaptive_depth=false"}).pool.adaptive_depth);
+  EXPECT_NE(error_of({"pool.adaptive_depth=2"}).find("true or false"), std::string::npos);
+}
+
 TEST(DaemonConfig, DraftAheadIsAPoolKey) {
   EXPECT_TRUE(DaemonConfig::load("", {"pool.draft_ahead=true"}).draft_ahead);
   EXPECT_NE(error_of({"pool.draft_ahead=1"}).find("true or false"), std::string::npos)

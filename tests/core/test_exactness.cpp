@@ -113,5 +113,30 @@ std::string auto_case_name(const ::testing::TestParamInfo<AutoCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AutoDecoder, AutoExactness, ::testing::ValuesIn(auto_cases()), auto_case_name);
 
+// PoolShape::adaptive_depth (pool.h): each pool's depth follows the emitted history. Pools up
+// to 10 deep (top_k 2, expand 2: 38 candidates), B = 4: after a Commit of one token the second
+// pool is 9 deep, after two 6, so the depth varies within the first three tokens.
+class AdaptiveDepthExactness : public ::testing::TestWithParam<Rule> {};
+
+TEST_P(AdaptiveDepthExactness, FirstThreeTokensFollowTheTargetJoint) {
+  const Rule rule = GetParam();
+  for (double T : {0.0, 1.0}) {
+    testing::LawCase c = config_for(rule, Verifier::Residual, T, 4);
+    c.options.auto_rule = rule == Rule::RootDraw;  // `auto`'s rounds are root-draw or plain
+    c.shape = PoolShape{2, 10, 2};
+    c.shape.adaptive_depth = true;
+    SCOPED_TRACE("T = " + std::to_string(T));
+    ExpectTargetLaw(c, T, 7500 + static_cast<int>(rule) * 10 + static_cast<int>(T));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PoolDepth, AdaptiveDepthExactness,
+                         ::testing::Values(Rule::RootDraw, Rule::Draft, Rule::Pearl),
+                         [](const ::testing::TestParamInfo<Rule>& i) {
+                           return i.param == Rule::RootDraw ? "auto"
+                                  : i.param == Rule::Draft  ? "draft"
+                                                            : "pearl";
+                         });
+
 }  // namespace
 }  // namespace rootspec

@@ -75,8 +75,12 @@ TEST(Protocol, RoundTripsEveryMessage) {
     EXPECT_EQ(r.shape.sparse, 128);
     EXPECT_EQ(r.draft_seed, 99u);
     EXPECT_FALSE(r.draft_ahead);
+    EXPECT_FALSE(r.shape.adaptive_depth);
     b.draft_ahead = true;
-    EXPECT_TRUE(parse(encode(header(MessageType::Prefill), b)).prefill().draft_ahead);
+    b.shape.adaptive_depth = true;
+    const PrefillBody both = parse(encode(header(MessageType::Prefill), b)).prefill();
+    EXPECT_TRUE(both.draft_ahead);
+    EXPECT_TRUE(both.shape.adaptive_depth);
   }
   EXPECT_EQ(parse(encode(header(MessageType::Commit), CommitBody{{5, 6}})).commit().tokens,
             (std::vector<int32_t>{5, 6}));

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "cpu_attention.h"
 #include "cpu_isa.h"
@@ -210,6 +213,48 @@ TEST_P(RuntimeVariant, SharedPassesEqualUnsharedOnes) {
     const RowsView got = shared.root_pass(tokens[0], kind);
     EXPECT_LE(testing::max_abs_diff(root.data(), got.data, V), kTol)
         << var.name << " kind " << static_cast<int>(kind);
+  }
+}
+
+// The daemon's target: after a tree pass the helpers stay awake for the hand-off, and a root
+// pass behind an open gate (share_root_pass_when: the drafter is idle) shares its products;
+// its rows are those of a runtime without helpers.
+TEST_P(RuntimeVariant, RootPassesSharedOnceTheDrafterIsIdleEqualUnsharedOnes) {
+  const Variant& var = GetParam();
+  TempDir dir("gated_" + var.name);
+  const std::string path = testing::make_model(dir, "m", var.config, 13);
+  RuntimeOptions daemon_like = small_options();
+  daemon_like.cpu_helper_threads = 1;
+  daemon_like.cpu_helpers_hand_off = true;
+  ModelRuntime alone(path, small_options()), gated(path, daemon_like);
+  const int V = alone.vocab_size();
+  std::mt19937 gen(5);
+  const auto ctx = testing::random_tokens(gen, 30, V);
+  alone.prefill(ctx);
+  gated.prefill(ctx);
+  std::atomic<int> handed_off{0};
+  for (int round = 0; round < 4; ++round) {
+    std::vector<int32_t> tokens, parents;
+    random_tree(gen, 9, V, &tokens, &parents);
+    const RowsView a = alone.tree_pass(tokens, parents);
+    const std::vector<float> want_tree(a.data, a.data + 9 * V);
+    gated.prepare(PassKind::Tree);
+    const RowsView g = gated.tree_pass(tokens, parents);
+    EXPECT_LE(testing::max_abs_diff(want_tree.data(), g.data, 9 * V), kTol) << var.name << " round " << round;
+    alone.commit({0});
+    gated.commit({0});
+    gated.hand_off([&] { handed_off.fetch_add(1); });
+    // Open from the start (round 0, 2) or never (1, 3): the rows do not depend on who ran them.
+    gated.share_root_pass_when([round] { return round % 2 == 0; });
+    const int32_t next = testing::random_tokens(gen, 1, V)[0];
+    const RowsView r = alone.root_pass(next, PassKind::Root);
+    const std::vector<float> want(r.data, r.data + V);
+    const RowsView got = gated.root_pass(next, PassKind::Root);
+    EXPECT_LE(testing::max_abs_diff(want.data(), got.data, V), kTol) << var.name << " round " << round;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (handed_off.load() <= round && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    EXPECT_EQ(handed_off.load(), round + 1);  // once, wherever it ran
   }
 }
 

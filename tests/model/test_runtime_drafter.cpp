@@ -2,12 +2,13 @@
 // sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
 // rows grow the same pool. DraftSession with draft-ahead: every pool it hands over (drafted
 // ahead, after a miss, after an abandoned guess) is bit for bit the pool of a session that
-// never drafts ahead.
+// never drafts ahead. Adaptive pool depth follows the Commits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "model_fixtures.h"
@@ -146,6 +147,8 @@ std::vector<int32_t> most_probable_chain(const Pool& pool) {
   }
 }
 
+int deepest_level(const Pool& pool) { return *std::max_element(pool.depth.begin(), pool.depth.end()); }
+
 // Commits of three kinds in turn: the guess (the pool drafted ahead is handed over), the guess
 // with another continuation (a miss: back to C, the generator rewound), and a guess abandoned
 // after `abandon_after` polls. A Rheo pool draws from the session's generator, so a rewind
@@ -181,13 +184,15 @@ void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = f
   const int V = ahead_rt.vocab_size();
   std::vector<int32_t> commit = testing::random_tokens(gen, 5, V);  // the prompt
   int want_hits = 0, want_misses = 0, want_abandoned = 0;
+  std::set<int> depths;  // of the pools
   for (int round = 0; round < 12; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     Pool got, want;
     EXPECT_EQ(ahead.draft(commit, got), round > 0 && round % 3 == 1)
         << "only a guessed Commit is drafted ahead";
     plain.draft(commit, want);
-    ASSERT_EQ(got.size(), shape.expected_size());
+    if (!shape.adaptive_depth) ASSERT_EQ(got.size(), shape.expected_size());
+    depths.insert(deepest_level(got));
     expect_same_pool(got, want);
     ASSERT_EQ(ahead_rt.length(), plain_rt.length());
     // The next Commit.
@@ -199,7 +204,8 @@ void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = f
     std::vector<int32_t> guess = ahead.ahead_guess();
     if (!ready) {
       ++want_abandoned;
-      commit = testing::random_tokens(gen, 3, V);
+      // Adaptive depth: a short Commit, so that the depth moves (the others follow the chain).
+      commit = testing::random_tokens(gen, shape.adaptive_depth ? 1 : 3, V);
     } else if (round % 3 == 0) {
       ++want_hits;
       commit = guess;
@@ -220,6 +226,7 @@ void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = f
   EXPECT_EQ(ahead.ahead_counts().misses, want_misses);
   EXPECT_EQ(ahead.ahead_counts().abandoned, want_abandoned);
   EXPECT_GT(want_hits, 0);
+  if (shape.adaptive_depth) EXPECT_GT(depths.size(), 1u) << "the pools' depth never changed";
 }
 
 TEST(DraftAhead, TopKPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
@@ -256,6 +263,46 @@ TEST(DraftAhead, GuessTakesTheLengthOfTheCommitsThatFollowedTheChain) {
 // A backend that promises no batch invariance: draft() appends as draft_ahead() does.
 TEST(DraftAhead, TorchOpsPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
   check_draft_ahead(PoolShape{3, 4, 3}, 23, /*torch_ops=*/true);
+}
+
+// Adaptive depth: a pool drafted ahead has the depth draft() gives the pool for that Commit.
+TEST(DraftAhead, AdaptiveDepthPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  PoolShape adaptive{2, 10, 2};
+  adaptive.adaptive_depth = true;
+  check_draft_ahead(adaptive, 25);
+}
+
+// PoolShape::adaptive_depth: each pool is drafted to ⌈1.5 × the decaying mean length of the
+// Commits before the one it follows⌉ (a new one weighs half), within [2, depth]; the prompt
+// and a Commit longer than its pool's depth + 1 (rounds of plain decoding in it) are not
+// learnt. Off: every pool is `depth` deep.
+TEST(DraftSession, AdaptiveDepthFollowsTheRequestsCommitLengths) {
+  set_torch_threads(1);
+  TempDir dir("adaptive-depth");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 26);
+  RuntimeOptions o;
+  o.max_context = 256;
+  ModelRuntime rt(d, o);
+  const int V = rt.vocab_size();
+  for (bool adaptive : {true, false}) {
+    SCOPED_TRACE(adaptive ? "adaptive" : "fixed");
+    PoolShape shape{2, 7, 1};
+    shape.adaptive_depth = adaptive;
+    DraftSession session(rt);
+    session.start(shape, 26);
+    std::mt19937 gen(26);
+    // Commit lengths, and the depth of the pool drafted after each (hand-computed: the mean
+    // starts at depth + 1 = 8; 2-token Commits take it to 5, 3.5, 2.75, …; the 9-token one is
+    // skipped; 5-token ones raise it again).
+    const std::vector<int> lengths{5, 2, 2, 2, 2, 2, 2, 9, 5, 5, 5};
+    const std::vector<int> want{7, 7, 7, 6, 5, 4, 4, 4, 4, 6, 7};
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      Pool pool;
+      session.draft(testing::random_tokens(gen, lengths[i], V), pool);
+      EXPECT_EQ(deepest_level(pool), adaptive ? want[i] : 7)
+          << "draft " << i << " (" << lengths[i] << " tokens)";
+    }
+  }
 }
 
 TEST(DraftAhead, RheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {

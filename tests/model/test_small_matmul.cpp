@@ -150,7 +150,10 @@ TEST(CpuWorkers, CallerDoesNotWaitForASleepingHelper) {
 // the pass where it is still spinning, and the helper (yielding meanwhile) takes its share of the
 // next pass after wake().
 TEST(CpuWorkers, HandOffRunsTheTaskOnceTheAwakeHelperTakesItAndSharesTheNextPass) {
-  CpuWorkers workers(1);
+  // Helpers idle 2 s before they sleep (2 ms in the daemon): with both cores busy elsewhere, a
+  // helper kept off its core for 2 ms after its chunk went to sleep before the hand-off (the
+  // caller then ran it) in all 50 rounds, 1 run in 30 beside two busy loops.
+  CpuWorkers workers(1, /*spin_limit_ns=*/2000000000);
   const auto caller = std::this_thread::get_id();
   int on_helper_rounds = 0;
   for (int round = 0; round < 50; ++round) {
@@ -183,6 +186,56 @@ TEST(CpuWorkers, HandOffRunsTheTaskOnceTheAwakeHelperTakesItAndSharesTheNextPass
   // share (over 25 of 50 rounds on the helper alone, 22 once under ctest -j2 beside other
   // tests). Exactly once is the invariant, checked each round; the helper must take it at all.
   EXPECT_GT(on_helper_rounds, 0);
+}
+
+// wake_when (the daemon's root pass beside drafting): while the gate is closed the helper,
+// yielding after a hand-off, takes no chunk (the drafter keeps its core); once it opens, the
+// helper wakes and shares the passes that follow. Every chunk runs once throughout.
+TEST(CpuWorkers, AGatedPassIsTheCallersUntilTheGateOpensThenTheHelperShares) {
+  // The helper yields for 2 s after a hand-off (2 ms in the daemon): under ctest -j2 this
+  // thread can wait longer than 2 ms for its core.
+  CpuWorkers workers(1, /*spin_limit_ns=*/2000000000);
+  const auto caller = std::this_thread::get_id();
+  int joined = 0;
+  for (int attempt = 0; attempt < 20 && joined == 0; ++attempt) {
+    // Leave the helper yielding: a shared pass that holds it in its spin loop, then the hand-off.
+    workers.wake();
+    std::atomic<int> started{0};
+    workers.run(2, [&](int64_t) {
+      started.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    });
+    std::atomic<bool> on_helper{false}, ran{false};
+    workers.hand_off([&] {
+      on_helper = std::this_thread::get_id() != caller;
+      ran = true;
+    });
+    while (!ran.load()) std::this_thread::yield();
+    if (!on_helper.load()) continue;  // the caller took it back: no helper is yielding
+    std::atomic<bool> open{false};
+    workers.wake_when([&] { return open.load(); });
+    auto pass = [&] {  // chunks that ran on the helper
+      std::vector<std::atomic<int>> seen(32);
+      std::atomic<int> helper_chunks{0};
+      workers.run(32, [&](int64_t c) {
+        seen[c].fetch_add(1);
+        if (std::this_thread::get_id() != caller) helper_chunks.fetch_add(1);
+        // Long enough to share (a sleep would last ~50 µs).
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      });
+      for (int c = 0; c < 32; ++c) EXPECT_EQ(seen[c].load(), 1) << "chunk " << c;
+      return helper_chunks.load();
+    };
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(pass(), 0) << "attempt " << attempt << ": the gate was closed";
+    open = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (joined == 0 && std::chrono::steady_clock::now() < deadline) joined += pass();
+  }
+  EXPECT_GT(joined, 0) << "the helper never joined a pass once the gate opened";
+  workers.park();
 }
 
 TEST(CpuWorkers, HandOffRunsOnTheCallerWhereNoHelperIsAwake) {

@@ -20,6 +20,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "daemon_config.h"
 #include "generate.h"
 #include "model_runtime.h"
 #include "protocol.h"
@@ -296,8 +297,8 @@ class Reference {
     g.temperature = temperature;
     g.seed = seed;
     g.max_new_tokens = max_new_tokens;
-    g.stop_at_eos = false;  // as generate_body asks the daemon
-    PoolShape shape;
+    g.stop_at_eos = false;                  // as generate_body asks the daemon
+    PoolShape shape = DaemonConfig().pool;  // the daemons' default (adaptive depth)
     shape.rheo_m = rheo_m;
     return generate(*target_, drafter_.get(), prompt, g, shape).tokens;
   }
