@@ -1,6 +1,8 @@
 import re,sys,statistics as st
 rows_all={}
-for s in range(1,9):
+import sys
+first = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+for s in range(first, first + 8):
     rows={}
     for l in open(f'final-run-{s}.txt'):
         m=re.match(r'^(\S+)\s+([01])\s+(\S+)\s+\d+\s+([\d.]+)',l)
