@@ -92,7 +92,8 @@ class TableRoundDrafter : public RoundDrafter {
   const Pool& wait_pool(RoundRecord&) override {
     TableDrafter drafter(model_, committed_);
     PoolShape shape = shape_;
-    shape.depth = pool_depth_ = depth_.next();
+    shape.depth = depth_.next();
+    depth_.sent(shape.depth);
     grow_pool(drafter, shape, pool_, &rng_);
     return pool_;
   }
@@ -101,7 +102,7 @@ class TableRoundDrafter : public RoundDrafter {
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
     unsent_ += static_cast<int>(tokens.size());
     if (!next_pool) return;
-    if (pool_depth_ > 0) depth_.learn(unsent_, pool_depth_);
+    depth_.learn(unsent_);
     unsent_ = 0;
   }
 
@@ -111,7 +112,6 @@ class TableRoundDrafter : public RoundDrafter {
   std::vector<int32_t> committed_;  // C
   Rng rng_;                         // the drafter's own stream (Rheo tail draws)
   AdaptivePoolDepth depth_;         // PoolShape::adaptive_depth
-  int pool_depth_ = 0;              // of the last pool (0: none yet)
   int unsent_ = 0;                  // tokens since the last pool's round, as the next Commit holds
   Pool pool_;
 };

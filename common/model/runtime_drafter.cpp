@@ -100,8 +100,6 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
   last_chain_.clear();
   chain_commits_.clear();
   depth_ = AdaptivePoolDepth(shape);
-  sent_depth_ = shape.depth;
-  prompt_next_ = true;
 }
 
 void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, int depth, Pool& pool) {
@@ -163,9 +161,8 @@ bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
     }
   }
   if (!ahead) append_and_grow(tokens, depth, pool);
-  if (!prompt_next_) depth_.learn(static_cast<int>(tokens.size()), sent_depth_);
-  prompt_next_ = false;
-  sent_depth_ = depth;
+  depth_.learn(static_cast<int>(tokens.size()));  // the Commit that followed the last pool
+  depth_.sent(depth);
   return ahead;
 }
 

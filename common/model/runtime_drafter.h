@@ -128,8 +128,6 @@ class DraftSession {
   // The next pool's depth comes from the Commits before the one it follows, so that a pool
   // drafted ahead has the depth draft() gives it for that Commit.
   AdaptivePoolDepth depth_;
-  int sent_depth_ = 0;       // the depth of the pool the next Commit follows
-  bool prompt_next_ = true;  // the next draft() appends the prompt, not a Commit
 };
 
 }  // namespace rootspec

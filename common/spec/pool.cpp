@@ -120,9 +120,9 @@ int AdaptivePoolDepth::next() const {
   return std::clamp(depth, std::min(kMinDepth, max_depth_), max_depth_);
 }
 
-void AdaptivePoolDepth::learn(int commit_length, int pool_depth) {
+void AdaptivePoolDepth::learn(int commit_length) {
   assert(commit_length >= 1);
-  if (commit_length > pool_depth + 1) return;
+  if (sent_depth_ == 0 || commit_length > sent_depth_ + 1) return;
   mean_ += kNewCommitWeight * (commit_length - mean_);
 }
 

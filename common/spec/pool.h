@@ -90,14 +90,16 @@ class AdaptivePoolDepth {
 
   explicit AdaptivePoolDepth(const PoolShape& shape = PoolShape());  // a request's start
   int next() const;  // the depth of the next pool (shape.depth when adaptive_depth is off)
-  // The Commit that followed a pool `pool_depth` deep. One longer than pool_depth + 1 also
-  // carries rounds of plain decoding (`auto`) and is not learnt.
-  void learn(int commit_length, int pool_depth);
+  void sent(int depth) { sent_depth_ = depth; }  // a pool this deep went out
+  // The Commit that followed the pool last sent. Not learnt: the prompt (no pool sent yet), and
+  // a Commit longer than that pool's depth + 1 (it also carries `auto`'s plain rounds).
+  void learn(int commit_length);
 
  private:
   bool on_ = false;
   int max_depth_ = 0;
-  double mean_ = 0;  // decaying mean length of the Commits that followed a pool
+  double mean_ = 0;     // decaying mean length of the Commits that followed a pool
+  int sent_depth_ = 0;  // of the pool last sent (0: none yet)
 };
 
 // The drafter as pool growth sees it: next-token rows at node addresses.

@@ -59,32 +59,41 @@ TEST(Pool, DefaultShapeHas710CandidatesAnd70Expanded) {
 }
 
 // PoolShape::adaptive_depth: ⌈1.5 × the decaying mean Commit length⌉ (a new Commit weighs
-// half; the mean starts at depth + 1) within [2, depth]; a Commit longer than its pool's depth
-// + 1 (plain rounds in it) is not learnt. Off: always the shape's depth.
+// half; the mean starts at depth + 1) within [2, depth]; a Commit longer than the last pool's
+// depth + 1 (plain rounds in it) is not learnt. Off: always the shape's depth.
 TEST(AdaptivePoolDepth, FollowsTheMeanCommitLengthWithinTwoAndTheShapesDepth) {
   PoolShape shape{2, 7, 1};
   shape.adaptive_depth = true;
   AdaptivePoolDepth depth(shape);
   EXPECT_EQ(depth.next(), 7);  // mean 8: ⌈12⌉ → 7
-  depth.learn(2, 7);
+  depth.sent(7);
+  depth.learn(2);
   EXPECT_EQ(depth.next(), 7);  // mean 5: ⌈7.5⌉ → 7
-  depth.learn(2, 7);
+  depth.sent(7);
+  depth.learn(2);
   EXPECT_EQ(depth.next(), 6);  // 3.5: ⌈5.25⌉
-  depth.learn(2, 6);
+  depth.sent(6);
+  depth.learn(2);
   EXPECT_EQ(depth.next(), 5);  // 2.75: ⌈4.125⌉
-  depth.learn(9, 5);
+  depth.sent(5);
+  depth.learn(9);
   EXPECT_EQ(depth.next(), 5);  // not learnt
-  depth.learn(1, 5);
+  depth.sent(5);
+  depth.learn(1);
   EXPECT_EQ(depth.next(), 3);  // 1.875: ⌈2.8125⌉
-  for (int i = 0; i < 3; ++i) depth.learn(1, 3);
+  depth.sent(3);
+  for (int i = 0; i < 3; ++i) depth.learn(1);
   EXPECT_EQ(depth.next(), 2);  // 1.109: ⌈1.66⌉
-  for (int i = 0; i < 20; ++i) depth.learn(1, 2);
+  depth.sent(2);
+  for (int i = 0; i < 20; ++i) depth.learn(1);
   EXPECT_EQ(depth.next(), 2);  // 1.5 × 1.0…: never below 2
-  depth.learn(3, 2);
+  depth.sent(2);
+  depth.learn(3);
   EXPECT_EQ(depth.next(), 4);  // 2.0…: ⌈3.0…⌉
   shape.adaptive_depth = false;
   AdaptivePoolDepth fixed(shape);
-  fixed.learn(1, 7);
+  fixed.sent(7);
+  fixed.learn(1);
   EXPECT_EQ(fixed.next(), 7);
 }
 
