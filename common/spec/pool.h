@@ -79,9 +79,9 @@ struct PoolShape {
 // mean Commit length⌉ (a new Commit weighs kNewCommitWeight), within [kMinDepth, depth]; the
 // mean starts at depth + 1, so the first pools are full. The depth is a function of the
 // emitted history only, so the pool stays independent of the target's draws and the output
-// exact (paper 000 §3; the AutoExactness law tests run it). Constants measured on the shipped
-// pair, 2-core AMD EPYC VM (bench/results/issue19-epyc-8): 1.5 over 1.0 in four interleaved
-// full grids, T = 1 `auto` 0.974 → 0.996 of `ar`, T = 0 1.323 → 1.348.
+// exact (paper 000 §3; AdaptiveDepthExactness in tests/core/test_exactness.cpp). Constants
+// measured on the shipped pair, 2-core AMD EPYC VM (bench/results/issue19-epyc-8): 1.5 over
+// 1.0 in four interleaved full grids, T = 1 `auto` 0.974 → 0.996 of `ar`, T = 0 1.323 → 1.348.
 class AdaptivePoolDepth {
  public:
   static constexpr double kPerCommitToken = 1.5;
