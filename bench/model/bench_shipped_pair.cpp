@@ -30,12 +30,14 @@ const DaemonConfig& shipped_config() {
   return c;
 }
 
-std::unique_ptr<ModelRuntime> prefilled(const std::string& dir, int helper_threads = 0) {
+// The model of `section` (the config's target or drafter) at its dtype, 128 tokens prefilled.
+std::unique_ptr<ModelRuntime> prefilled(const ProcessConfig& section, int helper_threads = 0) {
   RuntimeOptions o;
+  o.dtype = section.dtype;
   o.max_context = 256;
   o.max_tree = 64;
   o.cpu_helper_threads = helper_threads;
-  auto rt = std::make_unique<ModelRuntime>(dir, o);
+  auto rt = std::make_unique<ModelRuntime>(section.model, o);
   std::vector<int32_t> ctx = {256};
   const std::string text =
       "The json module provides an API similar to pickle for converting in-memory Python objects "
@@ -59,13 +61,13 @@ void tree_of(int n, std::vector<int32_t>& tokens, std::vector<int32_t>& parents)
 }
 
 void BM_TargetOneTokenPass(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().target.model);
+  auto rt = prefilled(shipped_config().target);
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass({101}, {-1}).data[0]);
 }
 BENCHMARK(BM_TargetOneTokenPass)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_TargetTreePass(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().target.model);
+  auto rt = prefilled(shipped_config().target);
   std::vector<int32_t> tokens, parents;
   tree_of(static_cast<int>(state.range(0)), tokens, parents);
   for (auto _ : state) benchmark::DoNotOptimize(rt->tree_pass(tokens, parents).data[0]);
@@ -90,7 +92,7 @@ void busy_for(int us) {
 // spinning: the target's tree pass (woken ahead, untimed) and, for arg 1, `ar`'s plain passes
 // (the helper stays awake between them).
 void BM_TargetSharedPass(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
+  auto rt = prefilled(shipped_config().target, shipped_config().target.idle_drafter_threads - 1);
   const int n = static_cast<int>(state.range(0));
   std::vector<int32_t> tokens, parents;
   tree_of(n, tokens, parents);
@@ -114,7 +116,7 @@ BENCHMARK(BM_TargetSharedPass)->Arg(1)->Arg(5)->Arg(9)->Arg(17)->Unit(benchmark:
 // As the daemon runs it: the helper asleep until the pool arrives, woken (prepare) just before
 // the tree pass (the difference to BM_TargetSharedPass is the wake-up's cost to the pass).
 void BM_TargetSharedPassJustWoken(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().target.model, shipped_config().target.idle_drafter_threads - 1);
+  auto rt = prefilled(shipped_config().target, shipped_config().target.idle_drafter_threads - 1);
   std::vector<int32_t> tokens, parents;
   tree_of(static_cast<int>(state.range(0)), tokens, parents);
   for (auto _ : state) {
@@ -128,7 +130,7 @@ void BM_TargetSharedPassJustWoken(benchmark::State& state) {
 BENCHMARK(BM_TargetSharedPassJustWoken)->Arg(9)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterStep(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().drafter.model);
+  auto rt = prefilled(shipped_config().drafter);
   const int n = static_cast<int>(state.range(0));
   std::vector<int32_t> tokens(n), parents(n, -1);  // n siblings: one level of the pool
   for (int i = 0; i < n; ++i) tokens[i] = 97 + i;
@@ -137,7 +139,7 @@ void BM_DrafterStep(benchmark::State& state) {
 BENCHMARK(BM_DrafterStep)->Arg(1)->Arg(4)->Arg(10)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
 void BM_DrafterPool(benchmark::State& state) {
-  auto rt = prefilled(shipped_config().drafter.model);
+  auto rt = prefilled(shipped_config().drafter);
   RuntimeDrafter drafter(*rt);
   const RowsView root = rt->root_pass(32);
   std::vector<float> root_logits(root.row(0), root.row(0) + root.vocab);

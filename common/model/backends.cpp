@@ -36,11 +36,14 @@ std::unique_ptr<PassBackend> make_libtorch_backend(const std::string& dir, const
                                                    int capacity) {
   const torch::Device device = parse_device_option(options.device);
   const torch::ScalarType dtype = parse_dtype_option(options.dtype);
-  if (dtype == torch::kFloat16 && device.is_cpu())  // libtorch has no CPU fp16 matmul
-    throw std::invalid_argument("runtime dtype float16 is not supported on the CPU (float32 or bfloat16)");
+  // On the CPU float16 means float16 weights read by the fused kernels (float32 arithmetic):
+  // libtorch has no CPU fp16 matmul.
+  if (dtype == torch::kFloat16 && device.is_cpu() && !options.cpu_kernels)
+    throw std::invalid_argument("runtime dtype float16 on the CPU needs the fused CPU kernels (cpu_kernels)");
+  if (options.cpu_kernels && device.is_cpu() && dtype != torch::kBFloat16)  // fp16: packed from fp32
+    return make_fused_cpu_backend(load_weights(dir, device, torch::kFloat32), options, capacity,
+                                  /*half_weights=*/dtype == torch::kFloat16);
   ModelWeights weights = load_weights(dir, device, dtype);
-  if (options.cpu_kernels && device.is_cpu() && dtype == torch::kFloat32)
-    return make_fused_cpu_backend(std::move(weights), options, capacity);
   return make_torch_ops_backend(std::move(weights), device, dtype, capacity);
 }
 

@@ -14,7 +14,8 @@ namespace rootspec {
 
 std::unique_ptr<PassBackend> make_torch_ops_backend(ModelWeights weights, torch::Device device,
                                                     torch::ScalarType dtype, int capacity);
+// weights: float32; half_weights: rounded to float16 and read as such (fused_cpu_backend.cpp).
 std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options,
-                                                    int capacity);
+                                                    int capacity, bool half_weights);
 
 }  // namespace rootspec

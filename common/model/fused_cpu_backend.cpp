@@ -1,4 +1,6 @@
-// FusedCpu: the pass backend of CPU float32 (pass_backend.h). The decoder layer runs on
+// FusedCpu: the pass backend of the CPU (pass_backend.h), float32 arithmetic on float32 or on
+// float16 weights (dtype "float16": every weight rounded to binary16 at load, the products
+// reading half the bytes; small_matmul.h). The decoder layer runs on
 // kernels/cpu between packed-panel products, on buffers allocated at load: no torch call in a
 // pass (each costs a few µs of dispatch, ~0.1 ms of a pass of the shipped target). The K/V
 // caches are laid out in panels (cpu_attention.h) so attention runs on the product kernel.
@@ -36,13 +38,13 @@ namespace {
 
 class FusedCpuBackend final : public PassBackend {
  public:
-  FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity);
+  FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity, bool half_weights);
   const char* name() const override { return "fused-cpu"; }
   // Each row's products and attention run in one fixed order whatever the batch: panels keep
   // a row's accumulators apart, helpers split columns, never a sum.
   bool batch_invariant() const override { return true; }
   const ModelConfig& config() const override { return w_.config; }
-  int64_t weight_bytes() const override { return w_.bytes; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
   int64_t kv_cache_bytes() const override {
     int64_t n = 0;
     for (size_t l = 0; l < k_cache_.size(); ++l)
@@ -88,7 +90,8 @@ class FusedCpuBackend final : public PassBackend {
 
   ModelWeights w_;  // norms and the embedding; the layers' products live in proj_
   std::vector<LayerProjections> proj_;
-  Projection lm_head_;  // [hidden] → [vocab]
+  Projection lm_head_;        // [hidden] → [vocab]
+  int64_t weight_bytes_ = 0;  // as kept: embedding, norms, the projections' panels
   int capacity_ = 0;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer, cpu_attention.h's panel layouts
   std::vector<float> rope_cos_, rope_sin_;             // [capacity, head_dim]
@@ -104,26 +107,42 @@ class FusedCpuBackend final : public PassBackend {
   std::vector<float> mask_;           // [kMaxTreeBucket, capacity] 0 or −inf
 };
 
-FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity)
+FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity,
+                                 bool half_weights)
     : w_(std::move(weights)),
       capacity_(capacity),
       share_plain_(options.cpu_helpers_in_plain_passes),
       hand_off_(options.cpu_helpers_hand_off) {
   const ModelConfig& c = w_.config;
-  // The kernels read weights as plain arrays.
-  w_.embed = w_.embed.contiguous();
-  w_.norm = w_.norm.contiguous();
+  const Packing packing = half_weights ? Packing::float16_panels : Packing::float32_panels;
+  // The kernels read weights as plain arrays; with float16 weights the embedding and norms
+  // hold binary16 values too (the model is its weights rounded, whichever kernel reads them).
+  auto plain = [half_weights](const torch::Tensor& t) {
+    return half_weights ? rounded_to_half(t) : t.contiguous();
+  };
+  auto bytes = [](const torch::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : int64_t{0}; };
+  w_.embed = plain(w_.embed);
+  w_.norm = plain(w_.norm);
+  weight_bytes_ = bytes(w_.embed) + bytes(w_.norm);
   for (LayerWeights& l : w_.layers) {
     for (torch::Tensor* t : {&l.input_norm, &l.post_norm, &l.q_norm, &l.k_norm})
-      if (t->defined()) *t = t->contiguous();
-    proj_.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, /*packed=*/true),
-                     Projection({l.wo}, {l.bo}, true),
-                     Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, true),
-                     Projection({l.down}, {torch::Tensor()}, true)});
+      if (t->defined()) {
+        *t = plain(*t);
+        weight_bytes_ += bytes(*t);
+      }
+    proj_.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, packing),
+                     Projection({l.wo}, {l.bo}, packing),
+                     Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, packing),
+                     Projection({l.down}, {torch::Tensor()}, packing)});
+    for (const Projection* p :
+         {&proj_.back().qkv, &proj_.back().o, &proj_.back().gate_up, &proj_.back().down})
+      weight_bytes_ += p->weight_bytes();
     // The projections hold packed copies: drop the loaded ones.
     l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
   }
-  lm_head_ = Projection({w_.lm_head}, {torch::Tensor()}, true);
+  lm_head_ = Projection({w_.lm_head}, {torch::Tensor()}, packing);
+  weight_bytes_ += lm_head_.weight_bytes();
+  w_.lm_head = torch::Tensor();  // packed (when tied, the embedding stays for the lookup)
   if (options.cpu_helper_threads > 0) workers_ = std::make_unique<CpuWorkers>(options.cpu_helper_threads);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     k_cache_.emplace_back(cpu_key_cache_floats(c.num_key_value_heads, capacity, c.head_dim), 0.0f);
@@ -237,8 +256,8 @@ void FusedCpuBackend::move_kv(const std::vector<KvMove>& moves) {
 }  // namespace
 
 std::unique_ptr<PassBackend> make_fused_cpu_backend(ModelWeights weights, const RuntimeOptions& options,
-                                                    int capacity) {
-  return std::make_unique<FusedCpuBackend>(std::move(weights), options, capacity);
+                                                    int capacity, bool half_weights) {
+  return std::make_unique<FusedCpuBackend>(std::move(weights), options, capacity, half_weights);
 }
 
 }  // namespace rootspec

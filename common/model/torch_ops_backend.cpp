@@ -56,10 +56,10 @@ TorchOpsBackend::TorchOpsBackend(ModelWeights weights, torch::Device device, tor
     : w_(std::move(weights)), device_(device), dtype_(dtype) {
   const ModelConfig& c = w_.config;
   for (LayerWeights& l : w_.layers) {
-    proj_.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, /*packed=*/false),
-                     Projection({l.wo}, {l.bo}, false),
-                     Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, false),
-                     Projection({l.down}, {torch::Tensor()}, false)});
+    proj_.push_back({Projection({l.wq, l.wk, l.wv}, {l.bq, l.bk, l.bv}, Packing::none),
+                     Projection({l.wo}, {l.bo}, Packing::none),
+                     Projection({l.gate, l.up}, {torch::Tensor(), torch::Tensor()}, Packing::none),
+                     Projection({l.down}, {torch::Tensor()}, Packing::none)});
     l.wq = l.wk = l.wv = l.wo = l.bq = l.bk = l.bv = l.bo = l.gate = l.up = l.down = torch::Tensor();
   }
   c10::InferenceMode guard;

@@ -88,8 +88,14 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
   ++since_ar_;
   if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
     const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
+    // A stalled pass counts as at most kOutlier × the line's time at its rows, as smooth() cuts
+    // every running mean: one pass of 6 ms among passes of 0.17 (the VM stalled) tilted the line
+    // so far that every later round chose B = 1, whose one-row passes could not tilt it back,
+    // and `auto` ran plain at every temperature for the rest of the run (T = 0 +7% where root-draw
+    // gave +48%: bench/results/issue19-epyc-9, run 9).
+    const double y = s0_ > kSettled ? std::min(tree, kOutlier * tree_ms(static_cast<int>(x))) : tree;
     s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
-    sy_ = sy_ * kForget + tree, sxy_ = sxy_ * kForget + x * tree;
+    sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
   }
 }
 
@@ -195,6 +201,8 @@ int AutoController::choose_budget(const SelectionInputs& in) {
   }
   budget_ = best;
   expected_tokens_ = best_tokens;
+  expected_skip_ = skip;
+  tree_if_run_ms_ = costs_.tree_ms(best);
   guess_below_.clear();
   for (size_t i = 0; i < firsts.size(); ++i)
     guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
@@ -240,6 +248,18 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       // the wall clock holds everything the round cost (putting the fitted tree time in place of
       // the pass's, as before, read speculation at T = 1 25-40% faster than it ran).
       double ms = wall;
+      // The round's time less what its draw added to it: whether y left level one (no tree
+      // pass) is a coin with the known chance expected_skip_, and at T = 1 on the shipped pair
+      // it fell so in ~43% of rounds, which took ~0.22 ms against ~0.45 for the others; a try's
+      // six rounds then read speculation ±10% off on that coin alone (a win of 12% over `ar`
+      // read as a loss of 8%, and `auto` ran plain: bench/results/issue19-epyc-9, run 2).
+      // Adding (1 − skip − ran) × the tree pass's time fitted before the draw keeps the
+      // mean (E[ran] = 1 − skip exactly: y is drawn from the root row the chance came from) and
+      // takes that coin out. At T = 0 the draw is decided (skip is 0 or 1): nothing changes.
+      if (expected_tokens_ > 0) {
+        const double ran = r.tree_pass_skipped ? 0.0 : 1.0;
+        ms = std::max(ms + (1.0 - expected_skip_ - ran) * tree_if_run_ms_, 0.1 * ms);
+      }
       const double tokens = expected_tokens_ > 0 ? expected_tokens_ * acc_.token_scale() : r.emitted;
       const double w = acc_.spec_ms > 0 ? weight : 1.0;
       if (acc_.spec_ms > 0) ms = std::min(ms, kOutlier * acc_.spec_ms);  // a stall (see smooth())

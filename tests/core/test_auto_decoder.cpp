@@ -426,6 +426,27 @@ TEST(AutoDecoder, OneStalledRoundBarelyMovesTheMeasuredTimes) {
   EXPECT_GT(costs.ar_ms(), 0.24);
 }
 
+// A speculative round's time, as the rate reads it, does not depend on whether its draw left
+// level one (no tree pass) or not: the chance of that coin (skip = .1 on HandPool) is known
+// before the draw, and the fitted tree time (.2 + .05 · 4 at the chosen B = 4) times
+// (1 − skip − ran) takes it out. Rounds of a pass skipped or run both read 1 + .9 · .4 = 1.36 ms.
+TEST(AutoDecoder, TheSpeculativeRateDoesNotHangOnWhetherTheDrawLeftLevelOne) {
+  HandPool h;
+  AutoCostModel skipping(fixed(1.0, 0.2, 0.05, 10.0)), running(fixed(1.0, 0.2, 0.05, 10.0));
+  AutoController a(skipping, 1.0), b(running, 1.0);
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_EQ(a.choose_budget(h.inputs(4)), 4);
+    ASSERT_EQ(b.choose_budget(h.inputs(4)), 4);
+    RoundRecord skipped = speculative_round(1, 0);
+    skipped.tree_pass_skipped = true;
+    a.observe(skipped, 2);                                 // y = token 2: not in level one
+    b.observe(speculative_round(3, 3), 0);                 // y = a, a tree of 3 nodes below it: 4 rows
+    ASSERT_TRUE(a.speculate() && b.speculate()) << round;  // ar at 10 ms: speculation wins
+  }
+  EXPECT_NEAR(skipping.acceptance(1.0).spec_ms, 1.36, 1e-6);  // the root row is float
+  EXPECT_NEAR(running.acceptance(1.0).spec_ms, 1.36, 1e-6);
+}
+
 // A refresh of ar's time (AutoCostModel::restart_ar) replaces the running mean, which a slow
 // spell of the machine left high, with the median of the plain rounds that follow (of two: their
 // mean).
@@ -482,6 +503,25 @@ TEST(AutoDecoder, ARefreshThatFindsArMuchSlowerWaitsForTheNextToConfirmIt) {
   for (int i = 0; i < 8; ++i) costs.add_ar(0.38);
   EXPECT_FALSE(costs.ar_rose());
   EXPECT_NEAR(costs.ar_ms(), 0.38, 1e-12);
+}
+
+// One stalled tree pass among steady ones (0.5 + 0.1 · rows ms) counts as at most 3× the
+// line's time at its rows (1.4 ms at 9 rows: 4.2): with the sums' forgetting (0.98 a pass) the
+// line then gives 16 rows 2.4805 ms (it gave 2.1; the stall unclipped: 5.99).
+TEST(AutoDecoder, OneStalledTreePassBarelyTiltsTheTreeTimeLine) {
+  AutoCostModel costs;
+  RoundRecord r = speculative_round(3, 4);
+  for (int i = 0; i < 20; ++i)
+    for (int nodes : {1, 8}) {
+      r.tree_nodes = nodes;
+      r.tree_pass_ns = static_cast<int64_t>((0.5 + 0.1 * (nodes + 1)) * 1e6);
+      costs.add_speculative(r, 2.0);
+    }
+  ASSERT_NEAR(costs.tree_ms(16), 2.1, 1e-6);
+  r.tree_nodes = 8;  // 9 rows: 1.4 ms steady, 30 ms stalled
+  r.tree_pass_ns = 30000000;
+  costs.add_speculative(r, 31.0);
+  EXPECT_NEAR(costs.tree_ms(16), 2.4805, 1e-4);
 }
 
 TEST(AutoDecoder, TreePassTimeIsFittedToTheMeasuredPasses) {

@@ -142,13 +142,18 @@ TEST_P(RuntimeVariant, ExtendedTreeEqualsOneTreePass) {
 
 // The CPU's fused kernels (cpu_attention.h) and KV row copies against the torch ops that
 // devices run, on a tree pass after a two-chunk prefill and on root passes after committing a
-// path whose K/V must move.
-void expect_fused_equals_torch_ops(const Variant& var) {
+// path whose K/V must move. With float16 weights (dtype float16 on the CPU) the fused runtime
+// loads the float32 model and the reference its copy stored in float16 (the same weights
+// rounded to binary16), which torch runs in float32: the fused one must round at load.
+void expect_fused_equals_torch_ops(const Variant& var, const std::string& fused_dtype = "float32") {
   TempDir dir("fused_" + var.name);
   const std::string path = testing::make_model(dir, "m", var.config, 14);
-  RuntimeOptions torch_ops = small_options();
+  RuntimeOptions torch_ops = small_options(), fused_options = small_options();
   torch_ops.cpu_kernels = false;
-  ModelRuntime fused(path, small_options()), reference(path, torch_ops);
+  fused_options.dtype = fused_dtype;
+  const std::string reference_path =
+      fused_dtype == "float16" ? testing::make_model(dir, "m16", var.config, 14, TensorDtype::F16) : path;
+  ModelRuntime fused(path, fused_options), reference(reference_path, torch_ops);
   const int V = fused.vocab_size();
   std::mt19937 gen(8);
   const auto ctx = testing::random_tokens(gen, 70, V);
@@ -167,9 +172,10 @@ void expect_fused_equals_torch_ops(const Variant& var) {
   fused.commit(path_nodes);
   reference.commit(path_nodes);
   for (int32_t t : testing::random_tokens(gen, 5, V)) compare(fused.root_pass(t), reference.root_pass(t));
-  EXPECT_LE(worst, kTol) << var.name << " kernels " << (cpu_kernels_use_avx512() ? "avx512" : "portable");
-  std::printf("%s (%s): max |fused − torch ops| = %.3g\n", var.name.c_str(),
-              cpu_kernels_use_avx512() ? "avx512" : "portable", worst);
+  EXPECT_LE(worst, kTol) << var.name << " kernels " << (cpu_kernels_use_avx512() ? "avx512" : "portable")
+                         << " weights " << fused_dtype;
+  std::printf("%s (%s, %s weights): max |fused − torch ops| = %.3g\n", var.name.c_str(),
+              cpu_kernels_use_avx512() ? "avx512" : "portable", fused_dtype.c_str(), worst);
 }
 
 TEST_P(RuntimeVariant, FusedCpuKernelsEqualTheTorchOps) { expect_fused_equals_torch_ops(GetParam()); }
@@ -179,6 +185,24 @@ TEST_P(RuntimeVariant, PortableFusedCpuKernelsEqualTheTorchOps) {
   force_portable_cpu_kernels(true);
   expect_fused_equals_torch_ops(GetParam());
   force_portable_cpu_kernels(false);
+}
+
+// dtype float16 on the CPU (the shipped drafter's): the rows of the model with its weights
+// rounded to binary16, on either kernel, from weights kept in about half the bytes.
+TEST_P(RuntimeVariant, FloatSixteenWeightsGiveTheRowsOfTheRoundedModelInHalfTheBytes) {
+  expect_fused_equals_torch_ops(GetParam(), "float16");
+  force_portable_cpu_kernels(true);
+  expect_fused_equals_torch_ops(GetParam(), "float16");
+  force_portable_cpu_kernels(false);
+  TempDir dir("half_bytes_" + GetParam().name);
+  const std::string path = testing::make_model(dir, "m", GetParam().config, 3);
+  RuntimeOptions half = small_options();
+  half.dtype = "float16";
+  const int64_t float_bytes = ModelRuntime(path, small_options()).weight_bytes(),
+                half_bytes = ModelRuntime(path, half).weight_bytes();
+  // The embedding lookup table and the norms stay float32 arrays (of binary16 values).
+  EXPECT_LT(half_bytes, float_bytes * 3 / 4);
+  EXPECT_GT(half_bytes, float_bytes / 2);
 }
 
 // Passes that share their products and attention with helper threads (the target's tree pass
@@ -413,8 +437,10 @@ TEST(Runtime, RejectsBadTreesAndCommits) {
   o.dtype = "int8";
   const std::string m2 = testing::make_model(dir, "m2", testing::tiny_config(ModelArch::Llama), 1);
   EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
-  o.dtype = "float16";  // CUDA only
+  o.dtype = "float16";  // on the CPU only as the fused kernels' float16 weights
+  o.cpu_kernels = false;
   EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);
+  o.cpu_kernels = true;
   o.dtype = "float32";
   o.device = "tpu";
   EXPECT_THROW(ModelRuntime(m2, o), std::invalid_argument);

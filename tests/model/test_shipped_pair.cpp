@@ -47,9 +47,12 @@ TEST(ShippedPair, GreedyIsExactAcceptsAndReads) {
                                             "This function raises a ValueError if",
                                             "   .. versionadded:: 3.",
                                             ":class:`dict` objects"};
-  ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, false));
+  // Each model at its configured dtype: the drafter's float16 weights included.
+  ModelRuntime target(config.target.model, runtime_options_for(shipped(Rule::Draft), config.pool, 64, false,
+                                                               config.target.device, config.target.dtype));
   ModelRuntime drafter(config.drafter.model,
-                       runtime_options_for(shipped(Rule::Draft), config.pool, 64, true));
+                       runtime_options_for(shipped(Rule::Draft), config.pool, 64, true, config.drafter.device,
+                                           config.drafter.dtype));
   int64_t rounds[2] = {0, 0}, emitted[2] = {0, 0}, printable = 0, total = 0;
   for (const auto& text : prompts) {
     const auto ids = tok->encode(text, true);

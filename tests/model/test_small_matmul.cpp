@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu_isa.h"
+#include "safetensors.h"  // float_to_half, half_to_float
 #include "small_matmul.h"
 
 namespace rootspec {
@@ -34,10 +35,28 @@ TEST(SmallMatmul, PacksColumnPanelsWithZeroPadding) {
   EXPECT_EQ(panels[(3 + 2) * kPanelColumns + 31], 0.0f);
 }
 
+TEST(SmallMatmul, PacksHalfPanelsLikeFloatOnes) {
+  const int64_t out = 35, in = 3;
+  std::vector<uint16_t> w(out * in);
+  for (int64_t c = 0; c < out; ++c)
+    for (int64_t i = 0; i < in; ++i) w[c * in + i] = static_cast<uint16_t>(100 * c + i + 1);
+  std::vector<uint16_t> panels(panel_count(out) * in * kPanelColumns, 0xffff);  // [2, 3, 32]
+  pack_half_panels(w.data(), out, in, panels.data());
+  EXPECT_EQ(panels[0 * kPanelColumns + 0], 1);           // panel 0, i 0, column 0
+  EXPECT_EQ(panels[2 * kPanelColumns + 5], 503);         // panel 0, i 2, column 5
+  EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 2], 3402);  // panel 1, i 1, column 34
+  EXPECT_EQ(panels[(3 + 1) * kPanelColumns + 3], 0);     // column 35 does not exist: +0.0
+  EXPECT_EQ(panels[(3 + 2) * kPanelColumns + 31], 0);
+}
+
 // y = x · wᵀ against a double-precision loop, on shapes with one panel, several, a ragged last
-// panel, and row counts below, at and above a kernel's 12-row block.
+// panel, an odd `in`, and row counts below, at and above a kernel's 6- and 12-row blocks. With
+// float16 weights the reference multiplies by the weights rounded to binary16 (what the kernel
+// must use exactly), not by the float32 ones.
 enum class Kernel { chosen, portable };
-void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
+enum class Weights { float32, float16 };
+void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen,
+                          Weights weights = Weights::float32) {
   struct Shape {
     int64_t rows, in, out;
   };
@@ -49,9 +68,21 @@ void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
     for (float& v : x) v = d(gen);
     for (float& v : w) v = d(gen);
     std::vector<float> panels(panel_count(s.out) * s.in * kPanelColumns);
-    pack_panels(w.data(), s.out, s.in, panels.data());
+    std::vector<uint16_t> half_w(w.size()), half_panels(panels.size());
+    if (weights == Weights::float16) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        half_w[i] = float_to_half(w[i]);
+        w[i] = half_to_float(half_w[i]);
+      }
+      pack_half_panels(half_w.data(), s.out, s.in, half_panels.data());
+    } else {
+      pack_panels(w.data(), s.out, s.in, panels.data());
+    }
     force_portable_cpu_kernels(kernel == Kernel::portable);
-    small_matmul(x.data(), panels.data(), y.data(), s.rows, s.in, s.out, workers);
+    if (weights == Weights::float16)
+      small_matmul_half(x.data(), half_panels.data(), y.data(), s.rows, s.in, s.out, workers);
+    else
+      small_matmul(x.data(), panels.data(), y.data(), s.rows, s.in, s.out, workers);
     force_portable_cpu_kernels(false);
     double worst = 0.0;
     for (int64_t r = 0; r < s.rows; ++r)
@@ -66,7 +97,8 @@ void expect_plain_product(CpuWorkers* workers, Kernel kernel = Kernel::chosen) {
       }
     EXPECT_LE(worst, 1e-6) << s.rows << "x" << s.in << "x" << s.out << " threads "
                            << (workers ? workers->threads() : 1) << " kernel "
-                           << (kernel == Kernel::portable ? "portable" : "chosen");
+                           << (kernel == Kernel::portable ? "portable" : "chosen") << " weights "
+                           << (weights == Weights::float16 ? "float16" : "float32");
   }
 }
 
@@ -83,6 +115,41 @@ TEST(SmallMatmul, SharedWithHelpersEqualsThePlainProduct) {
     expect_plain_product(&workers);
     workers.park();
     expect_plain_product(&workers);  // parked helpers are woken by the work itself
+  }
+}
+
+TEST(SmallMatmul, HalfWeightsGiveTheProductOfTheRoundedWeights) {
+  expect_plain_product(nullptr, Kernel::chosen, Weights::float16);
+  expect_plain_product(nullptr, Kernel::portable, Weights::float16);
+  CpuWorkers workers(1);
+  workers.wake();
+  expect_plain_product(&workers, Kernel::chosen, Weights::float16);
+  workers.park();
+}
+
+// Half products keep batch_invariant()'s promise: a row's result, bit for bit, does not depend
+// on the rows beside it (1 to 13 rows: within, at and across the kernel's 6-row blocks).
+TEST(SmallMatmul, HalfWeightsGiveEachRowTheSameBitsInAnyBatch) {
+  const int64_t in = 129, out = 70;  // odd `in`: the tail row; a ragged last panel
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> w(out * in), panels(panel_count(out) * in * kPanelColumns);
+  for (uint16_t& v : w) v = float_to_half(d(gen));
+  pack_half_panels(w.data(), out, in, panels.data());
+  std::vector<float> x(13 * in);
+  for (float& v : x) v = d(gen);
+  for (const Kernel kernel : {Kernel::chosen, Kernel::portable}) {
+    force_portable_cpu_kernels(kernel == Kernel::portable);
+    std::vector<float> alone(13 * out);
+    for (int64_t r = 0; r < 13; ++r)
+      small_matmul_half(&x[r * in], panels.data(), &alone[r * out], 1, in, out);
+    for (int64_t rows = 2; rows <= 13; ++rows) {
+      std::vector<float> batch(rows * out);
+      small_matmul_half(x.data(), panels.data(), batch.data(), rows, in, out);
+      EXPECT_EQ(batch, std::vector<float>(alone.begin(), alone.begin() + rows * out))
+          << rows << " rows, kernel " << (kernel == Kernel::portable ? "portable" : "chosen");
+    }
+    force_portable_cpu_kernels(false);
   }
 }
 

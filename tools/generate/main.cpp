@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at the target's EOS ids");
   app.add_option("--device", device, "cpu | cuda | cuda:N (the Cuda backend)")->capture_default_str();
   app.add_flag("--cuda-eager", cuda_eager, "on a cuda device: run every pass eagerly (no CUDA graphs)");
-  app.add_option("--dtype", dtype, "float32 | float16 | bfloat16");
+  app.add_option("--dtype", dtype, "float32 | float16 | bfloat16, both models (on the CPU float16 is float16 weights, float32 arithmetic)");
   app.add_option("--threads", threads, "torch intra-op threads");
   app.add_flag("--json", json, "print tokens and per-round statistics as JSON");
   CLI11_PARSE(app, argc, argv);
