@@ -1,4 +1,5 @@
-// LoopCpu: a torch-free pass backend of plain loops in float32 (pass_backend.h), laid out as the
+// LoopCpu: a torch-free pass backend of plain loops in float32 (pass_backend.h), on float32 or
+// on float16 weights (dtype float16, as FusedCpu), laid out as the
 // Cuda backend lays its pass out (q/k/v and gate/up stacked into one product each, the residual
 // added by the products, kernels/cuda's layouts and their CPU references for RoPE + KV write and
 // tree attention). It is what the GPU check compares the Cuda backend with on a machine without
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "cpu_attention.h"
 #include "loop_cpu_backend.h"
@@ -19,7 +21,9 @@ namespace rootspec {
 
 namespace {
 
-std::vector<float> floats_of(const SafetensorsFolder& folder, const TensorSpec& spec) {
+// The tensor as floats; with half_weights each value rounded to binary16 (the model a float16
+// runtime runs on the CPU: FusedCpu's float16 weights, fused_cpu_backend.cpp).
+std::vector<float> floats_of(const SafetensorsFolder& folder, bool half_weights, const TensorSpec& spec) {
   if (!spec.present()) return {};
   const TensorView& t = checked_tensor(folder, spec);
   const int64_t n = spec.elements();
@@ -31,6 +35,11 @@ std::vector<float> floats_of(const SafetensorsFolder& folder, const TensorSpec& 
       uint16_t h;
       std::memcpy(&h, static_cast<const char*>(t.data) + 2 * i, 2);
       out[i] = t.dtype == TensorDtype::BF16 ? bf16_to_float(h) : half_to_float(h);
+    }
+    if (half_weights) {
+      out[i] = half_to_float(float_to_half(out[i]));
+      if (!std::isfinite(out[i]))
+        throw std::invalid_argument("tensor " + spec.name + " has a value beyond float16's range (±65504)");
     }
   }
   return out;
@@ -64,7 +73,7 @@ void add_bias(float* x, const std::vector<float>& bias, int rows) {
 
 class LoopCpuBackend final : public PassBackend {
  public:
-  LoopCpuBackend(const std::string& dir, int capacity);
+  LoopCpuBackend(const std::string& dir, int capacity, bool half_weights);
   const char* name() const override { return "loop-cpu"; }
   const ModelConfig& config() const override { return c_; }
   int64_t weight_bytes() const override { return weight_bytes_; }
@@ -89,26 +98,28 @@ class LoopCpuBackend final : public PassBackend {
   std::vector<float> cos_, sin_;  // [capacity, hd]
 };
 
-LoopCpuBackend::LoopCpuBackend(const std::string& dir, int capacity)
+LoopCpuBackend::LoopCpuBackend(const std::string& dir, int capacity, bool half_weights)
     : c_(load_config(dir + "/config.json")), capacity_(capacity) {
   const SafetensorsFolder folder(dir);
   const DecoderTensorSpecs specs = decoder_tensor_specs(c_);
-  embed_ = floats_of(folder, specs.embed);
-  norm_ = floats_of(folder, specs.norm);
-  lm_head_ = specs.lm_head.present() ? floats_of(folder, specs.lm_head) : embed_;
+  embed_ = floats_of(folder, half_weights, specs.embed);
+  norm_ = floats_of(folder, half_weights, specs.norm);
+  lm_head_ = specs.lm_head.present() ? floats_of(folder, half_weights, specs.lm_head) : embed_;
   const size_t cache = static_cast<size_t>(capacity) * c_.num_key_value_heads * c_.head_dim;
   for (const LayerTensorSpecs& s : specs.layers) {
     Layer l;
-    l.input_norm = floats_of(folder, s.input_norm);
-    l.wqkv = stacked({floats_of(folder, s.wq), floats_of(folder, s.wk), floats_of(folder, s.wv)});
-    l.bqkv = stacked({floats_of(folder, s.bq), floats_of(folder, s.bk), floats_of(folder, s.bv)});
-    l.wo = floats_of(folder, s.wo);
-    l.bo = floats_of(folder, s.bo);
-    l.q_norm = floats_of(folder, s.q_norm);
-    l.k_norm = floats_of(folder, s.k_norm);
-    l.post_norm = floats_of(folder, s.post_norm);
-    l.w_gate_up = stacked({floats_of(folder, s.gate), floats_of(folder, s.up)});
-    l.w_down = floats_of(folder, s.down);
+    l.input_norm = floats_of(folder, half_weights, s.input_norm);
+    l.wqkv = stacked({floats_of(folder, half_weights, s.wq), floats_of(folder, half_weights, s.wk),
+                      floats_of(folder, half_weights, s.wv)});
+    l.bqkv = stacked({floats_of(folder, half_weights, s.bq), floats_of(folder, half_weights, s.bk),
+                      floats_of(folder, half_weights, s.bv)});
+    l.wo = floats_of(folder, half_weights, s.wo);
+    l.bo = floats_of(folder, half_weights, s.bo);
+    l.q_norm = floats_of(folder, half_weights, s.q_norm);
+    l.k_norm = floats_of(folder, half_weights, s.k_norm);
+    l.post_norm = floats_of(folder, half_weights, s.post_norm);
+    l.w_gate_up = stacked({floats_of(folder, half_weights, s.gate), floats_of(folder, half_weights, s.up)});
+    l.w_down = floats_of(folder, half_weights, s.down);
     l.k_cache.assign(cache, 0.0f);
     l.v_cache.assign(cache, 0.0f);
     for (const auto* v : {&l.input_norm, &l.wqkv, &l.bqkv, &l.wo, &l.bo, &l.q_norm, &l.k_norm, &l.post_norm,
@@ -194,8 +205,16 @@ void LoopCpuBackend::move_kv(const std::vector<KvMove>& moves) {
 
 }  // namespace
 
-std::unique_ptr<PassBackend> make_loop_cpu_backend(const std::string& dir, int capacity) {
-  return std::make_unique<LoopCpuBackend>(dir, capacity);
+bool loop_cpu_half_weights(const std::string& dtype) {
+  if (dtype == "float32" || dtype == "fp32") return false;
+  if (dtype == "float16" || dtype == "fp16") return true;
+  throw std::invalid_argument("runtime dtype '" + dtype +
+                              "' on the CPU without libtorch: float32, or float16 (float16 weights, float32 "
+                              "arithmetic)");
+}
+
+std::unique_ptr<PassBackend> make_loop_cpu_backend(const std::string& dir, int capacity, bool half_weights) {
+  return std::make_unique<LoopCpuBackend>(dir, capacity, half_weights);
 }
 
 }  // namespace rootspec

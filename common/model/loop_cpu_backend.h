@@ -9,6 +9,10 @@
 
 namespace rootspec {
 
-std::unique_ptr<PassBackend> make_loop_cpu_backend(const std::string& dir, int capacity);
+// half_weights: every weight rounded to binary16 at load (dtype float16 on the CPU).
+std::unique_ptr<PassBackend> make_loop_cpu_backend(const std::string& dir, int capacity,
+                                                   bool half_weights = false);
+// A runtime dtype on this backend: float16 → true, float32 → false; otherwise invalid_argument.
+bool loop_cpu_half_weights(const std::string& dtype);
 
 }  // namespace rootspec

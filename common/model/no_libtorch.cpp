@@ -15,7 +15,7 @@ std::unique_ptr<PassBackend> make_libtorch_backend(const std::string& dir, const
   if (options.device != "cpu")
     throw std::invalid_argument("device '" + options.device +
                                 "': this build has no libtorch (cpu or cuda:N)");
-  return make_loop_cpu_backend(dir, capacity);
+  return make_loop_cpu_backend(dir, capacity, loop_cpu_half_weights(options.dtype));
 }
 
 bool libtorch_has_cuda() { return false; }

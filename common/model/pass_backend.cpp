@@ -97,7 +97,7 @@ std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const Run
   }
   if (options.cpu_loops) {
     if (options.device != "cpu") throw std::invalid_argument("runtime: cpu_loops needs device \"cpu\"");
-    return make_loop_cpu_backend(dir, capacity);
+    return make_loop_cpu_backend(dir, capacity, loop_cpu_half_weights(options.dtype));
   }
   return make_libtorch_backend(dir, options, capacity);
 }

@@ -83,7 +83,7 @@ class PassBackend {
   virtual ~PassBackend() = default;
   virtual const char* name() const = 0;  // "torch-ops", "fused-cpu", …
   virtual const ModelConfig& config() const = 0;
-  virtual int64_t weight_bytes() const = 0;    // weights at the runtime dtype
+  virtual int64_t weight_bytes() const = 0;    // weights as the backend keeps them (packed, at its dtype)
   virtual int64_t kv_cache_bytes() const = 0;  // the preallocated K and V caches
 
   // Rows the backend runs for n real rows (n ≤ kMaxTreeBucket): n, or a bucket ≥ n.

@@ -92,8 +92,11 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
     // every running mean: one pass of 6 ms among passes of 0.17 (the VM stalled) tilted the line
     // so far that every later round chose B = 1, whose one-row passes could not tilt it back,
     // and `auto` ran plain at every temperature for the rest of the run (T = 0 +7% where root-draw
-    // gave +48%: bench/results/issue19-epyc-9, run 9).
-    const double y = s0_ > kSettled ? std::min(tree, kOutlier * tree_ms(static_cast<int>(x))) : tree;
+    // gave +48%: bench/results/issue19-epyc-9/README.md, the second set).
+    // (The line's mean bounds the cut from below: a steep line can put its own time at few rows
+    // near 0.)
+    const double at_rows = std::max(tree_ms(static_cast<int>(x)), s0_ > 0 ? sy_ / s0_ : 0.0);
+    const double y = s0_ > kSettled ? std::min(tree, kOutlier * at_rows) : tree;
     s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
     sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
   }
@@ -251,8 +254,9 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
       // The round's time less what its draw added to it: whether y left level one (no tree
       // pass) is a coin with the known chance expected_skip_, and at T = 1 on the shipped pair
       // it fell so in ~43% of rounds, which took ~0.22 ms against ~0.45 for the others; a try's
-      // six rounds then read speculation ±10% off on that coin alone (a win of 12% over `ar`
-      // read as a loss of 8%, and `auto` ran plain: bench/results/issue19-epyc-9, run 2).
+      // six rounds then read speculation ±10% off on that coin alone (in a run where root-draw
+      // won 12.6% over `ar`, `auto` kept a try's reading of an 8% loss and ran plain for the
+      // rest of T = 1's requests: bench/results/issue19-epyc-9/README.md, the first set).
       // Adding (1 − skip − ran) × the tree pass's time fitted before the draw keeps the
       // mean (E[ran] = 1 − skip exactly: y is drawn from the root row the chance came from) and
       // takes that coin out. At T = 0 the draw is decided (skip is 0 or 1): nothing changes.

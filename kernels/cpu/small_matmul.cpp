@@ -110,6 +110,8 @@ constexpr int kHalfRowBlock = 6;  // rows a half kernel call keeps: 6 × 2 chain
 
 // A finite binary16 value, exactly: its bits moved to float's places and scaled by 2^112 (the
 // exponent biases' difference, 127 − 15), which also makes a subnormal half a normal float.
+// (The intermediate is a subnormal float for a subnormal half: with flush-to-zero on, which
+// nothing here sets, this loop would read those weights as 0 where vcvtph2ps does not.)
 inline float finite_half_to_float(uint16_t h) {
   const uint32_t bits =
       (static_cast<uint32_t>(h & 0x8000u) << 16) | (static_cast<uint32_t>(h & 0x7fffu) << 13);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,23 +128,31 @@ RuntimeOptions runtime(const std::string& device, const std::string& dtype, bool
 // The loop reference has the Cuda backend's layout (stacked products, kernels/cuda's references):
 // this checks that layout and its loader on the CPU, against FusedCpu (float32, 1e-4 of the
 // logits' scale), for every shape, also from bf16 files.
+// Both at float32, and both at float16 (weights rounded to binary16 at load, float32
+// arithmetic: the shipped drafter's dtype), on float32 and bf16 files.
 TEST(LoopCpuBackend, PassesMatchTheFusedCpuBackend) {
   for (const Shape& s : shapes())
-    for (const TensorDtype file_dtype : {TensorDtype::F32, TensorDtype::BF16}) {
-      SCOPED_TRACE(s.name + " " + dtype_name(file_dtype));
-      TempDir dir("loop_passes_" + s.name);
-      const std::string model = testing::make_model(dir, "m", s.config, 16, file_dtype);
-      ModelRuntime fused(model, runtime("cpu", "float32"));
-      if (std::string(fused.backend_name()) != "fused-cpu")
-        GTEST_SKIP() << "this build has no libtorch (no FusedCpu)";
-      RuntimeOptions o = runtime("cpu", "float32");
-      o.cpu_loops = true;
-      ModelRuntime loops(model, o);
-      ASSERT_STREQ(loops.backend_name(), "loop-cpu");
-      float diff = 0, scale = 0;
-      compare(script_rows(loops), script_rows(fused), &diff, &scale);
-      EXPECT_LE(diff, 1e-4f * std::max(1.0f, scale)) << "scale " << scale;
-    }
+    for (const TensorDtype file_dtype : {TensorDtype::F32, TensorDtype::BF16})
+      for (const std::string dtype : {"float32", "float16"}) {
+        SCOPED_TRACE(s.name + " " + dtype_name(file_dtype) + " file, runtime " + dtype);
+        TempDir dir("loop_passes_" + s.name);
+        const std::string model = testing::make_model(dir, "m", s.config, 16, file_dtype);
+        ModelRuntime fused(model, runtime("cpu", dtype));
+        if (std::string(fused.backend_name()) != "fused-cpu")
+          GTEST_SKIP() << "this build has no libtorch (no FusedCpu)";
+        RuntimeOptions o = runtime("cpu", dtype);
+        o.cpu_loops = true;
+        ModelRuntime loops(model, o);
+        ASSERT_STREQ(loops.backend_name(), "loop-cpu");
+        float diff = 0, scale = 0;
+        compare(script_rows(loops), script_rows(fused), &diff, &scale);
+        EXPECT_LE(diff, 1e-4f * std::max(1.0f, scale)) << "scale " << scale;
+      }
+  RuntimeOptions bf16 = runtime("cpu", "bfloat16");  // the loops run float32 or float16 weights only
+  bf16.cpu_loops = true;
+  TempDir dir("loop_bf16");
+  EXPECT_THROW(ModelRuntime(testing::make_model(dir, "m", shapes()[0].config, 16), bf16),
+               std::invalid_argument);
 }
 
 // float32: the same weights and the same law as the CPU path, summed in other orders

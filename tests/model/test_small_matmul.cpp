@@ -127,6 +127,28 @@ TEST(SmallMatmul, HalfWeightsGiveTheProductOfTheRoundedWeights) {
   workers.park();
 }
 
+// Every finite binary16 value is widened exactly, subnormals and −0 included, by either kernel:
+// 1 · w through a one-row product of `in` = 1 over all 63 488 of them.
+TEST(SmallMatmul, HalfWeightsWidenEveryFiniteHalfExactly) {
+  std::vector<uint16_t> w;  // [out, 1]
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits)
+    if ((bits & 0x7c00u) != 0x7c00u) w.push_back(static_cast<uint16_t>(bits));
+  const int64_t out = static_cast<int64_t>(w.size());
+  ASSERT_EQ(out, 63488);
+  std::vector<uint16_t> panels(panel_count(out) * kPanelColumns);
+  pack_half_panels(w.data(), out, 1, panels.data());
+  const float one = 1.0f;
+  for (const Kernel kernel : {Kernel::chosen, Kernel::portable}) {
+    force_portable_cpu_kernels(kernel == Kernel::portable);
+    std::vector<float> y(out, NAN);
+    small_matmul_half(&one, panels.data(), y.data(), 1, 1, out);
+    force_portable_cpu_kernels(false);
+    for (int64_t c = 0; c < out; ++c)
+      ASSERT_EQ(y[c], half_to_float(w[c])) << "bits 0x" << std::hex << w[c] << " kernel "
+                                           << (kernel == Kernel::portable ? "portable" : "chosen");
+  }
+}
+
 // Half products keep batch_invariant()'s promise: a row's result, bit for bit, does not depend
 // on the rows beside it (1 to 13 rows: within, at and across the kernel's 6-row blocks).
 TEST(SmallMatmul, HalfWeightsGiveEachRowTheSameBitsInAnyBatch) {
