@@ -297,8 +297,10 @@ void TargetServer::serve(const Pending& req) {
   };
 
   done.prefill_start_ns = monotonic_ns();
-  AutoController adaptive(auto_costs_, o.temperature,
-                          o.max_new_tokens);  // `auto`; its costs outlive requests
+  // `auto`'s controller over costs that outlive requests; only `auto` requests make one (its
+  // start reads and sets the temperature's state: other rules' requests must leave it alone).
+  std::optional<AutoController> adaptive;
+  if (o.auto_rule && !o.autoregressive) adaptive.emplace(auto_costs_, o.temperature, o.max_new_tokens);
   if (!o.autoregressive) {
     if (!drafter_) {
       degrade("no drafter is connected");
@@ -306,7 +308,7 @@ void TargetServer::serve(const Pending& req) {
       drafter.emplace(*this, req, output, done);
       try {
         drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng), r.draft_ahead,
-                       /*defer=*/o.auto_rule && !adaptive.speculate());
+                       /*defer=*/adaptive && !adaptive->speculate());
       } catch (const DrafterGone& e) {
         drafter_lost(e);
         degrade(e.what());
@@ -326,7 +328,7 @@ void TargetServer::serve(const Pending& req) {
   int32_t root = r.prompt.back();
   done.ms_prefill = ms_since(done.prefill_start_ns);
   int64_t round_start = monotonic_ns();  // a plain round starts when the previous one ends
-  adaptive.start_clock();
+  if (adaptive) adaptive->start_clock();
   while (!output.finished() && !cancel_current_ && !stops.stopped()) {
     if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
       done.stop_reason = "deadline";
@@ -336,7 +338,8 @@ void TargetServer::serve(const Pending& req) {
     record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
     RoundOutcome out;
     try {
-      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record, nullptr, &adaptive);
+      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record, nullptr,
+                      adaptive ? &*adaptive : nullptr);
     } catch (const DrafterGone& e) {
       // No pool came: the round ends before its tree pass. Its root pass committed the root
       // token; the cache goes back to C minus it and the round runs again with ar.
@@ -379,10 +382,12 @@ void TargetServer::serve(const Pending& req) {
     spdlog::debug(
         "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
         "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one; a start costs "
-        "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms",
-        req.id, adaptive.speculative_rounds(), adaptive.ar_rounds(), o.temperature, a.spec_tokens, a.spec_ms,
-        a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
-        auto_costs_.start_costs().plain_ms, a.try_ms);
+        "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms; a tree pass of 5 rows {:.3f} ms, of 9 "
+        "rows {:.3f} ms, the rest of a speculative round {:.3f} ms",
+        req.id, adaptive->speculative_rounds(), adaptive->ar_rounds(), o.temperature, a.spec_tokens,
+        a.spec_ms, a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
+        auto_costs_.start_costs().plain_ms, a.try_ms, auto_costs_.tree_ms(5), auto_costs_.tree_ms(9),
+        auto_costs_.speculative_base_ms());
   }
   reply_done(req.client, req.id, std::move(done));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <stdexcept>
 
 #include "model_scorer.h"
@@ -73,12 +74,15 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
 
   RequestOutput output(o, target.config().eos_token_ids, INT_MAX);
   AutoCostModel own_costs;
-  AutoController adaptive(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
+  std::optional<AutoController> adaptive;  // `auto` only: its start reads and sets the shared costs' state
+  if (o.auto_rule && !o.autoregressive)
+    adaptive.emplace(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
   GenerateResult res;
-  adaptive.start_clock();
+  if (adaptive) adaptive->start_clock();
   while (!output.finished()) {
     RoundRecord record;
-    const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record, nullptr, &adaptive);
+    const RoundOutcome out =
+        run_round(o, root, scorer, local.get(), rng, &record, nullptr, adaptive ? &*adaptive : nullptr);
     root = out.continuation;
     output.take(out.emitted);
     res.rounds.push_back(record);

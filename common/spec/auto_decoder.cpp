@@ -358,7 +358,9 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     acc_.trying = true;
     costs_.discount_tree_fit(kTryFitWeight);
     const bool badly = acc_.speculative_rate() > 0 && acc_.speculative_rate() < kBadLoss * ar_rate;
-    acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), o.max_probe_gap);
+    const bool cold = costs_.speculative_rounds_measured() < o.settle_speculative_rounds;
+    const int most = cold ? std::min(o.cold_max_probe_gap, o.max_probe_gap) : o.max_probe_gap;
+    acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), most);
   }
   acc_.plain = !speculate_ && !refreshing_ar_;  // where the next request at this temperature starts
   if (speculate_ != was_speculating) {

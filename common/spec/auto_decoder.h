@@ -74,6 +74,12 @@ struct AutoOptions {
   // losing rounds), so the most keeps the tries under 1% of the time speculation loses.
   int first_probe_gap = 8;
   int max_probe_gap = 4096;
+  // …and at most this many while the process has measured fewer than settle_speculative_rounds
+  // speculative rounds (below): a cold process's first tries run slow (cold caches, the drafter's
+  // first pools: 2 ms a round against a steady 0.6), and on the AMD EPYC VM (2026-12-02) four
+  // such tries lost at T = 0 within 40 speculative rounds grew the gap to 1 024 plain rounds:
+  // `auto` +24% where root-draw gave +42% (bench/results/issue19-epyc-10/README.md).
+  int cold_max_probe_gap = 32;
   // A try that wins divides the gap by 8 (undoing its growth and more: where speculation mostly
   // wins the gap stays short, while a try that won on its few noisy rounds where it mostly loses
   // does not bring the next tries close); only a stretch that kept winning this many rounds

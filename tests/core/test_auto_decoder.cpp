@@ -190,6 +190,7 @@ TEST(AutoDecoder, StaysSpeculativeWhileItWins) {
 TEST(AutoDecoder, ATryThatWinsShortensTheGapAndOnlyASustainedWinResetsIt) {
   AutoOptions o = fixed(1.0, 0.2, 0.05, 0.5);  // ar: 2 tokens/ms; a speculative round: 1.4 ms
   o.first_probe_gap = 2, o.max_probe_gap = 64, o.sustained_win_rounds = 6, o.smoothing = 0.5;
+  o.settle_speculative_rounds = 0;  // a settled process: the gap may grow to the most
   AutoCostModel costs(o);
   AutoController c(costs, 1.0);
   // Tokens of round `i` (1, 2, …) of speculative stretch `s`: 2 a round loses (1.43 tokens/ms,
@@ -358,23 +359,26 @@ TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercent
 }
 
 // The same tries in a cold process (fewer than settle_speculative_rounds measured): they lose,
-// the gap grows as usual (×4), and no floor follows.
-TEST(AutoDecoder, TriesLostBeforeTheProcessSettlesDoNotCountTowardTheFloor) {
+// no floor follows, and the gap grows ×4 only up to cold_max_probe_gap (32); once the process
+// has settled, past it.
+TEST(AutoDecoder, TriesLostBeforeTheProcessSettlesNeitherCountTowardTheFloorNorGrowTheGapPastTheColdMost) {
   AutoCostModel costs(losing_tries(100));
   AutoController c(costs, 1.0);
   for (int i = 0; i < 3; ++i) c.observe(speculative_round(1, 3), 0);
   ASSERT_FALSE(c.speculate());
-  int gap = 3;
-  for (int t = 0; t < 4; ++t) {
+  auto plain_rounds_then_a_lost_try = [&c] {
     int n = 0;
     while (!c.speculate() && n < 10000) c.observe(RoundRecord{}, -1), ++n;
-    EXPECT_EQ(n, gap) << "try " << t;
-    for (int r = 0; r < 4; ++r) c.observe(speculative_round(1, 3), 0);
-    ASSERT_FALSE(c.speculate());
-    gap = std::min(gap * 4, 4096);
-  }
+    for (int r = 0; r < 4; ++r) c.observe(speculative_round(1, 3), 0);  // two of them measured
+    EXPECT_FALSE(c.speculate());
+    return n;
+  };
+  for (int gap : {3, 12, 32, 32, 32}) EXPECT_EQ(plain_rounds_then_a_lost_try(), gap);
   EXPECT_EQ(costs.acceptance(1.0).lost_tries, 0);
-  EXPECT_LT(costs.speculative_rounds_measured(), 100);
+  while (costs.speculative_rounds_measured() < 100) ASSERT_EQ(plain_rounds_then_a_lost_try(), 32);
+  EXPECT_EQ(plain_rounds_then_a_lost_try(), 32);   // the gap of the try that settled the process
+  EXPECT_EQ(plain_rounds_then_a_lost_try(), 128);  // ×4 again
+  EXPECT_EQ(costs.acceptance(1.0).lost_tries, 3);  // from the try that settled the process on
 }
 
 // A request's first speculative rounds (after the prefills: cold caches, the drafter's prompt)

@@ -107,6 +107,29 @@ TEST_P(Generate, GreedyAutoEqualsAutoregressiveInBothModes) {
   EXPECT_GT(speculative, 0);
 }
 
+// Only `auto` requests make a controller over the shared costs: its start reads and sets the
+// temperature's state (the first gap, the count of plain rounds toward a try), which the
+// requests of ar and of the fixed rules, run between `auto`'s, must leave alone.
+TEST_P(Generate, OtherRulesRequestsLeaveAutosSharedCostsAlone) {
+  Models m(GetParam(), 31);
+  AutoCostModel costs;
+  const std::vector<int32_t> prompt = prompts(77, m.target->vocab_size()).front();
+  RequestOptions ar = options(Rule::Draft, 1);
+  ar.autoregressive = true;
+  const RequestOptions fixed_rule = options(Rule::RootDraw, 8);
+  generate(*m.target, nullptr, prompt, ar, PoolShape(), &costs);
+  generate(*m.target, m.drafter.get(), prompt, fixed_rule, PoolShape(), &costs);
+  const AutoCostModel::Acceptance& a = costs.acceptance(fixed_rule.temperature);
+  EXPECT_EQ(a.probe_gap, 0);
+  EXPECT_EQ(a.requests, 0);
+  EXPECT_EQ(costs.speculative_rounds_measured(), 0);
+  RequestOptions automatic = fixed_rule;
+  automatic.auto_rule = true;
+  generate(*m.target, m.drafter.get(), prompt, automatic, PoolShape(), &costs);
+  EXPECT_GE(a.probe_gap, AutoOptions().first_probe_gap);  // set by its start, grown by its tries
+  EXPECT_EQ(a.requests, 1);
+}
+
 TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
   Models m(GetParam(), 31);
   const std::vector<Rule> rules = {Rule::Draft, Rule::Root, Rule::RootDraw, Rule::Pearl, Rule::PearlTop1};
