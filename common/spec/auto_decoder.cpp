@@ -14,6 +14,7 @@ constexpr int kSettled = 8;            // measurements before outliers are cut
 constexpr double kTokenForget = 0.99;  // weight of the old sums of emitted and expected tokens
 constexpr double kTokenPrior = 10.0;
 constexpr double kOutlier = 3.0;  // a measurement counts as at most this × the running mean
+constexpr double kStall = 3.0;    // a try's round over this × the model's time for it: a stall
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
 // Once tries lose in a row, they cost at most this share of the time plain decoding runs: a try
@@ -228,12 +229,18 @@ void AutoController::learn_edges(const Pool& pool, const DraftTree& tree,
 }
 
 void AutoController::observe(const RoundRecord& r, int32_t first_token) {
-  const AutoOptions& o = costs_.options();
   const int64_t now = monotonic_ns();
-  double wall = last_ns_ ? (now - last_ns_) / 1e6 : 0.0;  // the request's first round: unknown
+  const double wall = last_ns_ ? (now - last_ns_) / 1e6 : 0.0;  // the request's first round: unknown
   last_ns_ = now;
+  observe_wall(r, first_token, wall);
+}
+
+void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, double wall) {
+  const AutoOptions& o = costs_.options();
+  double stalled_model_ms = -1;  // a stalled try round: the model's time for it (below)
   if (speculate_) {
     ++spec_rounds_;
+    if (in_mode_ == 0) try_measured_ = 0;
     if (o.fixed_costs)
       wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
     // A try's first rounds (AutoOptions::try_warmup_rounds) wait for a drafter that must take
@@ -243,9 +250,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     // running rate by their plain mean (with weights of a half each, as before, its last two
     // rounds decided, and at T = 1 tries won on noise and speculated at a loss).
     const bool catching_up = in_mode_ < o.try_warmup_rounds;
-    const double weight = after_plain_ ? 1.0 / (in_mode_ - o.try_warmup_rounds + 1) : o.smoothing;
+    // The model's time for this round before it teaches the model: its base and, with the
+    // draw's chance of leaving level one, its tree pass.
+    const double predicted = costs_.speculative_base_ms() + (1.0 - expected_skip_) * tree_if_run_ms_;
+    const bool model_settled = costs_.speculative_rounds_measured() > kSettled;
     if (wall > 0 && !catching_up) {
-      costs_.add_speculative(r, wall);
       // The round's expected tokens, not its realised ones: the same mean with far less noise
       // (a round emits 1 to depth + 2 tokens), so that a short try decides. Its time as it ran:
       // the wall clock holds everything the round cost (putting the fitted tree time in place of
@@ -264,11 +273,27 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
         const double ran = r.tree_pass_skipped ? 0.0 : 1.0;
         ms = std::max(ms + (1.0 - expected_skip_ - ran) * tree_if_run_ms_, 0.1 * ms);
       }
-      const double tokens = expected_tokens_ > 0 ? expected_tokens_ * acc_.token_scale() : r.emitted;
-      const double w = acc_.spec_ms > 0 ? weight : 1.0;
-      if (acc_.spec_ms > 0) ms = std::min(ms, kOutlier * acc_.spec_ms);  // a stall (see smooth())
-      acc_.spec_tokens += w * (tokens - acc_.spec_tokens);
-      acc_.spec_ms += w * (ms - acc_.spec_ms);
+      // A try decides on a plain mean of a few rounds, and one stall of the machine among them
+      // (a 3-8 ms round amid 0.45 ms ones, cut to 3× the running mean) read speculation a third
+      // slower than it ran: on the AMD EPYC VM (2026-12-02) stalls hit a try's measured rounds
+      // 0.5% of the time each, the try was lost "badly" (the gap ×4), its cost set the floor on
+      // the gap, and T = 1 ran plain for the rest of the run where root-draw won 9%
+      // (bench/results/issue19-epyc-11/README.md). A try's round that took over kStall × the
+      // model's time for it is left out of the try (the model and its cost too): ar's time,
+      // the median of its refresh's rounds, leaves its stalls out alike. Speculation under way
+      // keeps counting stalls, cut as every running mean is.
+      const bool stalled = after_plain_ && expected_tokens_ > 0 && model_settled && ms > kStall * predicted;
+      if (!stalled) {
+        costs_.add_speculative(r, wall);
+        const double tokens = expected_tokens_ > 0 ? expected_tokens_ * acc_.token_scale() : r.emitted;
+        const double weight = after_plain_ ? 1.0 / ++try_measured_ : o.smoothing;
+        const double w = acc_.spec_ms > 0 ? weight : 1.0;
+        if (acc_.spec_ms > 0) ms = std::min(ms, kOutlier * acc_.spec_ms);  // a stall (see smooth())
+        acc_.spec_tokens += w * (tokens - acc_.spec_tokens);
+        acc_.spec_ms += w * (ms - acc_.spec_ms);
+      } else {
+        stalled_model_ms = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : tree_if_run_ms_);
+      }
     }
     if (expected_tokens_ > 0) {
       acc_.emitted = acc_.emitted * kTokenForget + r.emitted;
@@ -294,7 +319,7 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   }
   const int emitted = std::max(r.emitted, 1);  // an ar round's record may leave it 0
   tokens_ += emitted;
-  if (stretch_ != Stretch::Other) learn_start_cost(wall, emitted);
+  if (stretch_ != Stretch::Other) learn_start_cost(stalled_model_ms >= 0 ? stalled_model_ms : wall, emitted);
   expected_tokens_ = 0;
   ++in_mode_;
   const bool was_speculating = speculate_;
@@ -336,7 +361,9 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     // otherwise never be seen again while speculation runs. A short plain stretch now and then.
     const bool close_win =
         acc_.speculative_rate() > 0 && acc_.speculative_rate() < (1 + o.close_win) * ar_rate;
-    const int refresh_after = close_win || costs_.ar_rose() ? o.ar_refresh_close_rounds : o.ar_refresh_rounds;
+    const int refresh_after = costs_.ar_rose() ? o.ar_refresh_close_rounds
+                              : close_win      ? close_refresh_rounds()
+                                               : o.ar_refresh_rounds;
     if (speculate_ && costs_.speculative_rounds_since_ar() >= refresh_after) {
       speculate_ = false;
       in_mode_ = 0;
@@ -347,8 +374,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     if (!losing) {
       speculate_ = true;
       in_mode_ = 0;
+      acc_.close_refresh_rounds = std::min(2 * close_refresh_rounds(), o.ar_refresh_rounds);
     } else {
       acc_.plain_rounds = 0;  // speculation loses after all: the gaps and tries as usual
+      acc_.close_refresh_rounds = o.ar_refresh_close_rounds;
     }
   } else if (!refreshing_ar_ && acc_.plain_rounds >= rounds_before_try()) {
     speculate_ = true;
@@ -368,6 +397,11 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
     start_ms_ = steady_ms_ = 0;
     stretch_tokens_ = 0;
   }
+}
+
+int AutoController::close_refresh_rounds() const {
+  const AutoOptions& o = costs_.options();
+  return acc_.close_refresh_rounds > 0 ? acc_.close_refresh_rounds : o.ar_refresh_close_rounds;
 }
 
 int AutoController::rounds_before_try() const {

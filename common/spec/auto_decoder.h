@@ -120,7 +120,12 @@ struct AutoOptions {
   // against an ar time of 0.175-0.182 ms from its first requests (steady: 0.16), speculated a
   // third of T = 1's tokens until a refresh 256 rounds later: -1.6 to -4.6% against ar.)
   // Where speculation wins by more (T = 0 here: 1.4×), a refresh costs its plain rounds' loss
-  // and comes rarely.
+  // and comes rarely. Each refresh that finds speculation still winning doubles the next close
+  // win's interval, up to ar_refresh_rounds (per temperature; one that finds it losing sets it
+  // back): a refresh costs ~1.2 ms on the shipped pair (its plain rounds, then a first
+  // speculative round whose drafter takes in their tokens: 0.64 ms drafting against 0.11), and
+  // every 64 rounds of a close win at T = 1 (~28 ms) that was ~4% of the time, more than
+  // speculation won there (AMD EPYC VM, 2026-12-02: bench/results/issue19-epyc-11/README.md).
   double close_win = 0.15;
   int ar_refresh_close_rounds = 64;
   // A lost try counts toward the floor on the gap (Acceptance::lost_tries) only once the process
@@ -188,6 +193,9 @@ class AutoCostModel {
     // in a run on the shipped pair), and with the floor from the first or the second lost try
     // speculation stayed off for thousands of rounds where it won 40%.
     int lost_tries = 0;
+    // Speculative rounds before a close win's next refresh of ar's time (0: the first,
+    // AutoOptions::ar_refresh_close_rounds): doubled by each refresh that speculation survives.
+    int close_refresh_rounds = 0;
     bool plain = false;  // the last round decoded plainly (an ar refresh aside): where a request starts
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
@@ -268,6 +276,9 @@ class AutoController {
   // The round is over (before the drafter is told): learn from it and decide the next round.
   // `first_token` is the round's draw y (−1 for ar).
   void observe(const RoundRecord& record, int32_t first_token);
+  // The same with the round's wall time given (ms from the previous round's end; 0: unknown),
+  // where observe() reads the clock: for tests of what measured times do.
+  void observe_wall(const RoundRecord& record, int32_t first_token, double wall_ms);
 
   int chosen_budget() const { return budget_; }
   int speculative_rounds() const { return spec_rounds_; }
@@ -281,6 +292,8 @@ class AutoController {
   // Plain rounds before the next try: the gap, and after tries lost in a row at least enough
   // that tries cost at most kTryShare of the time plain decoding runs (Acceptance::try_ms).
   int rounds_before_try() const;
+  // Speculative rounds before ar's time is measured afresh while speculation wins closely.
+  int close_refresh_rounds() const;
 
   AutoCostModel& costs_;
   AutoCostModel::Acceptance& acc_;
@@ -292,6 +305,7 @@ class AutoController {
   std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
   int64_t last_ns_ = 0;                    // the previous round's end
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
+  int try_measured_ = 0;                   // …and the rounds of it measured so far
   bool refreshing_ar_ = false;             // these plain rounds re-measure ar amid speculation
   int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
   int in_mode_ = 0;                        // this request's rounds since its last switch

@@ -381,6 +381,52 @@ TEST(AutoDecoder, TriesLostBeforeTheProcessSettlesNeitherCountTowardTheFloorNorG
   EXPECT_EQ(costs.acceptance(1.0).lost_tries, 3);  // from the try that settled the process on
 }
 
+// A try decides on a plain mean of its few rounds: a round that the machine stalled (8 ms where
+// the model says ~1.2) is left out of it, not cut to 3× the running mean, which alone would
+// lose a try that wins by a sixth. Measured costs: speculative rounds of 3 tokens, their tree
+// passes 0.4 ms; ar 0.5 ms. Two tries at 1.5 ms a round lose (the model settles on them), then
+// one at 1.15 ms a round wins with or without a stall among its measured rounds.
+double spec_ms_after_a_try_with_one_round_of(double stalled_wall_ms, bool* try_won) {
+  AutoOptions o;  // measured costs
+  o.budgets = {1, 2, 3, 4};
+  o.min_speculative = 2, o.probe_rounds = 6, o.confirm_rounds = 6, o.try_warmup_rounds = 0;
+  o.ar_settle_rounds = 0, o.first_probe_gap = 3, o.max_probe_gap = 12;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  HandPool h;
+  RoundRecord spec = speculative_round(3, 3);
+  spec.tree_pass_ns = 400000;
+  auto round = [&](double spec_wall_ms) {
+    if (c.speculate()) {
+      c.choose_budget(h.inputs(4));
+      c.observe_wall(spec, 0, spec_wall_ms);
+    } else {
+      c.observe_wall(RoundRecord{}, -1, 0.5);
+    }
+  };
+  for (int i = 0; i < 2; ++i) round(1.5);  // ar is unknown: measured next
+  for (int lost = 0; lost < 2; ++lost) {
+    for (int n = 0; !c.speculate() && n < 100; ++n) round(1.5);
+    for (int i = 0; i < 6; ++i) round(1.5);
+    EXPECT_FALSE(c.speculate()) << "try " << lost << " lost";
+  }
+  for (int n = 0; !c.speculate() && n < 100; ++n) round(1.15);
+  EXPECT_GT(costs.speculative_rounds_measured(), 8);  // the model has settled
+  for (int i = 0; i < 6; ++i) round(i == 3 ? stalled_wall_ms : 1.15);
+  *try_won = c.speculate();
+  return costs.acceptance(1.0).spec_ms;
+}
+
+TEST(AutoDecoder, ARoundOfATryThatTheMachineStalledIsLeftOutOfTheTry) {
+  bool won_clean = false, won_stalled = false;
+  const double clean = spec_ms_after_a_try_with_one_round_of(1.15, &won_clean);
+  const double stalled = spec_ms_after_a_try_with_one_round_of(8.0, &won_stalled);
+  EXPECT_TRUE(won_clean);
+  EXPECT_TRUE(won_stalled);
+  EXPECT_NEAR(stalled, clean, 1e-9);
+  EXPECT_LT(clean, 1.15);  // 1.15 less the draw's coin: 0.1 × the fitted tree pass
+}
+
 // A request's first speculative rounds (after the prefills: cold caches, the drafter's prompt)
 // are not measured, as a try's first rounds are not.
 TEST(AutoDecoder, ARequestsFirstRoundsAreNotMeasured) {
@@ -482,6 +528,32 @@ TEST(AutoDecoder, ACloseWinIsCheckedSoonerThanAClearOne) {
   };
   EXPECT_EQ(plain_after(3), 6);   // 2.14 tokens/ms: a 7% win
   EXPECT_EQ(plain_after(5), 20);  // 3.57 tokens/ms: 79%
+}
+
+// A close win's refreshes come after 6, then 12, 20 (ar_refresh_rounds), 20 speculative rounds
+// while each finds speculation still winning; one that finds it losing (ar ran faster) sets the
+// interval back to 6. Measured costs: 3 tokens in a 1.4 ms speculative round, ar 0.5 ms.
+TEST(AutoDecoder, EachRefreshThatSpeculationSurvivesDoublesTheCloseWinsInterval) {
+  AutoOptions o;  // measured costs
+  o.min_speculative = 1, o.probe_rounds = 2, o.confirm_rounds = 2, o.try_warmup_rounds = 0;
+  o.ar_settle_rounds = 0, o.first_probe_gap = 3;
+  o.ar_refresh_close_rounds = 6, o.ar_refresh_rounds = 20, o.ar_refresh_measured = 2;
+  AutoCostModel costs(o);
+  AutoController c(costs, 1.0);
+  const RoundRecord spec = speculative_round(3, 3);  // 2.14 tokens/ms: 7% over ar's 2
+  c.observe_wall(spec, 0, 1.4);
+  ASSERT_FALSE(c.speculate());  // ar's time is measured first
+  auto speculative_rounds_after_plain_ones = [&](double ar_wall_ms) {
+    int plain = 0, n = 0;
+    while (!c.speculate() && plain < 100) c.observe_wall(RoundRecord{}, -1, ar_wall_ms), ++plain;
+    while (c.speculate() && n < 100) c.observe_wall(spec, 0, 1.4), ++n;
+    return n;
+  };
+  for (int interval : {6, 12, 20, 20}) EXPECT_EQ(speculative_rounds_after_plain_ones(0.5), interval);
+  EXPECT_EQ(costs.acceptance(1.0).close_refresh_rounds, 20);
+  for (int i = 0; i < 2; ++i) c.observe_wall(RoundRecord{}, -1, 0.3);  // the refresh finds ar faster
+  EXPECT_FALSE(c.speculate());
+  EXPECT_EQ(costs.acceptance(1.0).close_refresh_rounds, 6);
 }
 
 // A refresh's time is the median of its rounds: a stall among them is not ar's time.
