@@ -29,10 +29,12 @@
 // shipped pair's traces taught (bench/results/issue19-epyc/README.md, issue19-epyc-3/): rounds
 // just after a switch or a request's start run up to ~1.7× slower (the drafter catches up,
 // caches and helper threads are cold), so the first rounds of a stretch are not measured; a
-// stall of the machine is cut to 3× the mean; a mean of per-round rates favours speculation
+// stall of the machine is cut to 3× the mean, and left out of a try (its few rounds decide);
+// a mean of per-round rates favours speculation
 // (Jensen), so tokens and time are averaged apart; a round's time is read without the coin of
 // whether its draw left level one (its chance is known before the draw); ar is re-measured now
-// and then while speculation runs; the averages span ~30 rounds; a try must win by 2% before speculation
+// and then while speculation runs (sooner while it wins closely, less often as such wins hold);
+// the averages span ~30 rounds; a try must win by 2% before speculation
 // takes over again and keep speculation at least even with ar through 24 measured rounds,
 // speculation under way must lose by 8% to give way, and a try's win shortens the gap before
 // the next try, it does not reset it. What the first rounds of a request cost beyond steady

@@ -1,13 +1,8 @@
 # For the 16 final runs: how often auto (best cap) and each fixed (rule, B) is within 3% of the
 # best fixed of its run, and the mean ratio of each cell to ar. Run inside the results folder.
-import re,statistics as st
-runs={}
-for s in range(1,17):
-    rows={}
-    for l in open(f'final-run-{s}.txt'):
-        m=re.match(r'^(\S+)\s+([01])\s+(\S+)\s+\d+\s+([\d.]+)',l)
-        if m: rows[(m[1],m[2],m[3])]=float(m[4])
-    runs[s]=rows
+import statistics as st
+from cells_json import run_cells
+runs={s: run_cells(f'final-run-{s}.summary.json') for s in range(1,17)}
 for T in '01':
     cnt={}; ratio={}
     for s,r in runs.items():
