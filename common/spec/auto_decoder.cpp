@@ -250,11 +250,11 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     // running rate by their plain mean (with weights of a half each, as before, its last two
     // rounds decided, and at T = 1 tries won on noise and speculated at a loss).
     const bool catching_up = in_mode_ < o.try_warmup_rounds;
-    // The model's time for this round before it teaches the model: its base and, with the
-    // draw's chance of leaving level one, its tree pass.
-    const double predicted = costs_.speculative_base_ms() + (1.0 - expected_skip_) * tree_if_run_ms_;
-    const bool model_settled = costs_.speculative_rounds_measured() > kSettled;
     if (wall > 0 && !catching_up) {
+      // The model's time for this round before it teaches the model: its base and, with the
+      // draw's chance of leaving level one, its tree pass.
+      const double predicted = costs_.speculative_base_ms() + (1.0 - expected_skip_) * tree_if_run_ms_;
+      const bool model_settled = costs_.speculative_rounds_measured() > kSettled;
       // The round's expected tokens, not its realised ones: the same mean with far less noise
       // (a round emits 1 to depth + 2 tokens), so that a short try decides. Its time as it ran:
       // the wall clock holds everything the round cost (putting the fitted tree time in place of
