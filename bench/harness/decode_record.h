@@ -40,11 +40,12 @@ inline uint64_t fnv1a64(const std::string& s) {
 }
 
 // The sampling seed of one decode: a function of the run seed, the prompt's index in the prompt
-// file, the decoder name, T and B only (not of the run order, the warm-up flag or the time), so
-// a rerun with the same --seed sends every (prompt, combination) the same seed. Each input goes
-// through its own splitmix64 round, so nearby values give unrelated seeds.
+// file, the decoder name, T, B and the pass (--repeats) only (not of the run order, the warm-up
+// flag or the time), so a rerun with the same --seed sends every (prompt, combination, pass) the
+// same seed. Each input goes through its own splitmix64 round, so nearby values give unrelated
+// seeds; pass 0 adds none (one-pass runs keep their seeds).
 inline uint64_t decode_seed(uint64_t run_seed, int prompt_index, const std::string& decoder,
-                            double temperature, int budget) {
+                            double temperature, int budget, int pass = 0) {
   uint64_t t_bits = 0;
   const double t = temperature == 0.0 ? 0.0 : temperature;  // −0 and +0 alike
   static_assert(sizeof t_bits == sizeof t, "double is 64 bits");
@@ -54,6 +55,7 @@ inline uint64_t decode_seed(uint64_t run_seed, int prompt_index, const std::stri
   h = splitmix64(h ^ fnv1a64(decoder));
   h = splitmix64(h ^ t_bits);
   h = splitmix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(budget)));
+  if (pass != 0) h = splitmix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(pass)));
   return h;
 }
 

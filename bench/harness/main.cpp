@@ -4,8 +4,10 @@
 //   rootspec-bench --endpoint tcp://127.0.0.1:5600 --limit-prompts 5 --max-new-tokens 32 --out /tmp/b
 //
 // Every combination of the grid (decoders × temperatures × budgets; `ar` once per T) decodes
-// every prompt once, in an order rotated by the prompt's position in a seeded prompt order,
-// after warm-up decodes of the first --warmup prompts (bench_order.h). A decode's speed is the
+// every prompt once per pass (--repeats passes, default 1), in an order rotated by the prompt's
+// position in the pass's seeded prompt order, after warm-up decodes of the first --warmup
+// prompts (bench_order.h). A prompt's decodes of one combination are summed: the bootstrap
+// resamples prompts. A decode's speed is the
 // tokens up to the first EOS over the time from the start of the target prefill to the last
 // commit, both stamped by the target (Done.prefill_start_ns, Done.last_commit_ns); a run's
 // speed is summed tokens over summed seconds; speeds and gains carry 95% percentile intervals
@@ -256,7 +258,7 @@ int main(int argc, char** argv) {
       out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1",
       budgets_s = "8,59", baseline = "draft", verifier, build_dir, run_dir, root_dir = ROOTSPEC_SOURCE_DIR;
   std::vector<std::string> sets;
-  int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000;
+  int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000, repeats = 1;
   uint64_t seed = 0;
   double request_timeout_s = 600, level = 0.95;
   bool trace = false, stream = false;
@@ -281,6 +283,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-new-tokens", max_new_tokens, "limit per decode (default: the server's)");
   app.add_option("--verifier", verifier, "verifier for every tree decoder (default: the server's)");
   app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")
+      ->capture_default_str();
+  app.add_option("--repeats", repeats,
+                 "passes over the prompts: each prompt runs every combination this many times, each pass "
+                 "in its own seeded order with its own sampling seeds (narrower intervals)")
       ->capture_default_str();
   app.add_option("--warmup", warmup, "warm-up prompts (each runs every combination once, not summarised)")
       ->capture_default_str();
@@ -307,6 +313,7 @@ int main(int argc, char** argv) {
     if (max_new_tokens == 0 || max_new_tokens < -1)
       throw CLI::ValidationError("--max-new-tokens", "must be >= 1");
     if (warmup < 0) throw CLI::ValidationError("--warmup", "must be >= 0");
+    if (repeats < 1) throw CLI::ValidationError("--repeats", "must be >= 1");
     if (limit_prompts < 0) throw CLI::ValidationError("--limit-prompts", "must be >= 0");
     if (resamples < 1) throw CLI::ValidationError("--resamples", "must be >= 1");
     if (!(level > 0 && level < 1)) throw CLI::ValidationError("--level", "must be in (0, 1)");
@@ -368,8 +375,9 @@ int main(int argc, char** argv) {
     std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
   }
 
-  const std::vector<RunItem> order = rotated_run_order(
-      static_cast<int>(prompts.size()), static_cast<int>(grid.size()), RunOrderOptions{seed, warmup});
+  const std::vector<RunItem> order =
+      rotated_run_order(static_cast<int>(prompts.size()), static_cast<int>(grid.size()),
+                        RunOrderOptions{seed, warmup, repeats});
   std::ofstream trace_out;
   if (trace) {
     trace_out.open(out_dir + "/trace.jsonl");
@@ -378,8 +386,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::cerr << "rootspec-bench: " << prompts.size() << " prompts × " << grid.size() << " combinations + "
-            << warmup << " warm-up prompts = " << order.size() << " decodes\n";
+  std::cerr << "rootspec-bench: " << prompts.size() << " prompts × " << grid.size() << " combinations"
+            << (repeats > 1 ? " × " + std::to_string(repeats) + " passes" : "") << " + " << warmup
+            << " warm-up prompts = " << order.size() << " decodes\n";
 
   std::vector<DecodeRecord> records;
   std::vector<Failure> failures;
@@ -411,7 +420,7 @@ int main(int argc, char** argv) {
       if (g.budget > 0) body.draft_ahead = ahead ? 1 : 0;
       if (g.budget > 0) body.verifier = verifier;
       body.budget = g.budget > 0 ? g.budget : -1;
-      body.seed = decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget);
+      body.seed = decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass);
       body.stream = stream;
       body.stop_at_eos = true;
       Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
@@ -424,6 +433,7 @@ int main(int argc, char** argv) {
               nlohmann::ordered_json j = nlohmann::ordered_json::parse(
                   round_trace_line(record, static_cast<int64_t>(i), o.done.trace[i]));
               j["warmup"] = item.warmup;
+              j["pass"] = item.pass;
               trace_out << j.dump() << "\n";
             }
           records.push_back(std::move(record));
@@ -476,6 +486,7 @@ int main(int argc, char** argv) {
   run["prompts"] = prompts.size();
   run["combinations"] = grid.size();
   run["warmup_prompts"] = warmup;
+  run["repeats"] = repeats;
   run["decodes_planned"] = order.size();
   run["decodes_done"] = records.size();
   run["max_new_tokens"] = max_new_tokens;

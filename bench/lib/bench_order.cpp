@@ -73,19 +73,28 @@ std::vector<int> seeded_prompt_order(int n_prompts, uint64_t seed) {
   return order;
 }
 
+uint64_t pass_seed(uint64_t run_seed, int pass) {
+  return pass == 0 ? run_seed : run_seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(pass);
+}
+
 std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations, const RunOrderOptions& opt) {
   if (n_prompts < 1 || n_combinations < 1)
     throw std::invalid_argument("rotated_run_order: need at least one prompt and one combination");
   if (opt.warmup_prompts < 0 || opt.warmup_prompts > n_prompts)
     throw std::invalid_argument("rotated_run_order: warmup_prompts outside [0, n_prompts]");
-  const auto order = seeded_prompt_order(n_prompts, opt.seed);
+  if (opt.passes < 1) throw std::invalid_argument("rotated_run_order: passes < 1");
   std::vector<RunItem> items;
-  items.reserve(static_cast<size_t>(opt.warmup_prompts + n_prompts) * static_cast<size_t>(n_combinations));
+  items.reserve(static_cast<size_t>(opt.warmup_prompts + opt.passes * n_prompts) *
+                static_cast<size_t>(n_combinations));
+  const auto first = seeded_prompt_order(n_prompts, opt.seed);
   for (int w = 0; w < opt.warmup_prompts; ++w)
-    for (int k = 0; k < n_combinations; ++k) items.push_back({order[static_cast<size_t>(w)], w, true, k});
-  for (int p = 0; p < n_prompts; ++p)
-    for (int k = 0; k < n_combinations; ++k)
-      items.push_back({order[static_cast<size_t>(p)], p, false, (k + p) % n_combinations});
+    for (int k = 0; k < n_combinations; ++k) items.push_back({first[static_cast<size_t>(w)], w, true, k, 0});
+  for (int q = 0; q < opt.passes; ++q) {
+    const auto order = seeded_prompt_order(n_prompts, pass_seed(opt.seed, q));
+    for (int p = 0; p < n_prompts; ++p)
+      for (int k = 0; k < n_combinations; ++k)
+        items.push_back({order[static_cast<size_t>(p)], p, false, (k + p) % n_combinations, q});
+  }
   return items;
 }
 

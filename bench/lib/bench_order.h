@@ -44,6 +44,7 @@ struct RunItem {
                         // the warm-up prompts)
   bool warmup = false;  // warm-up decodes are run and recorded but never summarised
   int combination = 0;  // index into the grid
+  int pass = 0;         // which of RunOrderOptions::passes (warm-up: 0)
 };
 
 struct RunOrderOptions {
@@ -53,11 +54,21 @@ struct RunOrderOptions {
   // because each has its own first-call costs (CUDA graph buckets, allocator growth). These
   // prompts are timed again in the main pass: "all prompts are retained".
   int warmup_prompts = 2;
+  // Passes over the prompt set: each prompt runs every combination once per pass. Pass 0 is
+  // the order below; pass q > 0 has its own seeded prompt order (pass_seed) and the same
+  // rotation. More passes narrow each combination's interval: on the 2-core AMD EPYC VM one
+  // decode of 128 tokens varies ±10-15% from the machine alone, so one pass of 24 prompts leaves
+  // each cell ±3% (bench/results/issue19-epyc-12/README.md).
+  int passes = 1;
 };
 
-// The whole run: warm-up items, then for position p = 0, 1, … of the seeded order the prompt
-// order[p] with every combination once, combination (k + p) mod G in slot k. Over any G
-// consecutive positions each combination sits in each slot exactly once (a Latin square).
+// The seed of pass q's prompt order: the run seed for pass 0, so a one-pass run is unchanged.
+uint64_t pass_seed(uint64_t run_seed, int pass);
+
+// The whole run: warm-up items, then for each pass and position p = 0, 1, … of the pass's seeded
+// order the prompt order[p] with every combination once, combination (k + p) mod G in slot k.
+// Over any G consecutive positions of a pass each combination sits in each slot exactly once
+// (a Latin square).
 std::vector<RunItem> rotated_run_order(int n_prompts, int n_combinations, const RunOrderOptions& opt);
 
 // A progress line for stderr, e.g. "[ 37/1296]  2.9%  elapsed 1m02s  eta 34m10s"; the ETA

@@ -194,6 +194,13 @@ TEST(HarnessSeed, DeterministicAndDistinctPerCombination) {
   EXPECT_NE(decode_seed(0, 0, "ar", 0.0, 0), decode_seed(0, 1, "ar", 0.0, 0));
 }
 
+TEST(HarnessSeed, PassZeroKeepsTheOnePassSeedAndLaterPassesGetTheirOwn) {
+  EXPECT_EQ(decode_seed(5, 2, "auto", 1.0, 8, 0), decode_seed(5, 2, "auto", 1.0, 8));
+  std::set<uint64_t> seen;
+  for (int pass = 0; pass < 8; ++pass) seen.insert(decode_seed(5, 2, "auto", 1.0, 8, pass));
+  EXPECT_EQ(seen.size(), 8u);
+}
+
 TEST(HarnessOptions, ParsesGridLists) {
   EXPECT_EQ(split_list("ar, draft ,root-draw", "x"), (std::vector<std::string>{"ar", "draft", "root-draw"}));
   EXPECT_THROW(split_list("ar,,root", "x"), std::invalid_argument);

@@ -2,7 +2,9 @@
 // once per prompt, rotated by the prompt's position in a seeded order.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "bench_order.h"
 
@@ -84,11 +86,48 @@ TEST(BenchOrder, EveryCombinationOncePerPromptRotated) {
   for (int n : per_prompt) EXPECT_EQ(n, kComb);
 }
 
+TEST(BenchOrder, EachPassRunsEveryPromptAndCombinationOnceInItsOwnOrder) {
+  constexpr int kPrompts = 24, kComb = 7, kPasses = 3;
+  const RunOrderOptions one{99, 2};
+  RunOrderOptions three = one;
+  three.passes = kPasses;
+  const auto single = rotated_run_order(kPrompts, kComb, one);
+  const auto items = rotated_run_order(kPrompts, kComb, three);
+  ASSERT_EQ(items.size(), size_t(kComb) * (2 + kPasses * kPrompts));
+  // Warm-up once, then pass 0 exactly as a one-pass run.
+  for (size_t i = 0; i < single.size(); ++i) {
+    EXPECT_EQ(items[i].prompt, single[i].prompt) << i;
+    EXPECT_EQ(items[i].combination, single[i].combination) << i;
+    EXPECT_EQ(items[i].warmup, single[i].warmup) << i;
+    EXPECT_EQ(items[i].pass, 0) << i;
+  }
+  std::vector<std::vector<int>> prompt_order(kPasses);
+  std::map<std::tuple<int, int, int>, int> runs;  // (pass, prompt, combination) → count
+  for (size_t i = 2 * kComb; i < items.size(); ++i) {
+    const RunItem& it = items[i];
+    EXPECT_FALSE(it.warmup);
+    const int q = static_cast<int>((i - 2 * kComb) / (kComb * kPrompts));
+    EXPECT_EQ(it.pass, q) << i;  // passes run one after another
+    runs[{it.pass, it.prompt, it.combination}] += 1;
+    if ((i - 2 * kComb) % kComb == 0) {
+      prompt_order[q].push_back(it.prompt);
+      EXPECT_EQ(it.combination, it.position % kComb);  // rotated within the pass
+    }
+  }
+  EXPECT_EQ(runs.size(), size_t(kPasses) * kPrompts * kComb);
+  for (const auto& [key, n] : runs) EXPECT_EQ(n, 1);
+  for (int q = 0; q < kPasses; ++q)
+    EXPECT_EQ(prompt_order[q], seeded_prompt_order(kPrompts, pass_seed(99, q)));
+  EXPECT_NE(prompt_order[1], prompt_order[0]);
+  EXPECT_NE(prompt_order[2], prompt_order[1]);
+}
+
 TEST(BenchOrder, Validation) {
   EXPECT_THROW(rotated_run_order(0, 18, {}), std::invalid_argument);
   EXPECT_THROW(rotated_run_order(3, 0, {}), std::invalid_argument);
   EXPECT_THROW(rotated_run_order(1, 18, {0, 2}), std::invalid_argument);
   EXPECT_EQ(rotated_run_order(1, 3, {0, 0}).size(), 3u);
+  EXPECT_THROW(rotated_run_order(3, 2, {0, 0, 0}), std::invalid_argument);
 }
 
 TEST(BenchOrder, ProgressLine) {
