@@ -330,13 +330,18 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
   // ar's time is measured, never guessed, before speculation is preferred for long: a root
   // pass beside a drafting drafter is no measure of a plain pass that has both cores.
   const bool ar_unknown = !o.fixed_costs && !costs_.measured_ar();
-  // A try must win by win_margin to take over from ar, then stay even with it until it is
-  // confirmed (confirm_rounds); speculation under way must lose by margin to give way: the two
-  // measurements are noisy, and hysteresis keeps auto from flipping to the mode that a noisy
-  // estimate favours by a little.
-  const int probed = o.try_warmup_rounds + o.probe_rounds;  // a try's rounds when its probe decides
+  // A try is decided after confirm_rounds, where it must win by win_margin to take over from
+  // ar; from probe_rounds on only a clear loss ends it sooner, a bound that tightens as the
+  // standard error of the try's mean falls (∝ 1/√n). Speculation under way must lose by
+  // margin to give way: the measurements are noisy, and hysteresis keeps auto from flipping to
+  // the mode that a noisy estimate favours by a little.
+  const int probed = o.try_warmup_rounds + o.probe_rounds;  // a try's rounds before it may end
   const int confirmed = o.try_warmup_rounds + std::max(o.probe_rounds, o.confirm_rounds);
-  const double needed = !after_plain_ ? 1 - o.margin : in_mode_ <= probed ? 1 + o.win_margin : 1.0;
+  const double needed = !after_plain_ ? 1 - o.margin
+                        : in_mode_ >= confirmed
+                            ? 1 + o.win_margin
+                            : 1 - o.clear_loss * std::sqrt(static_cast<double>(o.probe_rounds) /
+                                                           std::max({try_measured_, o.probe_rounds, 1}));
   const bool losing =
       ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < needed * ar_rate);
   if (speculate_) {

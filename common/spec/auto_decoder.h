@@ -34,9 +34,10 @@
 // (Jensen), so tokens and time are averaged apart; a round's time is read without the coin of
 // whether its draw left level one (its chance is known before the draw); ar is re-measured now
 // and then while speculation runs (sooner while it wins closely, less often as such wins hold);
-// the averages span ~30 rounds; a try must win by 2% before speculation
-// takes over again and keep speculation at least even with ar through 24 measured rounds,
-// speculation under way must lose by 8% to give way, and a try's win shortens the gap before
+// the averages span ~30 rounds; a try (24 measured rounds, ended sooner only by a clear loss:
+// 15% at its sixth round, less as its rounds add up) must win by 2% before speculation takes
+// over again, speculation under way must lose by 8% to
+// give way, and a try's win shortens the gap before
 // the next try, it does not reset it. What the first rounds of a request cost beyond steady
 // ones is learnt apart (a start of speculation waits for the drafter's prefill), and a request
 // begins speculating only where that start pays over the request's expected length:
@@ -88,18 +89,29 @@ struct AutoOptions {
   // sets it back to first_probe_gap. (Resetting it at any win, as before, let T = 1 requests
   // try every few dozen rounds: 3-10% of their time.)
   int sustained_win_rounds = 64;
-  // Measured speculative rounds of one try. Beside its start (~1 ms on the shipped pair: the
-  // drafter's catch-up, cold rounds), a try's measured rounds cost little, and 6 decide better
-  // than 3.
+  // Measured speculative rounds of one try before it may end: a clear loss (clear_loss) ends it
+  // there. Beside its start (~1 ms on the shipped pair: the drafter's catch-up, cold rounds), a
+  // try's measured rounds cost little.
   int probe_rounds = 6;
-  // A try that wins its probe_rounds is measured on as one (a plain mean of its rounds) up to
-  // this many measured rounds, and counts as won only if speculation's rate stays at least ar's
-  // through them; if it falls below, the try is lost. Six rounds decide with noise: at T = 1 on
-  // the shipped pair, where speculation ran ~0.9× ar, a fifth to a third of tries won their six
-  // rounds (estimates 0.4-1.4× ar), each win shortened the gap and ended the row of lost tries,
-  // and the stretch after it lost until the running rate fell 8% below ar (~80 rounds); tries
-  // and such stretches cost T = 1 ~1% (bench/results/issue19-epyc-7/README.md).
+  // A try is measured as one (a plain mean of its rounds) up to this many measured rounds, where
+  // it is won if speculation's rate beats ar's by win_margin, else lost. Six rounds decide with
+  // noise both ways: at T = 1 on the shipped pair, where speculation ran ~0.9× ar, a fifth to a
+  // third of tries won their six rounds (estimates 0.4-1.4× ar: bench/results/issue19-epyc-7/
+  // README.md), and where it ran 1.03-1.10× ar, 47% of tries were lost at their sixth round
+  // (clear_loss, below).
   int confirm_rounds = 24;
+  // …and before then only a clear loss ends a try: after n ≥ probe_rounds measured rounds, a
+  // rate below (1 − clear_loss · √(probe_rounds / n)) × ar's (0.85 at the sixth round, 0.925 at
+  // the 24th: the bound follows the standard error of the try's mean). Ending a try at any dip
+  // below ar's (as before) let the local text decide: on the AMD EPYC VM (2026-12-02, 16 runs of
+  // four passes) where root-draw B = 4 ran 3-10% over `ar` at T = 1, 47% of `auto`'s tries ended
+  // at their sixth round, rows of lost tries grew the gaps to thousands of rounds, and `auto`
+  // speculated in 5-50% of T = 1's rounds, 2-4% below the best fixed choice in 7 of 16 runs. With
+  // this rule it speculated in 78% of them (8 interleaved pairs: `auto` against the best fixed
+  // −1.6% → +1.0%); a flat bound of 0.85 also made it speculate more where speculation lost 9%
+  // (T = 1.5: 6% → 9% of rounds), the tightening bound does not (5%)
+  // (bench/results/issue19-epyc-12/README.md).
+  double clear_loss = 0.15;
   // Speculative rounds not measured after a switch to speculation and at a request's start:
   // the drafter's catch-up (it takes in the tokens it was not sent) and rounds on cold caches.
   // On the shipped pair a request's first root passes ran 1.7×, 1.4×, 1.2×, 1.1× a steady one
