@@ -6,12 +6,11 @@
 // Every combination of the grid (decoders × temperatures × budgets; `ar` once per T) decodes
 // every prompt once per pass (--repeats passes, default 1), in an order rotated by the prompt's
 // position in the pass's seeded prompt order, after warm-up decodes of the first --warmup
-// prompts (bench_order.h). A prompt's decodes of one combination are summed: the bootstrap
-// resamples prompts. A decode's speed is the
-// tokens up to the first EOS over the time from the start of the target prefill to the last
-// commit, both stamped by the target (Done.prefill_start_ns, Done.last_commit_ns); a run's
-// speed is summed tokens over summed seconds; speeds and gains carry 95% percentile intervals
-// from paired bootstrap resamples of prompts (bench_stats.h).
+// prompts (bench_order.h). A decode's speed is the tokens up to the first EOS over the time from
+// the start of the target prefill to the last commit, both stamped by the target
+// (Done.prefill_start_ns, Done.last_commit_ns); a prompt's decodes of one combination are
+// summed; a run's speed is summed tokens over summed seconds; speeds and gains carry 95%
+// percentile intervals from paired bootstrap resamples of prompts (bench_stats.h).
 //
 // Writes to --out: records.csv (one row per decode, warm-up included and flagged),
 // summary.json (bench_stats summary plus a "run" object: options, failures), and with --trace

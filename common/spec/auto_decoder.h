@@ -36,9 +36,8 @@
 // and then while speculation runs (sooner while it wins closely, less often as such wins hold);
 // the averages span ~30 rounds; a try (24 measured rounds, ended sooner only by a clear loss:
 // 15% at its sixth round, less as its rounds add up) must win by 2% before speculation takes
-// over again, speculation under way must lose by 8% to
-// give way, and a try's win shortens the gap before
-// the next try, it does not reset it. What the first rounds of a request cost beyond steady
+// over again, speculation under way must lose by 8% to give way, and a try's win shortens the
+// gap before the next try, it does not reset it. What the first rounds of a request cost beyond steady
 // ones is learnt apart (a start of speculation waits for the drafter's prefill), and a request
 // begins speculating only where that start pays over the request's expected length:
 // hysteresis keeps speculation under way that loses by less than 8%, and each request then
@@ -97,14 +96,14 @@ struct AutoOptions {
   // it is won if speculation's rate beats ar's by win_margin, else lost. Six rounds decide with
   // noise both ways: at T = 1 on the shipped pair, where speculation ran ~0.9× ar, a fifth to a
   // third of tries won their six rounds (estimates 0.4-1.4× ar: bench/results/issue19-epyc-7/
-  // README.md), and where it ran 1.03-1.10× ar, 47% of tries were lost at their sixth round
+  // README.md), and where it ran 1.03-1.10× ar, about half were lost at their sixth round
   // (clear_loss, below).
   int confirm_rounds = 24;
   // …and before then only a clear loss ends a try: after n ≥ probe_rounds measured rounds, a
   // rate below (1 − clear_loss · √(probe_rounds / n)) × ar's (0.85 at the sixth round, 0.925 at
   // the 24th: the bound follows the standard error of the try's mean). Ending a try at any dip
   // below ar's (as before) let the local text decide: on the AMD EPYC VM (2026-12-02, 16 runs of
-  // four passes) where root-draw B = 4 ran 3-10% over `ar` at T = 1, 47% of `auto`'s tries ended
+  // four passes) where root-draw B = 4 ran 3-10% over `ar` at T = 1, about half of `auto`'s tries ended
   // at their sixth round, rows of lost tries grew the gaps to thousands of rounds, and `auto`
   // speculated in 5-50% of T = 1's rounds, 2-4% below the best fixed choice in 7 of 16 runs. With
   // this rule it speculated in 78% of them (8 interleaved pairs: `auto` against the best fixed
