@@ -1,11 +1,12 @@
 # Pool wait of root-draw with draft-ahead against without, same run: ms a round (the cell's
 # stage_pool_wait_ms summed over its decodes, over its rounds, from each run's records.csv).
-import csv,collections,statistics as st
+import csv,collections,gzip,os,statistics as st
 means=collections.defaultdict(list)
 print('# Pool wait of root-draw with draft-ahead (root-draw+ahead) against without (root-draw), same run: ms a round, without/with.')
 for s in range(1,17):
     acc=collections.defaultdict(lambda:[0.0,0])
-    for r in csv.DictReader(open(f'final-run-{s}.records.csv')):
+    path=f'final-run-{s}.records.csv'
+    for r in csv.DictReader(open(path) if os.path.exists(path) else gzip.open(path+'.gz','rt')):
         if r['warmup']=='1' or r['decoder'] not in ('root-draw','root-draw+ahead'): continue
         a=acc[(r['decoder'],r['temperature'],r['budget'])]; a[0]+=float(r['stage_pool_wait_ms']); a[1]+=int(r['rounds'])
     cells=[]
