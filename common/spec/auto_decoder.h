@@ -103,12 +103,12 @@ struct AutoOptions {
   // rate below (1 − clear_loss · √(probe_rounds / n)) × ar's (0.85 at the sixth round, 0.925 at
   // the 24th: the bound follows the standard error of the try's mean). Ending a try at any dip
   // below ar's (as before) let the local text decide: on the AMD EPYC VM (2026-12-02, 16 runs of
-  // four passes) where root-draw B = 4 ran 3-10% over `ar` at T = 1, about half of `auto`'s tries ended
-  // at their sixth round, rows of lost tries grew the gaps to thousands of rounds, and `auto`
-  // speculated in 5-50% of T = 1's rounds, 2-4% below the best fixed choice in 7 of 16 runs. With
-  // this rule it speculated in 78% of them (8 interleaved pairs: `auto` against the best fixed
-  // −1.6% → +1.0%); a flat bound of 0.85 also made it speculate more where speculation lost 9%
-  // (T = 1.5: 6% → 9% of rounds), the tightening bound does not (5%)
+  // four passes), where root-draw B = 4 ran up to 10% over `ar` at T = 1, about half of `auto`'s
+  // tries ended at their sixth round, rows of lost tries grew the gaps to thousands of rounds,
+  // and `auto` speculated in 4-49% of T = 1's rounds, 2.0-4.4% below the best fixed choice in 8
+  // of 16 runs. With this rule it speculated in 78% of them (8 interleaved pairs: `auto` against
+  // the best fixed −1.6% → +1.0%); a flat bound of 0.85 also made it speculate more where
+  // speculation lost 9% (T = 1.5: 6% → 9% of rounds), the tightening bound does not (5%)
   // (bench/results/issue19-epyc-12/README.md).
   double clear_loss = 0.15;
   // Speculative rounds not measured after a switch to speculation and at a request's start:
