@@ -383,11 +383,13 @@ void TargetServer::serve(const Pending& req) {
         "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
         "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one; a start costs "
         "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms; a tree pass of 5 rows {:.3f} ms, of 9 "
-        "rows {:.3f} ms, the rest of a speculative round {:.3f} ms",
+        "rows {:.3f} ms, the rest of a speculative round {:.3f} ms; tries {} plain rounds apart ({} "
+        "since the last), {} lost in a row, {:.2f} of recent ones won",
         req.id, adaptive->speculative_rounds(), adaptive->ar_rounds(), o.temperature, a.spec_tokens,
         a.spec_ms, a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
         auto_costs_.start_costs().plain_ms, a.try_ms, auto_costs_.tree_ms(5), auto_costs_.tree_ms(9),
-        auto_costs_.speculative_base_ms());
+        auto_costs_.speculative_base_ms(), adaptive->rounds_before_try(), a.plain_rounds, a.lost_tries,
+        a.won_share);
   }
   reply_done(req.client, req.id, std::move(done));
 }

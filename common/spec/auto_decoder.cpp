@@ -24,6 +24,9 @@ constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (Au
 // the gap to a few dozen rounds (17 tries in a run, 1.3% of the time;
 // bench/results/issue19-epyc-5/README.md).
 constexpr double kTryShare = 0.005;
+// …unless at least this share of the last ~kWonShareTries tries won (Acceptance::won_share).
+constexpr double kFloorWonShare = 1.0 / 3;
+constexpr double kWonShareTries = 16;
 // The parts of a speculative round (root pass, the rest besides the tree pass) that choose B
 // follow the machine faster than the rates that choose the mode: the budget choice needs no
 // hysteresis, and a cold start or a slow spell must not keep it choosing small trees.
@@ -351,14 +354,17 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
       in_mode_ = 0;
       acc_.plain_rounds = 0;
       acc_.trying = false;
-      if (after_plain_ && costs_.speculative_rounds_measured() >= o.settle_speculative_rounds)
+      if (after_plain_ && costs_.speculative_rounds_measured() >= o.settle_speculative_rounds) {
         ++acc_.lost_tries;
+        count_try(false);
+      }
     } else if (!losing && in_mode_ >= o.sustained_win_rounds) {
       acc_.probe_gap = o.first_probe_gap;
       acc_.lost_tries = 0;
     } else if (!losing && after_plain_ && in_mode_ >= confirm_rounds) {
       acc_.probe_gap = std::max(o.first_probe_gap, acc_.probe_gap / kWonTryShrink);  // the try won
       acc_.lost_tries = 0;
+      if (costs_.speculative_rounds_measured() >= o.settle_speculative_rounds) count_try(true);
     }
     if (in_mode_ >= confirm_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
@@ -409,8 +415,13 @@ int AutoController::close_refresh_rounds() const {
   return acc_.close_refresh_rounds > 0 ? acc_.close_refresh_rounds : o.ar_refresh_close_rounds;
 }
 
+void AutoController::count_try(bool won) {
+  acc_.won_share += std::max(1.0 / kWonShareTries, 1.0 / ++acc_.tries_decided) * (won - acc_.won_share);
+}
+
 int AutoController::rounds_before_try() const {
   if (acc_.lost_tries < 3 || acc_.try_ms <= 0) return acc_.probe_gap;  // try_ms 0: none measured
+  if (acc_.won_share >= kFloorWonShare) return acc_.probe_gap;         // tries lose to the text of the moment
   const double floor = acc_.try_ms / (kTryShare * std::max(costs_.ar_ms(), 1e-6));
   return std::max<double>(acc_.probe_gap, std::min<double>(floor, costs_.options().max_probe_gap));
 }

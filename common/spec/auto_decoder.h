@@ -41,10 +41,10 @@
 // ones is learnt apart (a start of speculation waits for the drafter's prefill), and a request
 // begins speculating only where that start pays over the request's expected length:
 // hysteresis keeps speculation under way that loses by less than 8%, and each request then
-// paid a start for it. After three tries lost in a row, the next
-// waits until tries cost at most 0.5% of the plain time (what each try cost against ar is
-// measured): where speculation runs even with ar, noise lets tries win now and then, and each
-// win brought the next tries close.
+// paid a start for it. After three tries lost in a row, where fewer than a third of the recent
+// tries won, the next waits until tries cost at most 0.5% of the plain time (what each try cost
+// against ar is measured): where speculation runs even with ar, noise lets tries win now and
+// then, and each win brought the next tries close.
 //
 // Known limit, for the next step: the draft rule (no root pass; on two cores within a few % of
 // root-draw once the Commit's wake-up came from the drafter's core,
@@ -206,6 +206,18 @@ class AutoCostModel {
     // in a run on the shipped pair), and with the floor from the first or the second lost try
     // speculation stayed off for thousands of rounds where it won 40%.
     int lost_tries = 0;
+    // The share of this temperature's recent tries that won (a running mean over the last
+    // ~16, counted as lost_tries is: once the process has settled). The floor above assumes
+    // that tries lose because speculation loses at the temperature; where a third or more of
+    // them win, a row of lost tries is the text of the moment, and the gap alone spaces the
+    // next ones (AutoController::rounds_before_try). On the AMD EPYC VM (2026-12-02), where
+    // root-draw B = 4 won 4-11% at T = 1, 49-77% of `auto`'s tries there won, yet plain stretches
+    // of over 300 rounds (up to 3 500: the floor, or the gap grown ×2-×4 a lost try, after rows
+    // of tries lost to the prompts of the moment or to a slow spell of the VM) took 2-54% of T =
+    // 1's rounds in 13 of 16 runs (19% of all), and in all but 2 400 of their 54 600 rounds a
+    // third or more of the recent tries had won (bench/results/issue19-epyc-13/README.md).
+    double won_share = 0;
+    int tries_decided = 0;
     // Speculative rounds before a close win's next refresh of ar's time (0: the first,
     // AutoOptions::ar_refresh_close_rounds): doubled by each refresh that speculation survives.
     int close_refresh_rounds = 0;
@@ -294,6 +306,10 @@ class AutoController {
   void observe_wall(const RoundRecord& record, int32_t first_token, double wall_ms);
 
   int chosen_budget() const { return budget_; }
+  // Plain rounds between tries: the gap, and after tries lost in a row (where few of the recent
+  // ones won) at least enough that tries cost at most kTryShare of the time plain decoding runs
+  // (Acceptance::try_ms).
+  int rounds_before_try() const;
   int speculative_rounds() const { return spec_rounds_; }
   int ar_rounds() const { return ar_rounds_; }
 
@@ -302,9 +318,7 @@ class AutoController {
   bool plain_start_pays(int max_tokens) const;
   // One of a stretch's first rounds: toward what its start costs.
   void learn_start_cost(double wall, int emitted);
-  // Plain rounds before the next try: the gap, and after tries lost in a row at least enough
-  // that tries cost at most kTryShare of the time plain decoding runs (Acceptance::try_ms).
-  int rounds_before_try() const;
+  void count_try(bool won);  // a settled try was decided: Acceptance::won_share
   // Speculative rounds before ar's time is measured afresh while speculation wins closely.
   int close_refresh_rounds() const;
 

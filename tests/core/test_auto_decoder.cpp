@@ -369,6 +369,55 @@ TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercent
   EXPECT_EQ(a.lost_tries, 0);
 }
 
+// The floor assumes that tries lose because speculation loses at the temperature. Where a third
+// or more of the recent tries won (at T = 1 on the shipped pair about half of them: the local
+// text decides many), three lost in a row are the text of the moment, and the gap alone spaces
+// the next tries. Every try here costs ~5.8 ms against ar (two slow start rounds, then two
+// measured ones: 3 tokens in 1.4 ms wins, in 1.75 ms loses by less than a fifth, the gap ×2),
+// which sets the floor at ~2 300 plain rounds. Two won tries, then three lost (a share of 2/5):
+// the next waits the gap's 24 rounds; two more lost (2/7): the floor.
+TEST(AutoDecoder, ARowOfLostTriesWaitsForTheFloorOnlyWhereFewOfTheRecentTriesWon) {
+  AutoCostModel costs(losing_tries(0));
+  AutoController c(costs, 1.0);
+  const AutoCostModel::Acceptance& a = costs.acceptance(1.0);
+  while (c.speculate()) c.observe(speculative_round(1, 3), 0);  // 0.71 tokens/ms against ar's 2
+  auto plain_rounds_before_a_try = [&c] {
+    int n = 0;
+    while (!c.speculate() && n < 10000) c.observe(RoundRecord{}, -1), ++n;
+    return n;
+  };
+  // A try's two start rounds (3.3 ms each: costs of starting) and two measured ones.
+  auto try_once = [&c](int measured_tree_nodes) {
+    c.observe(speculative_round(1, 41), 0);
+    c.observe(speculative_round(1, 41), 0);
+    c.observe(speculative_round(3, measured_tree_nodes), 0);
+    c.observe(speculative_round(3, measured_tree_nodes), 0);
+  };
+  for (int won = 0; won < 2; ++won) {
+    plain_rounds_before_a_try();
+    try_once(3);  // 2.14 tokens/ms: won
+    ASSERT_TRUE(c.speculate());
+    while (c.speculate()) c.observe(speculative_round(3, 11), 0);  // under way, it loses by 8%
+  }
+  EXPECT_EQ(a.lost_tries, 0);
+  EXPECT_NEAR(a.won_share, 1.0, 1e-12);
+  for (int lost = 0; lost < 3; ++lost) {
+    plain_rounds_before_a_try();
+    try_once(11);  // 1.71 tokens/ms: lost
+    ASSERT_FALSE(c.speculate());
+  }
+  EXPECT_EQ(a.lost_tries, 3);
+  EXPECT_NEAR(a.won_share, 2.0 / 5, 1e-12);
+  const double floor = a.try_ms / (0.005 * 0.5);
+  EXPECT_GT(floor, 2000);
+  EXPECT_EQ(plain_rounds_before_a_try(), 24);  // the gap: 3, ×2 at each lost try's start
+  try_once(11);
+  plain_rounds_before_a_try();
+  try_once(11);
+  EXPECT_NEAR(a.won_share, 2.0 / 7, 1e-12);
+  EXPECT_EQ(plain_rounds_before_a_try(), static_cast<int>(a.try_ms / (0.005 * 0.5)));
+}
+
 // The same tries in a cold process (fewer than settle_speculative_rounds measured): they lose,
 // no floor follows, and the gap grows ×4 only up to cold_max_probe_gap (32); once the process
 // has settled, past it.
