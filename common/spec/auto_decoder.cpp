@@ -349,12 +349,14 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
       ar_unknown || (acc_.speculative_rate() > 0 && acc_.speculative_rate() < needed * ar_rate);
   if (speculate_) {
     const int try_rounds = after_plain_ ? probed : 0, confirm_rounds = after_plain_ ? confirmed : 0;
+    // A try counts toward the row and the won share only once the process has settled.
+    const bool settled = costs_.speculative_rounds_measured() >= o.settle_speculative_rounds;
     if (in_mode_ >= std::max(o.min_speculative, try_rounds) && losing) {
       speculate_ = false;
       in_mode_ = 0;
       acc_.plain_rounds = 0;
       acc_.trying = false;
-      if (after_plain_ && costs_.speculative_rounds_measured() >= o.settle_speculative_rounds) {
+      if (after_plain_ && settled) {
         ++acc_.lost_tries;
         count_try(false);
       }
@@ -364,7 +366,7 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     } else if (!losing && after_plain_ && in_mode_ >= confirm_rounds) {
       acc_.probe_gap = std::max(o.first_probe_gap, acc_.probe_gap / kWonTryShrink);  // the try won
       acc_.lost_tries = 0;
-      if (costs_.speculative_rounds_measured() >= o.settle_speculative_rounds) count_try(true);
+      if (settled) count_try(true);
     }
     if (in_mode_ >= confirm_rounds)
       after_plain_ = acc_.trying = false;  // the try is over: back to the running rate
