@@ -51,7 +51,17 @@ void DrafterServer::send_pool(const std::string& identity, const Header& h, cons
 #ifdef ROOTSPEC_WITH_NCCL
   // Announce the size over ZeroMQ, then the message itself device to device.
   send_routed(router_, identity, encode_nccl_announcement(h, bytes.size()));
-  nccl_->send(bytes);
+  try {
+    nccl_->send(bytes);
+  } catch (const std::exception& e) {
+    // The link is lost (the target did not take the pool within peer_timeout_s): its receive
+    // gives up too, and it connects anew with a Hello and a new communicator. Until then no
+    // request is open here.
+    spdlog::error("the NCCL pool channel failed: {}; waiting for the target's next Hello", e.what());
+    nccl_.reset();
+    request_ = 0;
+    throw;
+  }
 #endif
 }
 

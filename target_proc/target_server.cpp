@@ -50,6 +50,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     const int64_t start = monotonic_ns();
     pool_ = server_.drafter_->wait_pool(id_, round_, server_.clients_,
                                         [this] { server_.drain_clients(&request_); });
+    pool_due_ = false;
     done_.ms_drafter_wait += ms_since(start);
     record.commit_sent_ns = commit_sent_ns_;
     record.draft_start_ns = pool_.draft_start_ns;
@@ -68,6 +69,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
         send_prefill();
       } else {
         send(encode(header(MessageType::Commit), CommitBody{unsent_}));
+        pool_due_ = true;
       }
       unsent_.clear();
     } catch (const DrafterGone& e) {
@@ -75,6 +77,17 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     }
   }
   const std::optional<DrafterGone>& lost() const { return lost_; }
+  // After the request: reads and drops the pool the drafter owes for the last Prefill or Commit
+  // when no round read it and an unread pool would block the drafter (NCCL: DrafterLink).
+  void settle() {
+    if (!pool_due_ || !server_.drafter_ || !server_.drafter_->unread_pools_block_the_drafter()) return;
+    try {
+      server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(nullptr); });
+      pool_due_ = false;
+    } catch (const DrafterGone& e) {
+      server_.drafter_lost(e);
+    }
+  }
 
  private:
   Header header(MessageType type) const {
@@ -87,6 +100,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   void send_prefill() {
     send(encode(header(MessageType::Prefill), prefill_));
     prefill_sent_ = true;
+    pool_due_ = true;
     prefill_.prompt = {};
   }
   void send(const std::string& bytes) {
@@ -111,6 +125,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   std::vector<int32_t> unsent_;  // tokens C grew by that the drafter has not been sent
   PrefillBody prefill_;          // the request's Prefill until it is sent
   bool prefill_sent_ = false;
+  bool pool_due_ = false;  // a Prefill or Commit was sent whose pool no round has read yet
   int64_t commit_sent_ns_ = 0;
   PoolBody pool_;
   std::optional<DrafterGone> lost_;
@@ -392,6 +407,7 @@ void TargetServer::serve(const Pending& req) {
         a.won_share);
   }
   reply_done(req.client, req.id, std::move(done));
+  if (drafter) drafter->settle();
 }
 
 void TargetServer::drafter_lost(const DrafterGone& why) {

@@ -34,13 +34,20 @@ namespace {
 constexpr double kHbmBytesPerSecond = 4.8e12;  // H200's HBM3e
 
 const char* kUsage =
-    "rootspec-gpu-bench passes [--out F.json] [--context N=1024] [--presets a,b] [--reps N=50]\n"
+    "rootspec-gpu-bench passes [--out F.json] [--context N=1024] [--presets a,b|tiny] [--reps N=50]\n"
     "rootspec-gpu-bench logits --model DIR --tokens 1,2,3 --out F.f32 [--device cuda:0] [--dtype bfloat16]\n"
-    "rootspec-gpu-bench make-pair --out DIR\n"
+    "rootspec-gpu-bench make-pair --out DIR [--size 100m|tiny]\n"
     "rootspec-gpu-bench tokens --target DIR --drafter DIR [--out F.json] [--prompts N=8] [--new N=128]\n"
     "                   [--dtype bfloat16] [--budget B=8]\n";
 
 using Flags = std::map<std::string, std::string>;
+
+// A model small enough for the CPU execution of CUDA: the dry run's shapes (GQA, head_dim 32).
+ModelConfig tiny_pair_config() {
+  ModelConfig c = small_config(ModelArch::Llama, 512, 128, 2, 4, 2, 256);
+  c.head_dim = 32;
+  return c;
+}
 
 Flags parse_flags(int argc, char** argv, int first) {
   Flags f;
@@ -169,7 +176,11 @@ int cmd_passes(const Flags& f) {
               copy_bandwidth * 1e-12, kHbmBytesPerSecond * 1e-12);
   for (const std::string& preset : split(flag(f, "presets", "llama-3.2-1b,llama-3.1-8b"), ',')) {
     ModelConfig c;
-    if (!real_model_preset(preset, &c)) throw std::invalid_argument("unknown preset '" + preset + "'");
+    if (preset == "tiny") {  // the dry run's (device-check.sh --dry-run, CUDA on the CPU)
+      c = tiny_pair_config();
+    } else if (!real_model_preset(preset, &c)) {
+      throw std::invalid_argument("unknown preset '" + preset + "' (" + real_model_preset_names() + ", tiny)");
+    }
     nlohmann::json j;
     j["preset"] = preset;
     j["context"] = context;
@@ -256,8 +267,11 @@ int cmd_logits(const Flags& f) {
 
 int cmd_make_pair(const Flags& f) {
   const std::string dir = flag(f, "out");
-  // ~100M parameters: a Llama-style target whose drafter keeps its first layer.
-  const ModelConfig c = small_config(ModelArch::Llama, 32000, 1024, 8, 16, 8, 2816);
+  // ~100M parameters: a Llama-style target whose drafter keeps its first layer (`--size tiny`:
+  // the dry run's, for CUDA executed on the CPU).
+  const std::string size = flag(f, "size", "100m");
+  if (size != "100m" && size != "tiny") throw std::invalid_argument("--size: 100m or tiny");
+  const ModelConfig c = size == "tiny" ? tiny_pair_config() : small_config(ModelArch::Llama, 32000, 1024, 8, 16, 8, 2816);
   RandomModelOptions o;
   o.seed = 7;
   o.dtype = TensorDtype::BF16;

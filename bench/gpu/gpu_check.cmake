@@ -3,14 +3,19 @@
 # packages (no libtorch). It builds what runs torch-free: kernels/cuda, the plain-C++ libraries
 # (common/*, kernels/cpu, the model runtime with the Cuda and LoopCpu backends), the two daemons,
 # the GPU tests (tests/kernels, tests/model/test_cuda_backend.cpp, the daemons' greedy identity
-# of tests/daemon/test_pipeline.cpp) and the GPU bench tools (bench/gpu).
+# of tests/daemon/test_pipeline.cpp and test_gpu_pair.cpp) and the GPU bench tools (bench/gpu).
 # From .cache/gpu-carry (bench/gpu/prepare.sh): GoogleTest's source and the header-only
 # libraries; from ROOTSPEC_GPU_DEPS (device-check.sh builds them from the carried sources):
 # static ZeroMQ and PCRE2.
-rootspec_enable_cuda()
+# With ROOTSPEC_CUDA_ON_CPU (device-check.sh --dry-run) the same build executes CUDA on the CPU
+# (kernels/cuda_on_cpu) and needs no nvcc.
+if(NOT ROOTSPEC_CUDA_ON_CPU)
+  rootspec_enable_cuda()
+endif()
 find_package(Threads REQUIRED)
 set(ROOTSPEC_WITH_CUDA ON)
 set(ROOTSPEC_WITH_TORCH OFF)
+set(ROOTSPEC_TEST_ENVIRONMENT "")
 
 set(ROOTSPEC_GPU_CARRY "${PROJECT_SOURCE_DIR}/.cache/gpu-carry" CACHE PATH "bench/gpu/prepare.sh's folder")
 set(ROOTSPEC_GPU_DEPS "${CMAKE_BINARY_DIR}/deps" CACHE PATH "static ZeroMQ and PCRE2 (device-check.sh)")
@@ -80,3 +85,9 @@ target_include_directories(daemon_test_pipeline PRIVATE ${PROJECT_SOURCE_DIR}/te
 target_compile_definitions(daemon_test_pipeline PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
                                                         ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
 add_dependencies(daemon_test_pipeline rootspec-target rootspec-drafter)
+add_executable(daemon_test_gpu_pair ${PROJECT_SOURCE_DIR}/tests/daemon/test_gpu_pair.cpp)
+target_link_libraries(daemon_test_gpu_pair PRIVATE rootspec_model rootspec_ipc GTest::gtest GTest::gtest_main)
+target_include_directories(daemon_test_gpu_pair PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+target_compile_definitions(daemon_test_gpu_pair PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
+                                                        ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
+add_dependencies(daemon_test_gpu_pair rootspec-target rootspec-drafter)

@@ -9,7 +9,12 @@ same weights, the same law, other summation orders); bfloat16 within 5e-2 of the
 the products' inputs and the K/V to bf16). Writes hf-compare.json into OUT and exits 1 when a
 comparison fails.
 
-    bench/gpu/hf_compare.py BENCH_BINARY OUT
+    bench/gpu/hf_compare.py BENCH_BINARY OUT [--dry-run]
+
+--dry-run (device-check.sh --dry-run, CUDA executed on the CPU, where transformers may be
+missing): when torch or transformers cannot be imported, runs our side alone on a folder of
+`rootspec-gpu-bench make-pair --size tiny` (both dtypes, the output checked for its size and
+for finite values) and says that the comparison itself did not run.
 """
 import json
 import os
@@ -18,11 +23,35 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no network there: never wait on the hub
 
-import torch
-import transformers
-
 bench, out_dir = sys.argv[1], sys.argv[2]
+dry_run = "--dry-run" in sys.argv[3:]
 os.makedirs(out_dir, exist_ok=True)
+try:
+    import torch
+    import transformers
+except ImportError as e:
+    if not dry_run:
+        raise
+    import array
+    import math
+    print(f"dry run: {e}: the comparison with transformers does not run here; our side does", flush=True)
+    folder = os.path.join(out_dir, "dry-run-pair")
+    subprocess.run([bench, "make-pair", "--out", folder, "--size", "tiny"], check=True, timeout=120)
+    vocab = json.load(open(os.path.join(folder, "target", "config.json")))["vocab_size"]
+    ids = list(range(3, 51))
+    for dtype in ("float32", "bfloat16"):
+        path = os.path.join(out_dir, f"ours-dry-run-{dtype}.f32")
+        subprocess.run([bench, "logits", "--model", os.path.join(folder, "target"), "--dtype", dtype, "--tokens",
+                        ",".join(map(str, ids)), "--out", path], check=True, timeout=300)
+        values = array.array("f")
+        with open(path, "rb") as f:
+            values.frombytes(f.read())
+        if len(values) != len(ids) * vocab or not all(math.isfinite(v) for v in values):
+            sys.exit(f"dry run: {path}: {len(values)} values, {len(ids) * vocab} expected, all finite")
+        print(f"dry run: ours in {dtype}: {len(ids)} rows of {vocab} finite logits", flush=True)
+    json.dump({"dry_run": True, "transformers": None}, open(os.path.join(out_dir, "hf-compare.json"), "w"))
+    sys.exit(0)
+
 torch.manual_seed(0)
 common = dict(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
               num_attention_heads=8, num_key_value_heads=2, head_dim=64, max_position_embeddings=4096,

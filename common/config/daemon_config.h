@@ -7,10 +7,10 @@
 //              cuda_graphs (on a cuda device: false runs every pass eagerly)
 //   [drafter]  model, device, dtype, threads, cuda_graphs
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
-//              pool_transport ("auto": NCCL when built with it and the two processes are on
-//              different CUDA devices; shared memory for the per-request messages when both are on the
-//              CPU or on one GPU and the drafter endpoint is on this host (shm_channel.h); else ZeroMQ;
-//              "zmq"; "nccl"; "shm")
+//              pool_transport ("auto": shared memory for the per-request messages and pools
+//              when the drafter endpoint is on this host, whatever devices the processes use
+//              (shm_channel.h), else ZeroMQ; "zmq"; "shm"; "nccl": pools device to device over
+//              NCCL, the two processes on CUDA devices)
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
 //              rule, verifier, budget, temperature, stop_at_eos
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth

@@ -36,12 +36,12 @@ ReadyBody DrafterLink::connect() {
 void DrafterLink::begin_connect() {
   socket_.connect(opt_.endpoint);
   HelloBody hello{static_cast<int32_t>(getpid()), opt_.vocab, "", ""};
-  // Pools over NCCL when both processes sit on different CUDA devices (or when asked).
+  // Pools over NCCL only when asked for: a pool is host data at both ends (encoded on the
+  // drafter's host, selected from on the target's), so between processes of one host shared
+  // memory moves it with one copy where NCCL needs four (DESIGN §3); `auto` takes shared memory
+  // whatever devices the two processes use.
   const int target_device = cuda_device_index(opt_.target_device);
-  const int drafter_device = cuda_device_index(opt_.drafter_device);
-  const bool want_nccl =
-      opt_.pool_transport == "nccl" || (opt_.pool_transport == "auto" && target_device >= 0 &&
-                                        drafter_device >= 0 && target_device != drafter_device);
+  const bool want_nccl = opt_.pool_transport == "nccl";
 #ifdef ROOTSPEC_WITH_NCCL
   if (want_nccl) {
     if (target_device < 0) throw DrafterGone("pool_transport nccl needs the target on a CUDA device");
@@ -53,8 +53,8 @@ void DrafterLink::begin_connect() {
   (void)want_nccl;
 #endif
   // Messages through shared memory when both processes are on this host and NCCL does not carry
-  // the pool: both on the CPU, or both on one GPU (the pool, ~14 KB, comes back to the host
-  // anyway: the target selects its tree on the CPU).
+  // the pool, on the CPU or on GPUs (the pool, ~14 KB, comes back to the host anyway: the target
+  // selects its tree on the CPU).
   const bool want_shm = opt_.pool_transport == "shm" ||
                         (opt_.pool_transport == "auto" && !want_nccl && same_host_endpoint(opt_.endpoint));
   if (want_shm) {
@@ -161,8 +161,19 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
         if (announced.is_nccl_announcement()) {
           if (!nccl_) throw DrafterGone("the drafter announced an NCCL pool on a ZeroMQ pair");
 #ifdef ROOTSPEC_WITH_NCCL
-          const std::string bytes = nccl_->receive(announced.nccl_bytes());
+          std::string bytes;
+          try {
+            bytes = nccl_->receive(announced.nccl_bytes());
+          } catch (const std::runtime_error& e) {  // a timeout, an NCCL or CUDA failure: the link is lost
+            throw DrafterGone(e.what());
+          }
           over_nccl.emplace(bytes.data(), bytes.size());
+          const Header& sent = over_nccl->header();
+          if (sent.request != announced.header().request || sent.round != announced.header().round)
+            throw DrafterGone("the pool over NCCL is not the one announced (request " + std::to_string(sent.request) +
+                              " round " + std::to_string(sent.round) + " for request " +
+                              std::to_string(announced.header().request) + " round " +
+                              std::to_string(announced.header().round) + ")");
 #endif
         }
         if (auto pool = read_pool(over_nccl ? *over_nccl : announced, request, round))

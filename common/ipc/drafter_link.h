@@ -67,6 +67,12 @@ class DrafterLink {
   // death or peer_timeout_s of silence.
   PoolBody wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients,
                      const std::function<void()>& idle);
+  // Whether the drafter's send of a pool blocks until this side reads it (NCCL: a send completes
+  // only with its receive): then the pool of every Prefill or Commit sent must be read, also of a
+  // request that ended before its round (cancelled, a stop string, its deadline), or the drafter
+  // blocks until its peer timeout and the link breaks. Over shared memory and ZeroMQ such a pool
+  // waits in a queue and wait_pool skips it later as stale.
+  bool unread_pools_block_the_drafter() const { return nccl_ != nullptr; }
   // A test, cheap and callable from any thread, that turns true once the drafter has rung this
   // side after the call (with its Pool: its drafting is over and its core idle); nullptr
   // without shared memory.

@@ -29,6 +29,10 @@ struct PoolChannel::Impl {
   double timeout_s = 60;
   char* staging = nullptr;  // [capacity] device bytes
   size_t capacity = 0;
+  // [capacity] pinned host bytes a received pool is copied into: a copy into pageable memory
+  // (a std::string) would return only after it ran, i.e. after the receive queued before it,
+  // and a drafter that never sends would hang the target there, past every deadline.
+  char* host = nullptr;
 
   using Clock = std::chrono::steady_clock;
   Clock::time_point deadline() const {
@@ -70,9 +74,11 @@ struct PoolChannel::Impl {
   void reserve(size_t n) {
     if (n <= capacity) return;
     if (staging) check(cudaFree(staging), "cudaFree");
-    staging = nullptr;
+    if (host) check(cudaFreeHost(host), "cudaFreeHost");
+    staging = host = nullptr;
     capacity = 0;
     check(cudaMalloc(&staging, n), "cudaMalloc");
+    check(cudaMallocHost(&host, n), "cudaMallocHost");
     capacity = n;
   }
 };
@@ -109,11 +115,13 @@ PoolChannel::~PoolChannel() {
   cudaSetDevice(impl_->device);
   if (impl_->comm) ncclCommDestroy(impl_->comm);
   if (impl_->staging) cudaFree(impl_->staging);
+  if (impl_->host) cudaFreeHost(impl_->host);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
 
 void PoolChannel::send(const std::string& bytes) {
   if (impl_->rank != kDrafterRank) throw std::logic_error("NCCL pool channel: only the drafter sends");
+  if (!impl_->comm) throw std::runtime_error("NCCL pool channel: the communicator was aborted");
   check(cudaSetDevice(impl_->device), "cudaSetDevice");
   impl_->reserve(bytes.size());
   check(cudaMemcpyAsync(impl_->staging, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, impl_->stream),
@@ -127,16 +135,18 @@ void PoolChannel::send(const std::string& bytes) {
 
 std::string PoolChannel::receive(size_t size) {
   if (impl_->rank != kTargetRank) throw std::logic_error("NCCL pool channel: only the target receives");
+  if (!impl_->comm) throw std::runtime_error("NCCL pool channel: the communicator was aborted");
   check(cudaSetDevice(impl_->device), "cudaSetDevice");
   impl_->reserve(size);
-  std::string out(size, '\0');
   const ncclResult_t r = ncclRecv(impl_->staging, size, ncclUint8, kDrafterRank, impl_->comm, impl_->stream);
   if (r != ncclInProgress) check(r, "ncclRecv");
   impl_->wait_comm("ncclRecv");
-  check(cudaMemcpyAsync(out.data(), impl_->staging, size, cudaMemcpyDeviceToHost, impl_->stream),
+  // Into pinned memory the copy is queued behind the receive and returns at once; the wait
+  // below polls both against the deadline.
+  check(cudaMemcpyAsync(impl_->host, impl_->staging, size, cudaMemcpyDeviceToHost, impl_->stream),
         "cudaMemcpyAsync device to host");
   impl_->wait_stream("receiving a pool");
-  return out;
+  return std::string(impl_->host, size);
 }
 
 }  // namespace rootspec

@@ -41,9 +41,14 @@ class PoolChannel {
   PoolChannel& operator=(const PoolChannel&) = delete;
 
   // Drafter: sends `bytes` to the target through a device staging buffer; returns when sent.
+  // A send completes only once the target receives it: the target must receive every pool it
+  // asked for, also those of requests that ended (DrafterLink::settle).
   void send(const std::string& bytes);
-  // Target: receives exactly `size` bytes (announced over ZeroMQ).
+  // Target: receives exactly `size` bytes (announced over ZeroMQ) through a pinned buffer, the
+  // deadline polled throughout.
   std::string receive(size_t size);
+  // Both throw std::runtime_error naming the failure (a timeout aborts the communicator; every
+  // later call throws): the link is then of no use, and the pair connects anew.
 
  private:
   struct Impl;

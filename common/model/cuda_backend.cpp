@@ -650,6 +650,11 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 std::unique_ptr<PassBackend> make_cuda_backend(const std::string& dir, const CudaBackendOptions& options,
                                                int capacity) {
   check_device(options.device);

@@ -42,5 +42,7 @@ std::unique_ptr<PassBackend> make_random_cuda_backend(const ModelConfig& config,
 
 // Whether this process sees a CUDA device, and if not, why (for tests that skip and for errors).
 bool cuda_device_available(std::string* why);
+// How many CUDA devices this process sees (0 where none).
+int cuda_device_count();
 
 }  // namespace rootspec

@@ -29,6 +29,10 @@ void probs_from_logits(const float* logits, int vocab, double temperature, float
   const int best = argmax(logits, vocab);
   if (temperature == 0.0) return one_hot(best, vocab, out);
   const double max_logit = logits[best];
+  if (max_logit == -std::numeric_limits<double>::infinity()) {  // no finite logit: every token alike
+    for (int i = 0; i < vocab; ++i) out[i] = 1.0f / static_cast<float>(vocab);
+    return;
+  }
   double total = 0.0;
   for (int i = 0; i < vocab; ++i) {
     const double e = std::exp((static_cast<double>(logits[i]) - max_logit) / temperature);

@@ -4,6 +4,8 @@
 // models. Verifiers consume probability rows already at the decoding temperature T:
 //   T = 0  → one-hot at the argmax (ties → lower token id), i.e. greedy;
 //   T > 0  → softmax(logits / T), or for probability rows p^(1/T) renormalised.
+// A logit row without a finite logit (every one −∞) treats every token alike: one-hot at token 0
+// for T = 0, uniform for T > 0 (not the 0 / 0 of a softmax).
 #pragma once
 
 #include <cstdint>

@@ -32,6 +32,14 @@ struct RopeKvWrite {
   Elem kv_type = Elem::F32;  // of the caches
   void* k_cache = nullptr;   // [capacity, n_kv_heads, head_dim] (tree_index.h)
   void* v_cache = nullptr;
+
+  // f(pointer, name) for every pointer a kernel dereferences (the CPU execution of CUDA checks
+  // them at each launch: kernels/cuda_on_cpu).
+  template <typename F>
+  void visit_device_pointers(F&& f) const {
+    f(qkv, "qkv"), f(positions, "positions"), f(slots, "slots"), f(cos, "cos"), f(sin, "sin");
+    f(q_norm, "q_norm"), f(k_norm, "k_norm"), f(q_out, "q_out"), f(k_cache, "k_cache"), f(v_cache, "v_cache");
+  }
 };
 
 struct TreeAttention {
@@ -55,6 +63,12 @@ struct TreeAttention {
   // head_dim + 2] floats (the unnormalised sum, then the range's maximum and its exp-sum).
   int splits = 1;
   float* partial = nullptr;
+
+  template <typename F>
+  void visit_device_pointers(F&& f) const {  // as RopeKvWrite's
+    f(q, "q"), f(k_cache, "k_cache"), f(v_cache, "v_cache"), f(slots, "slots"), f(tree_mask, "tree_mask");
+    f(dims, "dims"), f(out, "out"), f(partial, "partial");
+  }
 };
 
 }  // namespace rootspec::cuda

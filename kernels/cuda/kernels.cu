@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels.h"
+#include "launch.h"
 #include "tree_index.h"
 
 namespace rootspec::cuda {
@@ -77,7 +78,7 @@ __device__ float block_max(float v, float* scratch) {
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float top = -FLT_MAX;
+  float top = -INFINITY;  // so that a block of −∞ values has maximum −∞ (tempered_rows)
   for (int w = 0; w < kThreads / 32; ++w) top = fmaxf(top, scratch[w]);
   return top;
 }
@@ -149,10 +150,10 @@ __global__ void tempered_rows_kernel(const float* logits, int vocab, float tempe
   __shared__ int best_index[kThreads];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   float* o = out + static_cast<int64_t>(blockIdx.x) * vocab;
-  float top = -FLT_MAX;
+  float top = -INFINITY;
   int top_i = vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads)
-    if (row[i] > top) top = row[i], top_i = i;  // strided: the first maximum of this thread's ids
+    if (row[i] > top || top_i == vocab) top = row[i], top_i = i;  // the first maximum of this thread's ids
   const float row_max = block_max(top, scratch);
   if (temperature <= 0.0f) {
     best_index[threadIdx.x] = top == row_max ? top_i : vocab;
@@ -160,6 +161,10 @@ __global__ void tempered_rows_kernel(const float* logits, int vocab, float tempe
     int argmax = vocab;  // the lowest id holding the maximum
     for (int t = 0; t < kThreads; ++t) argmax = min(argmax, best_index[t]);
     for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] = i == argmax ? 1.0f : 0.0f;
+    return;
+  }
+  if (row_max == -INFINITY) {  // no finite logit: every token alike, as rows.h has it
+    for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] = 1.0f / vocab;
     return;
   }
   const float inv_t = 1.0f / temperature;
@@ -332,11 +337,13 @@ __global__ void tree_attention_kernel(TreeAttention a) {
     __syncthreads();  // p and key are rewritten by the next chunk
   }
   const int64_t head_row = static_cast<int64_t>(r) * a.n_heads + h;
-  if (a.splits == 1) {  // a real or padded row sees at least its own slot: running_sum > 0
+  if (a.splits == 1) {
+    // A row sees its own slot (TreeKv sets its bit), so running_sum > 0; a mask without that bit
+    // over an empty context sees nothing and gets zeros (reference_tree_attention), not 0 / 0.
     T* out = static_cast<T*>(a.out) + head_row * d;
     for (int j = 0; j < kDimsPerThread; ++j) {
       const int i = threadIdx.x + j * kThreads;
-      if (i < d) out[i] = from_float<T>(acc[j] / running_sum);
+      if (i < d) out[i] = from_float<T>(running_sum > 0.0f ? acc[j] / running_sum : 0.0f);
     }
     return;
   }
@@ -367,7 +374,7 @@ __global__ void merge_splits_kernel(TreeAttention a) {
       num += w * pz[i];
       den += w * pz[d + 1];
     }
-    out[i] = from_float<T>(num / den);
+    out[i] = from_float<T>(den > 0.0f ? num / den : 0.0f);  // no split saw a key: zeros
   }
 }
 
@@ -380,8 +387,7 @@ cudaError_t embed_rows(const int32_t* tokens, const void* table, int rows, int h
   if (rows <= 0) return cudaSuccess;
   return with_elem(table_type, [&](auto tag) {
     using T = decltype(tag);
-    embed_rows_kernel<T><<<rows, kThreads, 0, stream>>>(tokens, static_cast<const T*>(table), hidden, x);
-    return cudaGetLastError();
+    return launch<embed_rows_kernel<T>>(rows, kThreads, 0, stream, tokens, static_cast<const T*>(table), hidden, x);
   });
 }
 
@@ -390,8 +396,7 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, i
   if (rows <= 0) return cudaSuccess;
   return with_elem(out_type, [&](auto tag) {
     using T = decltype(tag);
-    rms_norm_kernel<T><<<rows, kThreads, 0, stream>>>(x, weight, eps, n, static_cast<T*>(out));
-    return cudaGetLastError();
+    return launch<rms_norm_kernel<T>>(rows, kThreads, 0, stream, x, weight, eps, n, static_cast<T*>(out));
   });
 }
 
@@ -401,22 +406,19 @@ cudaError_t silu_mul(const float* gate_up, int rows, int inter, void* out, cudaS
   if (n <= 0) return cudaSuccess;
   return with_elem(out_type, [&](auto tag) {
     using T = decltype(tag);
-    silu_mul_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(gate_up, rows, inter, static_cast<T*>(out));
-    return cudaGetLastError();
+    return launch<silu_mul_kernel<T>>(blocks_for(n), kThreads, 0, stream, gate_up, rows, inter, static_cast<T*>(out));
   });
 }
 
 cudaError_t add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return launch<add_kernel>(blocks_for(n), kThreads, 0, stream, x, y, n);
 }
 
 cudaError_t add_bias_rows(float* x, const float* bias, int rows, int n, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * n;
   if (total <= 0) return cudaSuccess;
-  add_bias_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, bias, rows, n);
-  return cudaGetLastError();
+  return launch<add_bias_kernel>(blocks_for(total), kThreads, 0, stream, x, bias, rows, n);
 }
 
 cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out, Elem out_type,
@@ -426,9 +428,7 @@ cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out,
     using In = decltype(in_tag);
     return with_elem(out_type, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      convert_kernel<In, Out>
-          <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const In*>(in), n, static_cast<Out*>(out));
-      return cudaGetLastError();
+      return launch<convert_kernel<In, Out>>(blocks_for(n), kThreads, 0, stream, static_cast<const In*>(in), n, static_cast<Out*>(out));
     });
   });
 }
@@ -438,33 +438,28 @@ cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float l
   if (n <= 0) return cudaSuccess;
   return with_elem(type, [&](auto tag) {
     using T = decltype(tag);
-    fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), n, seed, low, high);
-    return cudaGetLastError();
+    return launch<fill_uniform_kernel<T>>(blocks_for(n), kThreads, 0, stream, static_cast<T*>(out), n, seed, low, high);
   });
 }
 
 cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temperature, float* out,
                           cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  tempered_rows_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, temperature, out);
-  return cudaGetLastError();
+  return launch<tempered_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, temperature, out);
 }
 
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
                        cudaStream_t stream) {
   if (k < 1 || k > kMaxTopK || k > vocab) return cudaErrorInvalidValue;
   if (rows <= 0) return cudaSuccess;
-  top_k_rows_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, k, tokens, probs);
-  return cudaGetLastError();
+  return launch<top_k_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, k, tokens, probs);
 }
 
 cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, const int32_t* to, int n_moves,
                          int64_t row_bytes, cudaStream_t stream) {
   if (row_bytes % 2 != 0) return cudaErrorInvalidValue;
   if (n_moves <= 0) return cudaSuccess;
-  move_kv_rows_kernel<<<1, kThreads, 0, stream>>>(
-      static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
-  return cudaGetLastError();
+  return launch<move_kv_rows_kernel>(1, kThreads, 0, stream, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
 }
 
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
@@ -473,8 +468,7 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   if (a.rows <= 0) return cudaSuccess;
   return with_elem(a.kv_type, [&](auto tag) {
     using T = decltype(tag);
-    rope_kv_write_kernel<T><<<dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream>>>(a);
-    return cudaGetLastError();
+    return launch<rope_kv_write_kernel<T>>(dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream, a);
   });
 }
 
@@ -485,9 +479,11 @@ cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
   if (a.bucket <= 0) return cudaSuccess;
   return with_elem(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    tree_attention_kernel<T><<<dim3(a.bucket, a.n_heads, a.splits), kThreads, 0, stream>>>(a);
-    if (a.splits > 1) merge_splits_kernel<T><<<dim3(a.bucket, a.n_heads), kThreads, 0, stream>>>(a);
-    return cudaGetLastError();
+    if (const cudaError_t e = launch<tree_attention_kernel<T>>(dim3(a.bucket, a.n_heads, a.splits), kThreads, 0,
+                                                               stream, a))
+      return e;
+    return a.splits > 1 ? launch<merge_splits_kernel<T>>(dim3(a.bucket, a.n_heads), kThreads, 0, stream, a)
+                        : cudaSuccess;
   });
 }
 

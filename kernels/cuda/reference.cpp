@@ -41,7 +41,9 @@ void reference_tree_attention(const TreeAttention& a) {
         for (int i = 0; i < d; ++i) acc[i] += p * v_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
       }
       float* out = static_cast<float*>(a.out) + (static_cast<int64_t>(r) * a.n_heads + h) * d;
-      for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] / sum);
+      // A row that sees no key (a mask without the row's own bit over an empty context) gets
+      // zeros, as in the kernels: there is nothing to average.
+      for (int i = 0; i < d; ++i) out[i] = sum > 0 ? static_cast<float>(acc[i] / sum) : 0.0f;
     }
   }
 }

@@ -2,6 +2,7 @@
 // a new drafter), a killed target, a client that goes away, malformed messages on every socket,
 // and the launcher restarting a drafter, restarting the pair (--restart) or tearing it down.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <msgpack.hpp>
 
@@ -325,6 +326,39 @@ TEST(Faults, LauncherWithRestartStartsTheTargetAgain) {
   const auto done = speculative_request(p.client_endpoint());
   ASSERT_TRUE(done);
   EXPECT_GT(rounds_with_accepted_drafts(*done), 0);
+  p.down();
+}
+
+// Both processes on one GPU (here the CPU execution's cuda:0): the launcher starts an MPS
+// control daemon for the pair (a stand-in nvidia-cuda-mps-control on PATH records its calls) and
+// stops it with the pair; without MPS it says what that costs.
+TEST(Faults, LauncherRunsTwoProcessesOnOneGpuUnderMpsAndStopsIt) {
+  TempDir bin("fake_mps");
+  const std::string calls = bin.path() + "/calls";
+  std::ofstream(bin.path() + "/nvidia-cuda-mps-control")
+      << "#!/bin/sh\nif [ \"$1\" = -d ]; then echo \"start $CUDA_MPS_PIPE_DIRECTORY\" >> " << calls
+      << "; else read line; echo \"$line\" >> " << calls << "; fi\n";
+  chmod((bin.path() + "/nvidia-cuda-mps-control").c_str(), 0755);
+  const std::string path = std::getenv("PATH");
+  setenv("PATH", (bin.path() + ":" + path).c_str(), 1);
+  const LaunchedPair p({"--set", "target.device=cuda:0", "--set", "drafter.device=cuda:0"});
+  setenv("PATH", path.c_str(), 1);
+  ASSERT_GT(p.launcher, 0);
+  EXPECT_NE(read_file(p.log).find("both processes on cuda:0: started the MPS control daemon"), std::string::npos)
+      << read_file(p.log);
+  EXPECT_EQ(read_file(calls), "start " + p.dir + "/run/mps/pipe\n");
+  p.down();
+  EXPECT_EQ(read_file(calls), "start " + p.dir + "/run/mps/pipe\nquit\n");
+}
+
+TEST(Faults, LauncherSaysWhenTwoProcessesOnOneGpuHaveNoMps) {
+  TempDir bin("no_mps");  // a PATH without nvidia-cuda-mps-control
+  const std::string path = std::getenv("PATH");
+  setenv("PATH", "/usr/bin:/bin", 1);
+  const LaunchedPair p({"--set", "target.device=cuda:0", "--set", "drafter.device=cuda:0"});
+  setenv("PATH", path.c_str(), 1);
+  ASSERT_GT(p.launcher, 0);
+  EXPECT_NE(read_file(p.log).find("both processes on cuda:0 and no MPS here"), std::string::npos) << read_file(p.log);
   p.down();
 }
 

@@ -123,6 +123,25 @@ TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
   }
 }
 
+// A row without a finite logit (every one −∞) is one-hot at token 0 for T = 0 and uniform for
+// T > 0, as the host's law has it (rows.h): no NaN from a 0 / 0.
+TEST(CudaKernels, TemperedRowsOfARowWithoutAFiniteLogitAreOneHotOrUniformNotNan) {
+  SKIP_WITHOUT_GPU();
+  const int vocab = 300;
+  std::vector<float> logits(2 * vocab, -INFINITY);
+  for (int i = 0; i < vocab; ++i) logits[vocab + i] = 0.5f * (i % 7);  // row 1: an ordinary row
+  DeviceArray<float> dl(logits);
+  for (const double t : {0.0, 1.0}) {
+    std::vector<float> want(logits.size());
+    for (int r = 0; r < 2; ++r) probs_from_logits(logits.data() + r * vocab, vocab, t, want.data() + r * vocab);
+    for (int i = 0; i < vocab; ++i)
+      ASSERT_FLOAT_EQ(want[i], t == 0.0 ? (i == 0 ? 1.0f : 0.0f) : 1.0f / vocab) << "the host's law, T " << t;
+    DeviceArray<float> dout(std::vector<float>(logits.size()));
+    CUDA_OK(cuda::tempered_rows(dl.ptr, 2, vocab, static_cast<float>(t), dout.ptr, nullptr));
+    expect_near(dout.host(), want, 1e-6f);
+  }
+}
+
 // Ties (equal logits: the lower id first), k at both ends of its range, a vocabulary of
 // Llama 3's size and one smaller than a block's stride pattern.
 TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
@@ -280,6 +299,34 @@ TEST(CudaKernels, TreeAttentionMatchesTheReference) {
                                                     want.data()));
       expect_near(dout.host(), want, 1e-4f);
     }
+}
+
+// A row whose mask lacks its own bit over an empty context sees no key: zeros, one split or
+// several (the split merge's denominator is 0 there), as the reference gives.
+TEST(CudaKernels, TreeAttentionOfARowThatSeesNoKeyIsZeroNotNan) {
+  SKIP_WITHOUT_GPU();
+  constexpr int n_heads = 2, n_kv = 1, hd = 64, capacity = 16, bucket = 2, rows = 2, mask_words = 1;
+  const std::vector<uint64_t> mask = {0b00, 0b11};  // row 0 sees nothing, row 1 both slots
+  const auto q = random_floats(bucket * n_heads * hd, 40), k = random_floats(size_t{capacity} * n_kv * hd, 41),
+             v = random_floats(size_t{capacity} * n_kv * hd, 42);
+  const std::vector<int32_t> slots = {0, 1}, dims = {0, rows};
+  DeviceArray<float> dq(q), dk(k), dv(v), dout(std::vector<float>(q.size(), NAN));
+  DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 3 * (hd + 2)));
+  DeviceArray<int32_t> dslots(slots), ddims(dims);
+  DeviceArray<uint64_t> dmask(mask);
+  std::vector<float> want(q.size());
+  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(), v.data(),
+                                                slots.data(), mask.data(), dims.data(), want.data()));
+  for (int i = 0; i < n_heads * hd; ++i) ASSERT_EQ(want[i], 0.0f) << "the reference, element " << i;
+  for (const int splits : {1, 3}) {
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr, dslots.ptr,
+                                           dmask.ptr, ddims.ptr, dout.ptr);
+    a.splits = splits;
+    a.partial = dpartial.ptr;
+    CUDA_OK(cuda::tree_attention(a, nullptr));
+    expect_near(dout.host(), want, 1e-4f);
+  }
 }
 
 // bf16 caches and output: the kernel against the float32 reference over the same bf16-rounded

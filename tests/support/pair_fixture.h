@@ -276,12 +276,15 @@ inline GenerateBody generate_body(const std::vector<int32_t>& prompt, const std:
 // rootspec-generate's decoder in this process, over the same folders (the reference).
 class Reference {
  public:
-  Reference() {
+  // On `device` (default: the test device) for the target, `drafter_device` (default: the same)
+  // for the drafter.
+  explicit Reference(const std::string& device = test_device(), const std::string& drafter_device = "") {
     set_torch_threads(1);
     // The caches the daemons allocate for the Pair's config (max_context 256, default pool).
     RuntimeOptions t, d;
     t.max_context = d.max_context = 256 + 8 + 2;
-    t.device = d.device = test_device();
+    t.device = device;
+    d.device = drafter_device.empty() ? device : drafter_device;
     t.max_tree = kMaxTreeBucket;
     d.max_tree = 80;
     target_ = std::make_unique<ModelRuntime>(pair_models().target, t);

@@ -1,0 +1,234 @@
+#include "block_runner.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "sanitizers.h"
+
+namespace rootspec::cuda_on_cpu {
+
+namespace {
+
+// A fiber's stack: kernels keep a few arrays in registers (here: on the stack); sanitizers
+// grow frames.
+#if ROOTSPEC_CUDA_ON_CPU_ASAN || ROOTSPEC_CUDA_ON_CPU_TSAN
+constexpr size_t kStackBytes = 512 << 10;
+#else
+constexpr size_t kStackBytes = 256 << 10;
+#endif
+
+}  // namespace
+
+__thread const ThreadContext* running_thread = nullptr;
+
+void called_outside_a_kernel() {
+  std::fprintf(stderr, "rootspec CUDA-on-CPU: threadIdx, __syncthreads or a warp operation outside a kernel\n");
+  std::abort();
+}
+
+BlockRunner::~BlockRunner() = default;
+
+BlockRunner& BlockRunner::of_this_thread() {
+  thread_local BlockRunner runner;
+  return runner;
+}
+
+BlockRunner::Thread& BlockRunner::current() { return *static_cast<Thread*>(this_thread().owner); }
+
+void BlockRunner::thread_main(void* arg) {
+  Thread& t = *static_cast<Thread*>(arg);
+  BlockRunner& r = *t.runner;
+  tsan_acquire(&r.block_start_sync_);
+  (*r.body_)();
+  tsan_release(&r.block_end_sync_);
+  r.leave(t, kEnded);
+}
+
+void BlockRunner::sync_block() {
+  Thread& t = current();
+  BlockRunner& r = *t.runner;
+  tsan_release(&r.block_barrier_sync_);
+  r.leave(t, kAtBlockBarrier);
+  tsan_acquire(&r.block_barrier_sync_);
+}
+
+const unsigned char* BlockRunner::warp_gather(unsigned mask, const void* mine, size_t bytes) {
+  Thread& t = current();
+  BlockRunner& r = *t.runner;
+  if (bytes > kMaxGatherBytes) {
+    std::fprintf(stderr, "rootspec CUDA-on-CPU: a warp collective of %zu bytes per lane (at most %zu)\n", bytes,
+                 kMaxGatherBytes);
+    std::abort();
+  }
+  const int warp = t.index / kWarpSize;
+  // [32 lanes][bytes]: every lane of a collective contributes the same size.
+  unsigned char* buffer =
+      r.gather_.data() + (static_cast<size_t>(warp) * 2 + t.gather_parity) * kWarpSize * kMaxGatherBytes;
+  t.gather_parity ^= 1;
+  if (bytes) std::memcpy(buffer + t.context.lane * bytes, mine, bytes);
+  t.warp_mask = mask;
+  char* sync = &r.warp_barrier_sync_[warp];
+  tsan_release(sync);
+  r.leave(t, kAtWarpBarrier);
+  tsan_acquire(sync);
+  return buffer;
+}
+
+void* BlockRunner::dynamic_shared() { return current().runner->dynamic_shared_.data(); }
+
+ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+                                                       const std::function<void()>& body) {
+  if (!scheduler_) scheduler_ = Fiber::of_this_thread();
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  const int warps = (threads + kWarpSize - 1) / kWarpSize;
+  while (static_cast<int>(threads_.size()) < threads) {
+    auto t = std::make_unique<Thread>();
+    t->index = static_cast<int>(threads_.size());
+    t->fiber = std::make_unique<Fiber>(kStackBytes, (threads_.size() % 64) * 64);
+    t->runner = this;
+    threads_.push_back(std::move(t));
+  }
+  block_threads_ = threads;
+  body_ = &body;
+  dynamic_shared_.assign(dynamic_shared_bytes + 16, 0xff);
+  gather_.assign(static_cast<size_t>(warps) * 2 * kWarpSize * kMaxGatherBytes, 0);
+  warp_live_.assign(warps, 0);
+  warp_runnable_.assign(warps, 0);
+  warp_waiting_.assign(warps, 0);
+  warp_wanted_.assign(warps, 0);
+  warp_barrier_sync_.assign(warps, 0);
+  for (int i = 0; i < threads; ++i) {
+    Thread& t = *threads_[i];
+    const unsigned x = i % block.x, y = i / block.x % block.y, z = i / (block.x * block.y);
+    t.context.thread_idx = uint3{x, y, z};
+    t.context.block_dim = block;
+    t.context.grid_dim = grid;
+    t.context.lane = i % kWarpSize;
+    t.context.owner = &t;
+  }
+  std::string failure;
+  for (unsigned bz = 0; bz < grid.z && failure.empty(); ++bz)
+    for (unsigned by = 0; by < grid.y && failure.empty(); ++by)
+      for (unsigned bx = 0; bx < grid.x && failure.empty(); ++bx) {
+        for (int i = 0; i < threads; ++i) threads_[i]->context.block_idx = uint3{bx, by, bz};
+        std::memset(dynamic_shared_.data(), 0xff, dynamic_shared_.size());
+        failure = run_block();
+        if (!failure.empty())
+          failure = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) +
+                    "): " + failure;
+        tsan_acquire(&block_end_sync_);  // the next block's threads come after this one's
+      }
+  body_ = nullptr;
+  return failure;
+}
+
+ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run_block() {
+  live_ = block_threads_;
+  at_block_barrier_ = 0;
+  std::fill(warp_live_.begin(), warp_live_.end(), 0u);
+  std::fill(warp_runnable_.begin(), warp_runnable_.end(), 0u);
+  std::fill(warp_waiting_.begin(), warp_waiting_.end(), 0u);
+  std::fill(warp_wanted_.begin(), warp_wanted_.end(), 0u);
+  for (int i = 0; i < block_threads_; ++i) {
+    Thread& t = *threads_[i];
+    t.gather_parity = 0;
+    warp_live_[i / kWarpSize] |= 1u << (i % kWarpSize);
+    set_runnable(t);
+    t.fiber->start(&BlockRunner::thread_main, &t);
+  }
+  failure_.clear();
+  tsan_release(&block_start_sync_);
+  running_thread = &threads_[0]->context;
+  scheduler_->switch_to(*threads_[0]->fiber);  // back when the block ended or is stuck
+  running_thread = nullptr;
+  tsan_acquire(&failure_sync_);
+  return failure_;
+}
+
+ROOTSPEC_NOT_PROGRAM_DATA void BlockRunner::leave(Thread& t, State state) {
+  const int warp = t.index / kWarpSize;
+  const unsigned bit = 1u << t.context.lane;
+  t.state = state;
+  warp_runnable_[warp] &= ~bit;
+  switch (state) {
+    case kEnded:
+      --live_;
+      warp_live_[warp] &= ~bit;
+      if (at_block_barrier_ > 0 && at_block_barrier_ == live_) open_block_barrier();
+      try_open_warp_barrier(warp);
+      break;
+    case kAtBlockBarrier:
+      if (++at_block_barrier_ == live_) open_block_barrier();
+      break;
+    case kAtWarpBarrier:
+      warp_waiting_[warp] |= bit;
+      warp_wanted_[warp] |= t.warp_mask;
+      try_open_warp_barrier(warp);
+      break;
+    case kRunnable:
+      break;
+  }
+  if (t.state == kRunnable) return;  // it arrived last at its barrier and opened it: it goes on
+  Thread* next = next_runnable(t.index);
+  if (!next && live_ > 0) {
+    failure_ = describe_deadlock();
+    tsan_release(&failure_sync_);
+  }
+  running_thread = next ? &next->context : nullptr;
+  Fiber& to = next ? *next->fiber : *scheduler_;
+  if (state == kEnded) t.fiber->finish_to(to);
+  t.fiber->switch_to(to);
+}
+
+// The first thread after `after` in index order (wrapping) that can run.
+ROOTSPEC_NOT_PROGRAM_DATA BlockRunner::Thread* BlockRunner::next_runnable(int after) const {
+  const int warps = static_cast<int>(warp_runnable_.size()), lane = after % kWarpSize, warp = after / kWarpSize;
+  const unsigned later_lanes = lane == kWarpSize - 1 ? 0u : ~0u << (lane + 1);
+  if (const unsigned m = warp_runnable_[warp] & later_lanes) return threads_[warp * kWarpSize + __builtin_ctz(m)].get();
+  for (int k = 1; k <= warps; ++k) {
+    const int w = (warp + k) % warps;
+    if (const unsigned m = warp_runnable_[w]) return threads_[w * kWarpSize + __builtin_ctz(m)].get();
+  }
+  return nullptr;
+}
+
+ROOTSPEC_NOT_PROGRAM_DATA void BlockRunner::set_runnable(Thread& t) {
+  t.state = kRunnable;
+  warp_runnable_[t.index / kWarpSize] |= 1u << t.context.lane;
+}
+
+ROOTSPEC_NOT_PROGRAM_DATA void BlockRunner::open_block_barrier() {
+  for (int i = 0; i < block_threads_; ++i)
+    if (threads_[i]->state == kAtBlockBarrier) set_runnable(*threads_[i]);
+  at_block_barrier_ = 0;
+}
+
+// A warp collective opens when every lane of its mask that has not ended waits at it.
+ROOTSPEC_NOT_PROGRAM_DATA void BlockRunner::try_open_warp_barrier(int warp) {
+  const unsigned waiting = warp_waiting_[warp], wanted = warp_wanted_[warp] & warp_live_[warp];
+  if (!waiting || (waiting & wanted) != wanted) return;
+  for (unsigned rest = waiting; rest; rest &= rest - 1) set_runnable(*threads_[warp * kWarpSize + __builtin_ctz(rest)]);
+  warp_waiting_[warp] = warp_wanted_[warp] = 0;
+}
+
+ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::describe_deadlock() const {
+  std::string at_block, at_warp;
+  auto add = [](std::string& s, int i) { s += (s.empty() ? "" : ", ") + std::to_string(i); };
+  for (int i = 0; i < block_threads_; ++i) {
+    if (threads_[i]->state == kAtBlockBarrier) add(at_block, i);
+    if (threads_[i]->state == kAtWarpBarrier) add(at_warp, i);
+  }
+  return "deadlock: threads [" + at_block + "] wait at __syncthreads, threads [" + at_warp +
+         "] at a warp collective, and none can go on (" + std::to_string(live_) + " of " +
+         std::to_string(block_threads_) + " threads not ended)";
+}
+
+// The kernel-side API of cuda_on_cpu.h.
+void sync_block() { BlockRunner::sync_block(); }
+const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes) {
+  return BlockRunner::warp_gather(mask, mine, bytes);
+}
+void* dynamic_shared_memory() { return BlockRunner::dynamic_shared(); }
+
+}  // namespace rootspec::cuda_on_cpu

@@ -1,0 +1,144 @@
+// The CPU execution of CUDA, seen from kernel code and from launches (kernels/cuda_on_cpu/README.md):
+// what cuda_device.h's threadIdx, __syncthreads and warp operations call, and the launch that
+// kernels/cuda/launch.h turns `kernel<<<grid, block, shared, stream>>>(args)` into.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cuda_runtime_api.h"
+
+namespace rootspec::cuda_on_cpu {
+
+// What a running CUDA thread knows of itself.
+struct ThreadContext {
+  uint3 thread_idx{0, 0, 0};
+  uint3 block_idx{0, 0, 0};
+  dim3 block_dim;
+  dim3 grid_dim;
+  int lane = 0;           // in its warp: the linear thread index mod 32
+  void* owner = nullptr;  // the block runner's record of this thread
+};
+
+constexpr int kWarpSize = 32;
+// Bytes one lane may contribute to a warp collective (warp_gather): a warp matrix operation's
+// fragments fit.
+constexpr size_t kMaxGatherBytes = 128;
+
+// The running CUDA thread of this OS thread, set by the block runner at every switch (null
+// outside a kernel): read at every threadIdx, so inline and without atomics.
+extern __thread const ThreadContext* running_thread;
+[[noreturn]] void called_outside_a_kernel();
+inline const ThreadContext& this_thread() {
+  if (__builtin_expect(running_thread == nullptr, 0)) called_outside_a_kernel();
+  return *running_thread;
+}
+inline int lane_id() { return this_thread().lane; }
+// __syncthreads: waits until every thread of the block that has not ended is here.
+void sync_block();
+// A warp collective: every lane of `mask` (that has not ended) contributes `bytes` (≤
+// kMaxGatherBytes) and gets back the warp's contributions, [32 lanes][bytes], valid until this
+// lane's next collective. Shuffles, votes and warp matrix operations are built on it.
+const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes);
+// The launch's dynamic shared memory (extern __shared__), filled with 0xFF at each block's start:
+// a kernel that reads it before writing it sees NaNs, not zeros.
+void* dynamic_shared_memory();
+
+// A pointer argument of a launch, checked when the kernel runs: it must be null, device memory
+// of the launch's device or pinned host memory (a host pointer passed as a device pointer is an
+// illegal address, as on a GPU).
+struct PointerArgument {
+  const void* pointer;
+  std::string name;
+};
+
+// Enqueues `body` (the kernel with its arguments bound) as a grid of grid × block threads on
+// `stream`, or records it into the stream's capture. Checks the launch as a GPU would (threads
+// per block, grid and block dimensions, dynamic shared memory against the opted-in size) and
+// returns the launch error, which cudaGetLastError then also reports.
+cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
+                           cudaStream_t stream, std::vector<PointerArgument> pointers,
+                           std::function<void()> body);
+
+namespace detail {
+
+template <typename T, typename = void>
+struct visits_device_pointers : std::false_type {};
+template <typename T>
+struct visits_device_pointers<
+    T, std::void_t<decltype(std::declval<const T&>().visit_device_pointers(
+           std::declval<void (*)(const void*, const char*)>()))>> : std::true_type {};
+
+// The pointer arguments of a launch: raw pointers, and the pointers that an argument struct
+// names through visit_device_pointers(f) (attention_args.h).
+template <typename T>
+void collect_pointers(const T& value, size_t index, std::vector<PointerArgument>& out) {
+  if constexpr (std::is_pointer_v<T>) {
+    out.push_back({reinterpret_cast<const void*>(value), "argument " + std::to_string(index)});
+  } else if constexpr (visits_device_pointers<T>::value) {
+    value.visit_device_pointers([&out, index](const void* p, const char* field) {
+      out.push_back({p, "argument " + std::to_string(index) + " ." + field});
+    });
+  }
+}
+
+// A kernel's name from kernel_name's own signature: "… [with auto Kernel =
+// rootspec::cuda::{anonymous}::embed_rows_kernel<float>]" (GCC), "… [Kernel = &…]" (clang).
+inline std::string name_in_signature(const std::string& signature) {
+  size_t begin = signature.find("Kernel = ");
+  if (begin == std::string::npos) return signature;
+  begin += 9;
+  if (signature[begin] == '&') ++begin;
+  return signature.substr(begin, signature.rfind(']') - begin);
+}
+
+template <auto Kernel>
+const char* kernel_name() {
+  static const std::string name = name_in_signature(__PRETTY_FUNCTION__);
+  return name.c_str();
+}
+
+template <auto Kernel, typename... Params, typename... Args>
+cudaError_t launch(void (*)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  // The parameters as the kernel receives them, copied now: a captured launch replays these
+  // values, whatever the variables they came from hold by then (as on a GPU).
+  using Tuple = std::tuple<std::decay_t<Params>...>;
+  auto params = std::make_shared<const Tuple>(std::forward<Args>(args)...);
+  std::vector<PointerArgument> pointers;
+  std::apply(
+      [&pointers](const auto&... p) {
+        size_t i = 0;
+        (collect_pointers(p, i++, pointers), ...);
+      },
+      *params);
+  return enqueue_launch(reinterpret_cast<const void*>(Kernel), kernel_name<Kernel>(), grid, block, shared_bytes,
+                        stream, std::move(pointers), [params] { std::apply(Kernel, *params); });
+}
+
+}  // namespace detail
+
+template <auto Kernel, typename... Args>
+cudaError_t launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  return detail::launch<Kernel>(Kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+}
+
+// A shuffle through warp_gather: every lane of `mask` contributes `value` and gets lane
+// `source`'s.
+template <typename T>
+T shuffle(unsigned mask, T value, int source) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move values of up to 8 bytes");
+  const unsigned char* all = warp_gather(mask, &value, sizeof value);
+  T out;
+  std::memcpy(&out, all + static_cast<size_t>(source) * sizeof value, sizeof value);
+  return out;
+}
+
+}  // namespace rootspec::cuda_on_cpu

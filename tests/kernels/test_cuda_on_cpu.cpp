@@ -1,0 +1,311 @@
+// The CPU execution of CUDA itself (kernels/cuda_on_cpu): the semantics the GPU path's tests rely
+// on, each against what NVIDIA documents. A test that faults a device (a sticky error, as on a
+// GPU: every later call of that device reports it) has a device of its own: cuda:2, cuda:3.
+#include "cuda_device.h"  // the kernel language, as kernels_on_cpu.cpp has it
+
+#include <cublasLt.h>
+#include <gtest/gtest.h>
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "launch.h"
+
+namespace rootspec {
+namespace {
+
+using cuda::launch;
+
+// Four devices for this process (before any CUDA call): the faulting tests take one each.
+const bool four_devices = setenv("ROOTSPEC_CUDA_ON_CPU_DEVICES", "4", 1) == 0;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess)
+
+template <typename T>
+T* device_array(size_t n) {
+  T* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
+  return p;
+}
+
+template <typename T>
+std::vector<T> to_host(const T* d, size_t n) {
+  std::vector<T> h(n);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+// out[i] = 1 for i < n_by_value (a by-value argument) and, in `second`, for i < *n_in_memory.
+__global__ void mark_below(int* first, int n_by_value, int* second, const int* n_in_memory) {
+  const int i = threadIdx.x;
+  first[i] = i < n_by_value ? 1 : 0;
+  second[i] = i < *n_in_memory ? 1 : 0;
+}
+
+// A length passed to a captured kernel by value is the one it had at capture; one read from
+// device memory is the one there when the graph runs (the reason the backend's kernels read
+// theirs from device memory: pass_backend.h).
+TEST(CudaOnCpu, ALengthPassedByValueIsFrozenAtCaptureAndOneInDeviceMemoryIsNot) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int *first = device_array<int>(8), *second = device_array<int>(8), *n = device_array<int>(1);
+  int length = 3;
+  CUDA_OK(cudaMemcpy(n, &length, sizeof length, cudaMemcpyHostToDevice));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(launch<mark_below>(1, 8, 0, s, first, length, second, n));
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  length = 5;
+  CUDA_OK(cudaMemcpy(n, &length, sizeof length, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaGraphLaunch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(to_host(first, 8), (std::vector<int>{1, 1, 1, 0, 0, 0, 0, 0})) << "frozen at 3";
+  EXPECT_EQ(to_host(second, 8), (std::vector<int>{1, 1, 1, 1, 1, 0, 0, 0})) << "read when run: 5";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+// A stream's work runs once the host waits for it: a pinned buffer rewritten before the wait is
+// what an enqueued copy from it reads. (A GPU may have copied it already, or not: code that
+// rewrites a buffer an enqueued copy reads is wrong either way, and here it fails every time.)
+TEST(CudaOnCpu, WorkEnqueuedRunsWhenTheHostWaitsSoABufferRewrittenBeforeTheWaitIsWhatItReads) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* pinned = nullptr;
+  CUDA_OK(cudaMallocHost(&pinned, sizeof(int)));
+  int* d = device_array<int>(1);
+  *pinned = 1;
+  CUDA_OK(cudaMemcpyAsync(d, pinned, sizeof(int), cudaMemcpyHostToDevice, s));
+  *pinned = 2;
+  CUDA_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(to_host(d, 1)[0], 2);
+  // From pageable memory the bytes are staged at the call (CUDA's documented exception): the
+  // later write does not reach the device.
+  int pageable = 7;
+  CUDA_OK(cudaMemcpyAsync(d, &pageable, sizeof(int), cudaMemcpyHostToDevice, s));
+  pageable = 8;
+  CUDA_OK(cudaStreamSynchronize(s));
+  EXPECT_EQ(to_host(d, 1)[0], 7);
+  // Into pageable memory the call returns only after the copy ran.
+  int back = 0;
+  CUDA_OK(cudaMemcpyAsync(&back, d, sizeof(int), cudaMemcpyDeviceToHost, s));
+  EXPECT_EQ(back, 7);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+}
+
+__global__ void write_one(int* p) { p[threadIdx.x] = 1; }
+
+TEST(CudaOnCpu, AHostPointerPassedAsADevicePointerIsAnIllegalAddress) {
+  CUDA_OK(cudaSetDevice(2));  // faults the device
+  int* later = device_array<int>(1);
+  std::vector<int> host(32);
+  EXPECT_EQ(launch<write_one>(1, 32, 0, nullptr, host.data()), cudaSuccess) << "the launch itself is fine";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+  EXPECT_EQ(host[0], 0) << "the kernel did not run";
+  EXPECT_EQ(cudaMemset(later, 0, 4), cudaErrorIllegalAddress) << "the error is sticky";
+}
+
+__global__ void nothing() {}
+
+TEST(CudaOnCpu, LaunchesAGpuWouldRefuseAreRefused) {
+  CUDA_OK(cudaSetDevice(0));
+  EXPECT_EQ(launch<nothing>(1, 1025, 0, nullptr), cudaErrorInvalidConfiguration) << "1 025 threads";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "read once";
+  EXPECT_EQ(launch<nothing>(dim3(1, 65536), 32, 0, nullptr), cudaErrorInvalidConfiguration) << "grid y";
+  EXPECT_EQ(launch<nothing>(1, dim3(1, 1, 65), 0, nullptr), cudaErrorInvalidConfiguration) << "block z";
+  EXPECT_EQ(launch<nothing>(1, 32, 49 << 10, nullptr), cudaErrorInvalidValue) << "49 KB without opting in";
+  CUDA_OK(cudaFuncSetAttribute(nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
+  EXPECT_EQ(launch<nothing>(1, 32, 49 << 10, nullptr), cudaSuccess) << "opted in to 100 KB";
+  EXPECT_EQ(cudaFuncSetAttribute(nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 300 << 10),
+            cudaErrorInvalidValue)
+      << "past an H200's 227 KB";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Lane 0 waits at __syncthreads for lanes 1–31, which wait at a shuffle for lane 0: a GPU hangs;
+// here the launch fails, saying which threads wait where.
+__global__ void lane_zero_elsewhere(int* out) {
+  if (threadIdx.x % 32 == 0)
+    __syncthreads();
+  else
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 0);
+}
+
+TEST(CudaOnCpu, ThreadsWaitingForEachOtherAreADeadlockReportedNotAHang) {
+  CUDA_OK(cudaSetDevice(3));  // faults the device
+  int* out = device_array<int>(32);
+  CUDA_OK(launch<lane_zero_elsewhere>(1, 32, 0, nullptr, out));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+}
+
+// Each lane's value v = lane · 3 + 1 through each shuffle, as CUDA defines them (segments of
+// `width` lanes; a source past the segment gives the caller's own value).
+__global__ void shuffles(int* out) {
+  const int lane = threadIdx.x, v = lane * 3 + 1;
+  out[lane] = __shfl_xor_sync(0xffffffffu, v, 5);
+  out[32 + lane] = __shfl_down_sync(0xffffffffu, v, 3, 8);
+  out[64 + lane] = __shfl_up_sync(0xffffffffu, v, 2, 16);
+  out[96 + lane] = __shfl_sync(0xffffffffu, v, 9, 8);
+  out[128 + lane] = static_cast<int>(__ballot_sync(0xffffffffu, lane % 3 == 0) & 0x7fffffffu);
+}
+
+TEST(CudaOnCpu, WarpShufflesExchangeValuesAsCudaDefinesThem) {
+  CUDA_OK(cudaSetDevice(0));
+  int* out = device_array<int>(160);
+  CUDA_OK(launch<shuffles>(1, 32, 0, nullptr, out));
+  const std::vector<int> got = to_host(out, 160);
+  auto v = [](int lane) { return lane * 3 + 1; };
+  unsigned ballot = 0;
+  for (int lane = 0; lane < 32; lane += 3) ballot |= 1u << lane;
+  for (int lane = 0; lane < 32; ++lane) {
+    EXPECT_EQ(got[lane], v(lane ^ 5)) << lane;
+    EXPECT_EQ(got[32 + lane], lane % 8 + 3 < 8 ? v(lane + 3) : v(lane)) << lane;
+    EXPECT_EQ(got[64 + lane], lane % 16 >= 2 ? v(lane - 2) : v(lane)) << lane;
+    EXPECT_EQ(got[96 + lane], v(lane / 8 * 8 + 1)) << lane;
+    EXPECT_EQ(got[128 + lane], static_cast<int>(ballot & 0x7fffffffu)) << lane;
+  }
+}
+
+// Blocks of 64 threads sum their indices through __shared__ memory and __syncthreads.
+__global__ void block_sums(int* out) {
+  __shared__ int partial[64];
+  partial[threadIdx.x] = static_cast<int>(threadIdx.x + blockIdx.x * blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int total = 0;
+    for (int i = 0; i < 64; ++i) total += partial[i];
+    out[blockIdx.x] = total;
+  }
+}
+
+TEST(CudaOnCpu, SharedMemoryAndBarriersServeEachBlock) {
+  CUDA_OK(cudaSetDevice(0));
+  int* out = device_array<int>(5);
+  CUDA_OK(launch<block_sums>(5, 64, 0, nullptr, out));
+  const std::vector<int> got = to_host(out, 5);
+  for (int b = 0; b < 5; ++b) EXPECT_EQ(got[b], 64 * 64 * b + 63 * 64 / 2) << b;
+}
+
+TEST(CudaOnCpu, ACaptureRefusesAnAllocationAndEndsInvalidated) {
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph;
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  cudaStreamDestroy(s);
+}
+
+// Round to nearest even, overflow to infinity, subnormals kept, NaN canonical: against the
+// CPU's own conversion instruction (F16C) for binary16, and the definition for bfloat16.
+TEST(CudaOnCpu, HalfPrecisionConversionsRoundAsCudaDoes) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & bit_F16C)) GTEST_SKIP() << "this CPU has no F16C to compare with";
+  std::mt19937 gen(1);
+  std::vector<float> values = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f,
+                               2.99e-8f, INFINITY, -INFINITY, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048};
+  for (int h = 0; h < 0x7c00; ++h) {  // every finite half, and the midpoints to its neighbour
+    const float a = _cvtsh_ss(static_cast<unsigned short>(h)), b = _cvtsh_ss(static_cast<unsigned short>(h + 1));
+    values.push_back(a), values.push_back((a + b) / 2), values.push_back(-(a + b) / 2);
+  }
+  std::uniform_real_distribution<float> any(-70000.0f, 70000.0f);
+  for (int i = 0; i < 100000; ++i) values.push_back(any(gen));
+  for (const float x : values) {
+    ASSERT_EQ(__float2half_rn(x).__x, _cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)) << x;
+    const float back = __half2float(__half{static_cast<unsigned short>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT))});
+    ASSERT_EQ(back, _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT))) << x;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // RNE on the top 16 bits
+    ASSERT_EQ(__float2bfloat16_rn(x).__x, static_cast<unsigned short>(rounded)) << x;
+    ASSERT_EQ(__bfloat162float(__nv_bfloat16{static_cast<unsigned short>(bits >> 16)}),
+              [&] {
+                const uint32_t top = bits & 0xffff0000u;
+                float f;
+                std::memcpy(&f, &top, 4);
+                return f;
+              }());
+  }
+  EXPECT_EQ(__float2half_rn(NAN).__x, 0x7fff);
+  EXPECT_EQ(__float2bfloat16_rn(NAN).__x, 0x7fff);
+}
+
+// D = α·op(A)·op(B) + β·C, column-major, every transpose pair, leading dimensions past the rows,
+// bf16 inputs: against the definition, element by element.
+TEST(CudaOnCpu, CublasLtComputesColumnMajorProductsForEveryTransposePair) {
+  CUDA_OK(cudaSetDevice(0));
+  cublasLtHandle_t lt;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  const int m = 5, n = 3, k = 4, pad = 2;
+  std::mt19937 gen(2);
+  std::normal_distribution<float> normal;
+  for (const auto ta : {CUBLAS_OP_N, CUBLAS_OP_T})
+    for (const auto tb : {CUBLAS_OP_N, CUBLAS_OP_T}) {
+      SCOPED_TRACE(std::to_string(ta) + std::to_string(tb));
+      const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+      const int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+      const int lda = a_rows + pad, ldb = b_rows + pad, ldc = m + pad;
+      std::vector<__nv_bfloat16> a(lda * a_cols), b(ldb * b_cols);
+      std::vector<float> c(ldc * n);
+      for (auto& x : a) x = __float2bfloat16_rn(normal(gen));
+      for (auto& x : b) x = __float2bfloat16_rn(normal(gen));
+      for (auto& x : c) x = normal(gen);
+      auto da = device_array<__nv_bfloat16>(a.size()), db = device_array<__nv_bfloat16>(b.size());
+      auto dc = device_array<float>(c.size());
+      CUDA_OK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
+      cublasLtMatmulDesc_t op;
+      cublasLtMatrixLayout_t la, lb, lc;
+      ASSERT_EQ(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+      cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, a_rows, a_cols, lda);
+      cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, b_rows, b_cols, ldb);
+      cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc);
+      const float alpha = 0.5f, beta = 2.0f;
+      ASSERT_EQ(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dc, lc, dc, lc, nullptr, nullptr, 0, nullptr),
+                CUBLAS_STATUS_SUCCESS);
+      const std::vector<float> got = to_host(dc, c.size());
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          double dot = 0;
+          for (int l = 0; l < k; ++l) {
+            const float x = __bfloat162float(ta == CUBLAS_OP_N ? a[i + l * lda] : a[l + i * lda]);
+            const float y = __bfloat162float(tb == CUBLAS_OP_N ? b[l + j * ldb] : b[j + l * ldb]);
+            dot += double(x) * y;
+          }
+          EXPECT_NEAR(got[i + j * ldc], alpha * dot + beta * c[i + j * ldc], 1e-4) << i << ", " << j;
+        }
+      EXPECT_EQ(got[m], c[m]) << "the padding below a column is not written";
+      // Shapes that do not agree are refused: op(A) must be m × k.
+      cublasLtMatrixLayout_t wrong;
+      cublasLtMatrixLayoutCreate(&wrong, CUDA_R_16BF, a_rows + 1, a_cols, lda);
+      EXPECT_EQ(cublasLtMatmul(lt, op, &alpha, da, wrong, db, lb, &beta, dc, lc, dc, lc, nullptr, nullptr, 0, nullptr),
+                CUBLAS_STATUS_INVALID_VALUE);
+      cublasLtMatrixLayoutDestroy(wrong);
+      cublasLtMatrixLayoutDestroy(la);
+      cublasLtMatrixLayoutDestroy(lb);
+      cublasLtMatrixLayoutDestroy(lc);
+      cublasLtMatmulDescDestroy(op);
+    }
+  cublasLtDestroy(lt);
+}
+
+}  // namespace
+}  // namespace rootspec
