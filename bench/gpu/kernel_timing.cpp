@@ -5,7 +5,7 @@
 // backend picks: attention_splits), with bf16 caches (the backend's) and float32 ones, and the
 // memory floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test:
 // it prints a table and writes JSON.
-//   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]
+//   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -140,6 +140,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
 int main(int argc, char** argv) {
   std::string out;
   int context = 4096, launches = 200;
+  std::vector<int> row_counts = {1, 8, 32, 64};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--out" && i + 1 < argc) {
@@ -148,8 +149,16 @@ int main(int argc, char** argv) {
       context = std::atoi(argv[++i]);
     } else if (arg == "--launches" && i + 1 < argc) {
       launches = std::atoi(argv[++i]);
+    } else if (arg == "--rows" && i + 1 < argc) {  // fewer: the dry run on CUDA executed on the CPU
+      row_counts.clear();
+      for (const char* p = argv[++i]; *p;) {
+        row_counts.push_back(std::atoi(p));
+        while (*p && *p != ',') ++p;
+        if (*p == ',') ++p;
+      }
     } else {
-      std::fprintf(stderr, "usage: rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N]\n");
+      std::fprintf(stderr,
+                   "usage: rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]\n");
       return 2;
     }
   }
@@ -170,7 +179,7 @@ int main(int argc, char** argv) {
       for (const Shape& s : shapes)
         for (const bool split_k : {false, true}) {
           double one_row = 0;
-          for (const int rows : {1, 8, 32, 64}) {
+          for (const int rows : row_counts) {
             const int splits =
                 split_k ? rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32) : 1;
             const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype);

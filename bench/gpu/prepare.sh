@@ -7,9 +7,8 @@
 #                 (used header-only there), msgpack-c++, CLI11, toml++, cppzmq
 #   src/          the sources of ZeroMQ and PCRE2 (Debian source packages, `apt-get source`),
 #                 which the check builds as static libraries for the daemons
-# Then a dry run of the check: it builds everything here as it will there, runs the daemons'
-# greedy identity on the CPU (the torch-free LoopCpu backend), and stops before the first GPU
-# call.
+# Then the check's dry run (device-check.sh --dry-run): the same build with CUDA executed on the
+# CPU, every step's command run on it; and the size of what travels (tree + carry, at most 48 MiB).
 #   bench/gpu/prepare.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -48,4 +47,5 @@ fetch_source() {  # fetch_source PACKAGE TARBALL_NAME
 fetch_source zeromq3 zeromq.tar.gz
 fetch_source pcre2 pcre2.tar.gz
 echo "prepared $carry ($(du -sh "$carry" | cut -f1)); carry it to the GPU machine"
-"$root/bench/gpu/device-check.sh" --dry-run
+"$root/bench/gpu/device-check.sh" --dry-run || exit 1
+"$root/bench/gpu/tree-size.sh"

@@ -1,5 +1,6 @@
 #include "daemon_config.h"
 
+#include <cstdint>
 #include <toml++/toml.h>
 #include <algorithm>
 #include <climits>

@@ -2,6 +2,7 @@
 // dtype. Every input of a pass lives in a static device tensor sized for the largest bucket and
 // is written by one host-to-device copy; shapes depend on (bucket, window) only, and nothing is
 // read back but the real rows' logits.
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 

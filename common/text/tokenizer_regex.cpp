@@ -1,6 +1,7 @@
 #include "tokenizer_regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <cstdint>
 #include <pcre2.h>
 
 #include <stdexcept>

@@ -27,7 +27,9 @@ void called_outside_a_kernel() {
   std::abort();
 }
 
-BlockRunner::~BlockRunner() = default;
+// The threads' records die with the runner (its OS thread's end): after every fiber's last
+// look at them (leave() releases books_sync_ before each switch).
+BlockRunner::~BlockRunner() { tsan_acquire(&books_sync_); }
 
 BlockRunner& BlockRunner::of_this_thread() {
   thread_local BlockRunner runner;
@@ -142,7 +144,9 @@ ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run_block() {
   running_thread = &threads_[0]->context;
   scheduler_->switch_to(*threads_[0]->fiber);  // back when the block ended or is stuck
   running_thread = nullptr;
-  tsan_acquire(&failure_sync_);
+  // What the threads did before they last switched (a deadlocked block's threads never end):
+  // before the scheduler frees what they read.
+  tsan_acquire(&books_sync_);
   return failure_;
 }
 
@@ -171,14 +175,13 @@ ROOTSPEC_NOT_PROGRAM_DATA void BlockRunner::leave(Thread& t, State state) {
   }
   if (t.state == kRunnable) return;  // it arrived last at its barrier and opened it: it goes on
   Thread* next = next_runnable(t.index);
-  if (!next && live_ > 0) {
-    failure_ = describe_deadlock();
-    tsan_release(&failure_sync_);
-  }
+  if (!next && live_ > 0) failure_ = describe_deadlock();
   running_thread = next ? &next->context : nullptr;
+  Fiber& self = *t.fiber;
   Fiber& to = next ? *next->fiber : *scheduler_;
-  if (state == kEnded) t.fiber->finish_to(to);
-  t.fiber->switch_to(to);
+  tsan_release(&books_sync_);  // after this thread's last look at the records and the launch
+  if (state == kEnded) self.finish_to(to);
+  self.switch_to(to);
 }
 
 // The first thread after `after` in index order (wrapping) that can run.

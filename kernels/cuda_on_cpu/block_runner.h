@@ -86,7 +86,7 @@ class BlockRunner {
   std::vector<unsigned> warp_wanted_;   // [warps] the lanes their masks name
   std::string failure_;                 // why the block could not finish
   // ThreadSanitizer's sync objects (their addresses).
-  char block_start_sync_ = 0, block_end_sync_ = 0, block_barrier_sync_ = 0, failure_sync_ = 0;
+  char block_start_sync_ = 0, block_end_sync_ = 0, block_barrier_sync_ = 0, books_sync_ = 0;
   std::vector<char> warp_barrier_sync_;  // [warps]
 };
 

@@ -2,6 +2,7 @@
 // Done message (tokens to the first EOS, target-stamped seconds, round trace folding, stage
 // totals), rejection of Done messages that cannot be timed, per-decode seeds and grid options.
 // No daemon and no timing: the Done messages are made by hand and sent through the codec.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,5 +1,6 @@
 // rootspec-sim as a user runs it: JSON output, paper 000 App. B.1 through `analyze`, and bad
 // input → exit code 2 with one line on stderr naming the problem.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

@@ -1,6 +1,7 @@
 // Faults with real processes: a killed or stopped drafter (the target goes on with ar and takes up
 // a new drafter), a killed target, a client that goes away, malformed messages on every socket,
 // and the launcher restarting a drafter, restarting the pair (--restart) or tearing it down.
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 

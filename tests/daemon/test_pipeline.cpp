@@ -2,6 +2,7 @@
 // generate()): greedy identity for every rule × budget × verifier, seeded sampling, the
 // overlapped root pass, request validation, and memory over many requests. Real processes
 // on a random tiny pair (tests/support/pair_fixture.h).
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "pair_fixture.h"

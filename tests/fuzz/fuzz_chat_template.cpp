@@ -2,6 +2,7 @@
 // input is the template, a NUL, then messages as role NUL content NUL …
 // Contract: an unrecognised template is a std::runtime_error naming its origin; a recognised one
 // renders any messages, or refuses a role with std::invalid_argument naming it; nothing else.
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>

@@ -2,6 +2,7 @@
 // input is the file's text, optionally followed by a NUL and one override.
 // Contract: every problem is a ConfigError (naming the file, or the --set); a config that loads
 // and validates keeps its integers in range (no value narrowed into a valid one).
+#include <cstdint>
 #include <string>
 
 #include "daemon_config.h"

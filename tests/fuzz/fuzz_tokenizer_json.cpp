@@ -3,6 +3,7 @@
 // Contract: every problem is a std::runtime_error naming the file; a tokenizer that loads
 // encodes and decodes a short text without any other exception; nothing allocates past
 // libFuzzer's -malloc_limit_mb (a hostile id once sized a table of gigabytes).
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 

@@ -1,5 +1,6 @@
 // Loader: config.json fields, safetensors forms (single, sharded, F32/F16/BF16), and the
 // errors for bad folders, each naming the file and the problem.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cstring>

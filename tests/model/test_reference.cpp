@@ -2,6 +2,7 @@
 // Hugging Face decoders (LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM): per-row
 // loops over the safetensors weights, causal attention, HF's rotate_half RoPE, repeat_kv GQA
 // (query head h reads KV head h / (heads / kv_heads)), Qwen3 q/k RMSNorm before RoPE.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cmath>
