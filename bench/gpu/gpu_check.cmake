@@ -79,15 +79,12 @@ target_link_libraries(model_test_cuda_backend PRIVATE rootspec_model GTest::gtes
 target_include_directories(model_test_cuda_backend PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
                                                            ${PROJECT_SOURCE_DIR}/tests/model)
 add_subdirectory(bench/gpu)
-add_executable(daemon_test_pipeline ${PROJECT_SOURCE_DIR}/tests/daemon/test_pipeline.cpp)
-target_link_libraries(daemon_test_pipeline PRIVATE rootspec_model rootspec_ipc rootspec_config GTest::gtest GTest::gtest_main)
-target_include_directories(daemon_test_pipeline PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-target_compile_definitions(daemon_test_pipeline PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
-                                                        ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
-add_dependencies(daemon_test_pipeline rootspec-target rootspec-drafter)
-add_executable(daemon_test_gpu_pair ${PROJECT_SOURCE_DIR}/tests/daemon/test_gpu_pair.cpp)
-target_link_libraries(daemon_test_gpu_pair PRIVATE rootspec_model rootspec_ipc rootspec_config GTest::gtest GTest::gtest_main)
-target_include_directories(daemon_test_gpu_pair PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-target_compile_definitions(daemon_test_gpu_pair PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
-                                                        ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
-add_dependencies(daemon_test_gpu_pair rootspec-target rootspec-drafter)
+foreach(name pipeline gpu_pair)
+  add_executable(daemon_test_${name} ${PROJECT_SOURCE_DIR}/tests/daemon/test_${name}.cpp)
+  target_link_libraries(daemon_test_${name} PRIVATE rootspec_model rootspec_ipc rootspec_config GTest::gtest
+                        GTest::gtest_main)
+  target_include_directories(daemon_test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+  target_compile_definitions(daemon_test_${name} PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
+                                                         ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
+  add_dependencies(daemon_test_${name} rootspec-target rootspec-drafter)
+endforeach()

@@ -73,6 +73,15 @@ void store(cudaDataType_t type, void* base, int64_t index, float v) {
   }
 }
 
+// An attribute's value into its field: CUBLAS_STATUS_INVALID_VALUE for a size that is not the
+// field's.
+template <typename Field>
+cublasStatus_t read_attribute(Field* field, const void* buf, size_t size) {
+  if (size != sizeof *field) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(field, buf, size);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 bool is_transpose(cublasOperation_t op) { return op == CUBLAS_OP_T || op == CUBLAS_OP_C; }  // real types: C = T
 
 // The shape of one product, checked against the documentation.
@@ -203,11 +212,7 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                                               const void* buf, size_t size) {
   if (!desc || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-  auto read = [&](auto* field) {
-    if (size != sizeof *field) return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(field, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto read = [&](auto* field) { return read_attribute(field, buf, size); };
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
       return read(&desc->compute);
@@ -244,11 +249,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
 cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                                                 const void* buf, size_t size) {
   if (!layout || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-  auto read = [&](auto* field) {
-    if (size != sizeof *field) return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(field, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto read = [&](auto* field) { return read_attribute(field, buf, size); };
   switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_TYPE:
       return read(&layout->type);
@@ -281,11 +282,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t size) {
   if (!pref || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
-    if (size != sizeof pref->max_workspace) return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(&pref->max_workspace, buf, size);
-    return CUBLAS_STATUS_SUCCESS;
-  }
+  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) return read_attribute(&pref->max_workspace, buf, size);
   return attr == CUBLASLT_MATMUL_PREF_SEARCH_MODE ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
 

@@ -150,6 +150,7 @@ RuntimeOptions runtime(const std::string& device, const std::string& dtype, bool
 // logits' scale), for every shape, also from bf16 files.
 // Both at float32, and both at float16 (weights rounded to binary16 at load, float32
 // arithmetic: the shipped drafter's dtype), on float32 and bf16 files.
+#if ROOTSPEC_WITH_LIBTORCH  // FusedCpu is a libtorch build's
 TEST(LoopCpuBackend, PassesMatchTheFusedCpuBackend) {
   for (const Shape& s : shapes())
     for (const TensorDtype file_dtype : {TensorDtype::F32, TensorDtype::BF16})
@@ -158,8 +159,7 @@ TEST(LoopCpuBackend, PassesMatchTheFusedCpuBackend) {
         TempDir dir("loop_passes_" + s.name);
         const std::string model = testing::make_model(dir, "m", s.config, 16, file_dtype);
         ModelRuntime fused(model, runtime("cpu", dtype));
-        if (std::string(fused.backend_name()) != "fused-cpu")
-          GTEST_SKIP() << "this build has no libtorch (no FusedCpu)";
+        ASSERT_STREQ(fused.backend_name(), "fused-cpu");
         RuntimeOptions o = runtime("cpu", dtype);
         o.cpu_loops = true;
         ModelRuntime loops(model, o);
@@ -174,6 +174,7 @@ TEST(LoopCpuBackend, PassesMatchTheFusedCpuBackend) {
   EXPECT_THROW(ModelRuntime(testing::make_model(dir, "m", shapes()[0].config, 16), bf16),
                std::invalid_argument);
 }
+#endif
 
 // float32: the same weights and the same law as the CPU path, summed in other orders
 // (tolerance 1e-3 of the logits' scale). bf16 (weights stored bf16, so both run the same
