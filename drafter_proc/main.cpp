@@ -19,6 +19,7 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.device = config.drafter.device;
   opts.dtype = config.drafter.dtype;
   opts.cuda_graphs = config.drafter.cuda_graphs;
+  opts.cuda_attention = config.drafter.attention;
   opts.max_context = config.max_context + config.pool.depth + 2;  // one round's overrun
   opts.max_tree = std::max(kMaxTreeBucket, config.pool.expand * config.pool.depth);
   ModelRuntime runtime(config.drafter.model, opts);

@@ -21,6 +21,7 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.device = config.target.device;
   opts.dtype = config.target.dtype;
   opts.cuda_graphs = config.target.cuda_graphs;
+  opts.cuda_attention = config.target.attention;
   opts.max_context = config.max_context + config.pool.depth + 2;         // one round's overrun
   opts.max_tree = std::max(kMaxTreeBucket, config.decoding.budget + 1);  // anchor + the largest tree
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;

@@ -41,6 +41,12 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "dtype") return void(p.dtype = str());
     if (key == "threads") return void(p.threads = integer());
     if (key == "cuda_graphs") return void(p.cuda_graphs = boolean());
+    if (key == "attention") {
+      p.attention = str();
+      if (p.attention != "tensor-core" && p.attention != "simple")
+        throw ConfigError(where + ": must be \"tensor-core\" or \"simple\"");
+      return;
+    }
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
     if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
   } else if (section == "endpoints") {

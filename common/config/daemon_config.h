@@ -4,8 +4,9 @@
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
 //              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
 //              ar_uses_drafter_core (false: `ar` stays on the target's own threads)
-//              cuda_graphs (on a cuda device: false runs every pass eagerly)
-//   [drafter]  model, device, dtype, threads, cuda_graphs
+//              cuda_graphs (on a cuda device: false runs every pass eagerly), attention (on a cuda
+//              device: "tensor-core", the default, or "simple", the reference kernel)
+//   [drafter]  model, device, dtype, threads, cuda_graphs, attention
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": shared memory for the per-request messages and pools
 //              when the drafter endpoint is on this host, whatever devices the processes use
@@ -49,6 +50,7 @@ struct ProcessConfig {
   int idle_drafter_threads = 1;      // target on the CPU: threads while the drafter's core idles
   bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
   bool cuda_graphs = true;           // on a cuda device: replay captured graphs (false: eager passes)
+  std::string attention = "tensor-core";  // on a cuda device: tree attention's kernel ("simple")
 };
 
 struct HttpConfig {

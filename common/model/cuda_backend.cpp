@@ -35,6 +35,12 @@ Elem parse_elem(const std::string& s) {
   throw std::invalid_argument("runtime dtype '" + s + "' is not supported (float32, float16, bfloat16)");
 }
 
+cuda::AttentionKernel parse_attention(const std::string& s) {
+  if (s == "tensor-core") return cuda::AttentionKernel::kTensorCore;
+  if (s == "simple") return cuda::AttentionKernel::kSimple;
+  throw std::invalid_argument("attention kernel '" + s + "' is not supported (tensor-core, simple)");
+}
+
 cudaDataType_t cuda_type(Elem e) {
   return e == Elem::F32 ? CUDA_R_32F : e == Elem::BF16 ? CUDA_R_16BF : CUDA_R_16F;
 }
@@ -189,6 +195,10 @@ class CudaBackend final : public PassBackend {
     int mask_words = 0;
   };
 
+  // Tree attention's shape for a bucket: the kernel (tensor cores where it fits) and its splits
+  // (enough blocks for about two waves: the simple kernel has a block per row and query head,
+  // the tensor-core one per KV head). A function of the bucket only: a graph keeps it.
+  cuda::TreeAttention attention_for(int bucket) const;
   // Device memory from the one weight arena (aligned to 256 bytes).
   void* carve(size_t bytes);
   void* load(WeightSource& source, const TensorSpec& spec, Elem type, double mean, double half_width);
@@ -208,6 +218,7 @@ class CudaBackend final : public PassBackend {
   Elem dtype_;
   int device_ = 0;
   bool graphs_ = true;
+  cuda::AttentionKernel attention_ = cuda::AttentionKernel::kTensorCore;
   int capacity_ = 0;
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -261,6 +272,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
       dtype_(parse_elem(options.dtype)),
       device_(options.device),
       graphs_(options.graphs),
+      attention_(parse_attention(options.attention)),
       capacity_(capacity),
       stream_(stream) {
   const ModelConfig& c = config_;
@@ -349,7 +361,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   top_host_ = std::make_unique<PinnedBuffer>(rows * cuda::kMaxTopK * 8);
   size_t partial_floats = 0;
   for (int b = 1; b <= kMaxTreeBucket; b *= 2) {
-    const int splits = cuda::attention_splits(b, static_cast<int>(nh), sm_count_, kMaxSplits);
+    const int splits = attention_for(b).splits;
     if (splits > 1) partial_floats = std::max(partial_floats, size_t(b) * nh * splits * (hd + 2));
   }
   partial_ = DeviceBuffer(partial_floats * 4);
@@ -383,6 +395,21 @@ CudaBackend::~CudaBackend() {
   cudaEventDestroy(pass_end_);
   gemm_.reset();
   cudaStreamDestroy(stream_);
+}
+
+cuda::TreeAttention CudaBackend::attention_for(int bucket) const {
+  cuda::TreeAttention a;
+  a.kernel = attention_;
+  a.bucket = bucket;
+  a.n_heads = config_.num_attention_heads;
+  a.n_kv_heads = config_.num_key_value_heads;
+  a.head_dim = config_.head_dim;
+  a.dtype = dtype_;
+  a.capacity = capacity_;
+  a.splits = cuda::tensor_core_attention_fits(a)
+                 ? cuda::attention_splits(1, a.n_kv_heads, sm_count_, kMaxSplits)
+                 : cuda::attention_splits(bucket, a.n_heads, sm_count_, kMaxSplits);
+  return a;
 }
 
 void* CudaBackend::carve(size_t bytes) {
@@ -422,7 +449,6 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
             inter = c.intermediate_size, vocab = c.vocab_size, qkv_n = (nh + 2 * nkv) * hd;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int32_t* tokens = device_input_i32(layout_.tokens);
-  const int splits = cuda::attention_splits(b, nh, sm_count_, kMaxSplits);
   float* const x = x_.f32();
   check(cuda::embed_rows(tokens, embed_, b, hidden, x, stream_, dtype_), "embed_rows");
   for (const Layer& l : layers_) {
@@ -447,11 +473,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     w.k_cache = l.k_cache;
     w.v_cache = l.v_cache;
     check(cuda::rope_kv_write(w, stream_), "rope_kv_write");
-    cuda::TreeAttention a;
-    a.bucket = b;
-    a.n_heads = nh;
-    a.n_kv_heads = nkv;
-    a.head_dim = hd;
+    cuda::TreeAttention a = attention_for(b);
     a.mask_words = mask_words;
     a.q = q_.f32();
     a.dtype = dtype_;
@@ -462,7 +484,6 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     a.dims = device_input_i32(layout_.dims);
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn_.get();
-    a.splits = splits;
     a.partial = partial_.f32();
     check(cuda::tree_attention(a, stream_), "tree_attention");
     gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_);  // x += o(attn)

@@ -27,6 +27,10 @@ struct CudaBackendOptions {
   int device = 0;                  // CUDA device ordinal ("cuda:N")
   std::string dtype = "bfloat16";  // float32 | float16 | bfloat16: weights, KV cache, product inputs
   bool graphs = true;              // capture and replay the passes after prefill
+  // Tree attention's kernel (kernels/cuda attention_args.h): "tensor-core" (where the shape fits:
+  // bf16 / fp16, head_dim 64 or 128, ≤ 8 query heads per KV head; else the simple one) or
+  // "simple" (the reference path).
+  std::string attention = "tensor-core";
 };
 
 // Loads the Hugging Face folder `dir` onto the GPU. Throws std::runtime_error naming the file and

@@ -29,6 +29,8 @@ struct RuntimeOptions {
   std::string dtype = "float32";            // float32 | float16 | bfloat16; on the CPU float16 is
                                             // float16 weights, float32 arithmetic (FusedCpu)
   bool cuda_graphs = true;                  // Cuda: replay captured graphs (false: every pass eager)
+  std::string cuda_attention = "tensor-core";  // Cuda: tree attention's kernel, "tensor-core" or "simple"
+                                               // (attention_args.h AttentionKernel)
   bool cpu_loops = false;                   // CPU: the torch-free loop reference (loop_cpu_backend.h)
   int max_context = 2048;                   // committed positions the cache holds
   int max_tree = 64;                        // tree nodes one tree (or its extensions) may hold

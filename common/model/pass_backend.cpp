@@ -87,6 +87,7 @@ std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const Run
     cuda.device = ordinal;
     cuda.dtype = options.dtype;
     cuda.graphs = options.cuda_graphs;
+    cuda.attention = options.cuda_attention;
     return make_cuda_backend(dir, cuda, capacity);
 #else
     if (!libtorch_has_cuda())

@@ -42,7 +42,17 @@ struct RopeKvWrite {
   }
 };
 
+// Which kernel computes tree attention (kernels.h tree_attention).
+//   kSimple      the reference path: one block per (row, query head, key split) on CUDA cores, any
+//                cache type, head_dim ≤ 256
+//   kTensorCore  one block per (KV head, key split) that loads each K/V tile once into shared
+//                memory and serves every row × every query head of the KV head's group with
+//                tensor cores (mma.h), FlashAttention-2's online softmax; bf16 / fp16 caches,
+//                head_dim 64 or 128, at most 8 query heads per KV head (else kSimple runs)
+enum class AttentionKernel : int32_t { kSimple = 0, kTensorCore = 1 };
+
 struct TreeAttention {
+  AttentionKernel kernel = AttentionKernel::kSimple;
   int bucket = 0;  // query rows run (a captured graph's row bucket)
   int n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int mask_words = 0;                   // words per tree-mask row (fixed per graph)
@@ -55,12 +65,16 @@ struct TreeAttention {
   // [2]: context (committed slots), rows (real rows ≤ bucket). Device memory for the kernel: the
   // one host-to-device copy of a pass updates them, so one captured graph serves every length.
   const int32_t* dims = nullptr;
+  // Cache slots: kTensorCore loads whole tiles of keys (those no row sees weigh nothing), never
+  // past this. Every slot below it must hold finite K and V (the backend zeroes its caches).
+  int capacity = 0;
   float scale = 1.0f;   // 1 / sqrt(head_dim)
   void* out = nullptr;  // [bucket, n_heads, head_dim]
   // Split-K: each (row, head) runs as `splits` blocks over consecutive key ranges
   // (split_keys, tree_index.h), merged by a second kernel, so that a few rows over a long
-  // context still fill the GPU. splits > 1 needs `partial`: [bucket, n_heads, splits,
-  // head_dim + 2] floats (the unnormalised sum, then the range's maximum and its exp-sum).
+  // context still fill the GPU (kTensorCore: each KV head as `splits` blocks). splits > 1
+  // needs `partial`: [bucket, n_heads, splits, head_dim + 2] floats (the unnormalised sum, then
+  // the range's maximum and its exp-sum).
   int splits = 1;
   float* partial = nullptr;
 

@@ -4,9 +4,12 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels.h"
 #include "launch.h"
+#include "mma.h"
+#include "shared_memory.h"
 #include "tree_index.h"
 
 namespace rootspec::cuda {
@@ -378,6 +381,195 @@ __global__ void merge_splits_kernel(TreeAttention a) {
   }
 }
 
+// ---- Tree attention on tensor cores (AttentionKernel::kTensorCore) ----------------------------
+//
+// One block per (KV head, key split). Its query rows are every row of the pass × every query
+// head of the KV head's group, packed: packed row m = row · G + g for query head kvh · G + g
+// (G = n_heads / n_kv_heads), so Llama-3-8B's 64-row tree pass gives 256 rows; warp w owns the
+// 16 packed rows [16w, 16w + 16) (at most 32 warps: 512 rows). The block walks its keys in tiles
+// of kKeyTile: each tile's K and V are loaded once into shared memory with 128-bit loads and
+// serve every warp. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16 products
+// (mma.h) in the cache's type with float32 accumulation; the softmax is FlashAttention-2's online
+// one, per packed row (its maximum and sum kept by the four lanes that share the row). Tiles of
+// the committed prefix read no mask word (every real row sees the prefix); only tiles over the
+// tree's slots apply the rows' ancestor bits. Padded rows (row ≥ rows, which see only their own
+// slot) get their slot's V. One split writes the output; several write partial sums for
+// merge_splits_kernel, as the simple kernel does.
+constexpr int kKeyTile = 64;
+constexpr int kMaxGroup = 8;                  // query heads per KV head
+constexpr int kTileStride = kMaxHeadDim + 8;  // shared-memory row of a key, in elements (padded)
+
+template <typename T>
+__device__ inline uint32_t pack_pair(float lo, float hi) {
+  const T l = from_float<T>(lo), h = from_float<T>(hi);
+  uint16_t lb, hb;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    lb = __bfloat16_as_ushort(l), hb = __bfloat16_as_ushort(h);
+  } else {
+    lb = __half_as_ushort(l), hb = __half_as_ushort(h);
+  }
+  return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
+}
+
+// Two cache elements (16-bit) side by side in shared memory, as one register.
+__device__ inline uint32_t pair_at(const uint16_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 16);
+}
+__device__ inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+template <typename T, int HD>
+__global__ void tree_attention_mma_kernel(TreeAttention a) {
+  uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride]
+  uint16_t* v_tile = k_tile + kKeyTile * kTileStride;                // [kKeyTile][kTileStride]
+  constexpr int kBlocksK = HD / 16;  // 16-wide blocks of the head dimension (Q·Kᵀ's k)
+  constexpr int kTilesD = HD / 8;    // 8-wide tiles of the head dimension (P·V's n)
+  const int kvh = blockIdx.x, split = blockIdx.y;
+  const int context = a.dims[0], rows = a.dims[1];
+  const int group = a.n_heads / a.n_kv_heads, packed_rows = a.bucket * group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache);
+  const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache);
+  int begin = 0, end = 0;
+  split_keys(0, context + a.mask_words * kMaskBits, split, a.splits, kKeyTile, &begin, &end);
+  const int loadable = min(end, a.capacity);  // keys past the cache are not loaded (nor seen)
+
+  // This lane's two packed rows (g and g + 8 of the warp's 16): their pass row, query head, and
+  // whether they are real rows that take part (padded packed rows past the bucket, and padded
+  // pass rows, do not).
+  int row_of[2], head_of[2];
+  bool live[2];
+  for (int h = 0; h < 2; ++h) {
+    const int m = warp * 16 + g + 8 * h;
+    row_of[h] = m / group;
+    head_of[h] = kvh * group + m % group;
+    live[h] = m < packed_rows && row_of[h] < rows;
+  }
+  // Q as A fragments, scaled, in the cache's type: rows g, g + 8; columns of k-block kb.
+  uint32_t qa[kBlocksK][4];
+  for (int kb = 0; kb < kBlocksK; ++kb)
+    for (int r = 0; r < 4; ++r) {
+      const int h = r & 1, col = kb * 16 + t * 2 + (r >> 1) * 8;
+      float x0 = 0.0f, x1 = 0.0f;
+      if (live[h]) {
+        const float* q = a.q + (static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h]) * HD;
+        x0 = q[col] * a.scale, x1 = q[col + 1] * a.scale;
+      }
+      qa[kb][r] = pack_pair<T>(x0, x1);
+    }
+  float o[kTilesD][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int base = begin; base < end; base += kKeyTile) {
+    // The tile's K and V into shared memory, 8 elements (16 bytes) a load; keys past `end` zero.
+    constexpr int kChunksPerKey = HD / 8;
+    for (int c = threadIdx.x; c < kKeyTile * kChunksPerKey; c += blockDim.x) {
+      const int key = c / kChunksPerKey, part = c % kChunksPerKey, slot = base + key;
+      uint4 kv[2] = {};
+      if (slot < loadable) {
+        const int64_t at = kv_index(slot, kvh, part * 8, a.n_kv_heads, HD);
+        kv[0] = *reinterpret_cast<const uint4*>(k_cache + at);
+        kv[1] = *reinterpret_cast<const uint4*>(v_cache + at);
+      }
+      *reinterpret_cast<uint4*>(k_tile + key * kTileStride + part * 8) = kv[0];
+      *reinterpret_cast<uint4*>(v_tile + key * kTileStride + part * 8) = kv[1];
+    }
+    __syncthreads();
+    // S = Q·Kᵀ over the tile: 8 column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
+    // n · 8 + 2t + i % 2.
+    float s[kKeyTile / 8][4];
+    for (int n = 0; n < kKeyTile / 8; ++n) {
+      float zero[4] = {};
+      for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+      for (int kb = 0; kb < kBlocksK; ++kb) {
+        const uint16_t* k = k_tile + (n * 8 + g) * kTileStride + kb * 16 + t * 2;
+        const uint32_t b[2] = {pair_at(k), pair_at(k + 8)};
+        mma_m16n8k16<T>(s[n], qa[kb], b, kb == 0 ? zero : s[n]);
+      }
+    }
+    // Which keys each row sees: the prefix whole (no mask word read); the tree's slots by the
+    // row's ancestor bits.
+    const bool prefix_tile = base + kKeyTile <= context;
+    for (int n = 0; n < kKeyTile / 8; ++n)
+      for (int i = 0; i < 4; ++i) {
+        const int h = i >> 1, slot = base + n * 8 + t * 2 + (i & 1);
+        bool seen = live[h] && slot < loadable;
+        if (seen && !prefix_tile && slot >= context) {
+          const int j = slot - context;
+          seen = (a.tree_mask[row_of[h] * a.mask_words + j / kMaskBits] >> (j % kMaskBits)) & 1u;
+        }
+        if (!seen) s[n][i] = -INFINITY;
+      }
+    // Online softmax per row, over the four lanes that hold it.
+    float rescale[2];
+    for (int h = 0; h < 2; ++h) {
+      float top = row_max[h];
+      for (int n = 0; n < kKeyTile / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+      rescale[h] = top == -INFINITY ? 1.0f : __expf(row_max[h] - top);
+      float sum = 0.0f;
+      for (int n = 0; n < kKeyTile / 8; ++n)
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[n][2 * h + e];
+          x = x == -INFINITY ? 0.0f : __expf(x - top);
+          sum += x;
+        }
+      row_sum[h] = row_sum[h] * rescale[h] + sum;  // this lane's share; the four are summed at the end
+      row_max[h] = top;
+    }
+    for (int d = 0; d < kTilesD; ++d)
+      for (int i = 0; i < 4; ++i) o[d][i] *= rescale[i >> 1];
+    // O += P·V: P's k-block kb is S's column tiles 2kb and 2kb + 1, already in A's layout.
+    for (int kb = 0; kb < kKeyTile / 16; ++kb) {
+      const uint32_t p[4] = {pack_pair<T>(s[2 * kb][0], s[2 * kb][1]), pack_pair<T>(s[2 * kb][2], s[2 * kb][3]),
+                             pack_pair<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
+                             pack_pair<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+      const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride + g;  // V[key][d]: k = key, n = d
+      for (int d = 0; d < kTilesD; ++d) {
+        const uint16_t* vd = v + d * 8;
+        const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride]), pair_of(vd[8 * kTileStride], vd[9 * kTileStride])};
+        mma_m16n8k16<T>(o[d], p, b, o[d]);
+      }
+    }
+    __syncthreads();  // the tile is rewritten next
+  }
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+  for (int h = 0; h < 2; ++h) {
+    if (!live[h]) continue;
+    const int64_t head_row = static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h];
+    if (a.splits == 1) {
+      T* out = static_cast<T*>(a.out) + head_row * HD;
+      for (int d = 0; d < kTilesD; ++d)
+        for (int e = 0; e < 2; ++e)
+          out[d * 8 + t * 2 + e] = from_float<T>(row_sum[h] > 0.0f ? o[d][2 * h + e] / row_sum[h] : 0.0f);
+    } else {
+      float* part = a.partial + (head_row * a.splits + split) * (HD + 2);  // [head_dim + 2]
+      for (int d = 0; d < kTilesD; ++d)
+        for (int e = 0; e < 2; ++e) part[d * 8 + t * 2 + e] = o[d][2 * h + e];
+      if (t == 0) part[HD] = row_sum[h] > 0.0f ? row_max[h] : -FLT_MAX, part[HD + 1] = row_sum[h];
+    }
+  }
+  // Padded rows see only their own slot: its V (split 0), or nothing (the other splits).
+  const int padded = (a.bucket - rows) * group;
+  for (int e = threadIdx.x; e < padded * HD; e += blockDim.x) {
+    const int m = e / HD, d = e % HD, r = rows + m / group;
+    const int64_t head_row = static_cast<int64_t>(r) * a.n_heads + kvh * group + m % group;
+    const T v = reinterpret_cast<const T*>(v_cache)[kv_index(a.slots[r], kvh, d, a.n_kv_heads, HD)];
+    if (a.splits == 1) {
+      static_cast<T*>(a.out)[head_row * HD + d] = v;
+    } else {
+      float* part = a.partial + (head_row * a.splits + split) * (HD + 2);
+      part[d] = split == 0 ? to_float(v) : 0.0f;
+      if (d == 0) part[HD] = split == 0 ? 0.0f : -FLT_MAX, part[HD + 1] = split == 0 ? 1.0f : 0.0f;
+    }
+  }
+}
+
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 }  // namespace
@@ -472,11 +664,41 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   });
 }
 
+bool tensor_core_attention_fits(const TreeAttention& a) {
+  return a.kernel == AttentionKernel::kTensorCore && a.capacity > 0 && a.dtype != Elem::F32 && (a.head_dim == 64 || a.head_dim == 128) &&
+         a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.n_heads / a.n_kv_heads <= kMaxGroup &&
+         a.bucket * (a.n_heads / a.n_kv_heads) <= 32 * 16;
+}
+
+// The tensor-core kernel for head_dim HD: one block per (KV head, split), a warp per 16 packed rows.
+template <typename T, int HD>
+cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t stream) {
+  constexpr auto kernel = tree_attention_mma_kernel<T, HD>;
+  const size_t shared = size_t{2} * kKeyTile * kTileStride * sizeof(uint16_t);
+  static const cudaError_t opted_in =  // past the default 48 KB once (the 128 head_dim's tiles fit below)
+      cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(shared));
+  if (opted_in != cudaSuccess) return opted_in;
+  const int packed_rows = a.bucket * (a.n_heads / a.n_kv_heads), warps = (packed_rows + 15) / 16;
+  return launch<kernel>(dim3(a.n_kv_heads, a.splits), 32 * warps, shared, stream, a);
+}
+
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
   if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
       a.splits < 1 || (a.splits > 1 && !a.partial))
     return cudaErrorInvalidValue;
   if (a.bucket <= 0) return cudaSuccess;
+  if (tensor_core_attention_fits(a)) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      const cudaError_t e = a.head_dim == 64 ? launch_tree_attention_mma<T, 64>(a, stream)
+                                             : launch_tree_attention_mma<T, 128>(a, stream);
+      if (e != cudaSuccess) return e;
+      return a.splits > 1 ? launch<merge_splits_kernel<T>>(dim3(a.bucket, a.n_heads), kThreads, 0, stream, a)
+                          : cudaSuccess;
+    };
+    return a.dtype == Elem::BF16 ? run(__nv_bfloat16{}) : run(__half{});
+  }
   return with_elem(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (const cudaError_t e = launch<tree_attention_kernel<T>>(dim3(a.bucket, a.n_heads, a.splits), kThreads, 0,

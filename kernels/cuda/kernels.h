@@ -13,7 +13,8 @@
 //   tempered_rows   probs_from_logits (common/spec/rows.h)
 //   move_kv_rows    reference_move_kv_rows (reference.h)
 //   rope_kv_write   reference_rope_kv_write (reference.h); both references chained against cpu_attention
-//   tree_attention  reference_tree_attention (reference.h), itself checked against cpu_attention
+//   tree_attention  reference_tree_attention (reference.h), itself checked against cpu_attention;
+//                   both kernels (simple, tensor cores)
 // Layouts and the mask: tree_index.h.
 #pragma once
 
@@ -79,7 +80,10 @@ cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, cons
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream);
 
 // Attention of `bucket` query rows over the cache, each row over the keys it sees; split-K
-// when a.splits > 1 (attention_args.h).
+// when a.splits > 1; a.kernel picks the kernel (attention_args.h).
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream);
+
+// Whether a.kernel = kTensorCore runs the tensor-core kernel for this shape (else the simple one).
+bool tensor_core_attention_fits(const TreeAttention& a);
 
 }  // namespace rootspec::cuda

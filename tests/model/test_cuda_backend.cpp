@@ -195,6 +195,28 @@ TEST(CudaBackend, PassesMatchTheCpuRuntime) {
     }
 }
 
+// Tree attention on tensor cores (the default where the shape fits) against the simple kernel,
+// whole passes of the script in bf16 and fp16, head_dim 128 with GQA and 64 without: the same
+// rows within 2% of the logits' scale (the tensor-core kernel rounds q and the softmax to the
+// cache's type for its products).
+TEST(CudaBackend, PassesWithTensorCoreAttentionMatchTheSimpleKernels) {
+  SKIP_WITHOUT_GPU();
+  ModelConfig hd64 = small_config(ModelArch::Qwen3, 300, 256, 2, 4, 4, 512);  // head_dim 64, no GQA
+  for (const ModelConfig& c : {shapes()[3].config, hd64})
+    for (const std::string dtype : {"bfloat16", "float16"}) {
+      SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " " + dtype);
+      TempDir dir("cuda_tensor_cores");
+      const std::string model = testing::make_model(dir, "m", c, 23, TensorDtype::BF16);
+      RuntimeOptions simple = runtime("cuda:0", dtype), tensor_cores = runtime("cuda:0", dtype);
+      simple.cuda_attention = "simple";
+      ModelRuntime a(model, simple), b(model, tensor_cores);
+      float diff = 0, scale = 0;
+      compare(script_rows(b), script_rows(a), &diff, &scale);
+      EXPECT_LE(diff, 2e-2f * std::max(1.0f, scale)) << "scale " << scale;
+      EXPECT_GT(diff, 0.0f) << "the same rows to the bit: did the tensor-core kernel run?";
+    }
+}
+
 // Graphs are captured on one script, then replayed on another: other context lengths (the
 // prompt), other trees in the same buckets (33 nodes in bucket 64), so every length a kernel
 // reads must come from device memory, as a value passed to a captured kernel stays what it was

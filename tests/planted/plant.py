@@ -32,6 +32,19 @@ BUGS = {
         ("kernels/cuda/kernels.cu", "  if (lane == 0) scratch[warp] = v;\n  __syncthreads();\n  float total = 0;",
          "  if (lane == 0) scratch[warp] = v;\n  float total = 0;"),
     ],
+    # The tree's mask skipped on the tile where the committed prefix ends and the tree's slots
+    # begin: the tensor-core kernel takes the whole tile for prefix, so every row sees every
+    # tree slot in it (CudaKernels.TreeAttentionOnTensorCores…).
+    "mask-skipped": [
+        ("kernels/cuda/kernels.cu", "const bool prefix_tile = base + kKeyTile <= context;",
+         "const bool prefix_tile = base <= context;"),
+    ],
+    # A wrong fragment index: the P·V product's B fragment takes V's second key pair two rows
+    # down instead of eight (CudaKernels.TreeAttentionOnTensorCores…).
+    "fragment-index": [
+        ("kernels/cuda/kernels.cu", "pair_of(vd[8 * kTileStride], vd[9 * kTileStride])",
+         "pair_of(vd[2 * kTileStride], vd[3 * kTileStride])"),
+    ],
     # A wrong transpose flag: the products take W untransposed (CudaBackend.PassesMatchTheCpuRuntime).
     "transpose": [
         ("common/model/cuda_gemm.cpp", "const cublasOperation_t transpose = CUBLAS_OP_T,",

@@ -28,6 +28,8 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   return __nv_bfloat16{static_cast<unsigned short>(bits >> 16)};
 }
 
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
+
 inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
   return __nv_bfloat162{__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
 }

@@ -56,4 +56,6 @@ inline __half __float2half_rn(float f) {
   return __half{static_cast<unsigned short>(sign | result)};
 }
 
+inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+
 inline __half2 __floats2half2_rn(float a, float b) { return __half2{__float2half_rn(a), __float2half_rn(b)}; }

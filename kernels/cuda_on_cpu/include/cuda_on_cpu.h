@@ -51,6 +51,14 @@ const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes);
 // a kernel that reads it before writing it sees NaNs, not zeros.
 void* dynamic_shared_memory();
 
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, a warp collective: D = A·B + C
+// with A 16 × 16, B 16 × 8, C and D 16 × 8, each lane holding the fragments the PTX ISA assigns it
+// (mma.cpp transcribes "Matrix Fragments for mma.m16n8k16 with floating point type"): a[4] and
+// b[2] registers of two 16-bit elements each (the lower-indexed element in the low half), c and
+// d four floats. Products are summed in float32.
+enum class MmaInput { kBf16, kF16 };
+void mma_m16n8k16(MmaInput type, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+
 // A pointer argument of a launch, checked when the kernel runs: it must be null, device memory
 // of the launch's device or pinned host memory (a host pointer passed as a device pointer is an
 // illegal address, as on a GPU).

@@ -84,6 +84,9 @@ enum cudaFuncAttribute {
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
 
+struct alignas(16) uint4 {  // a 128-bit load's unit, as vector_types.h has it
+  unsigned int x, y, z, w;
+};
 struct uint3 {
   unsigned int x, y, z;
 };
