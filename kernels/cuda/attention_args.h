@@ -45,10 +45,11 @@ struct RopeKvWrite {
 // Which kernel computes tree attention (kernels.h tree_attention).
 //   kSimple      the reference path: one block per (row, query head, key split) on CUDA cores, any
 //                cache type, head_dim ≤ 256
-//   kTensorCore  one block per (KV head, key split) that loads each K/V tile once into shared
-//                memory and serves every row × every query head of the KV head's group with
-//                tensor cores (mma.h), FlashAttention-2's online softmax; bf16 / fp16 caches,
-//                head_dim 64 or 128, at most 8 query heads per KV head (else kSimple runs)
+//   kTensorCore  one block per (KV head, key split, 128 of the rows × query heads of the KV
+//                head's group) that loads each K/V tile once into shared memory and serves all
+//                its rows with tensor cores (mma.h), FlashAttention-2's online softmax; bf16 /
+//                fp16 caches, head_dim 64 or 128, at most 8 query heads per KV head (else
+//                kSimple runs)
 enum class AttentionKernel : int32_t { kSimple = 0, kTensorCore = 1 };
 
 struct TreeAttention {

@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -383,12 +384,15 @@ __global__ void merge_splits_kernel(TreeAttention a) {
 
 // ---- Tree attention on tensor cores (AttentionKernel::kTensorCore) ----------------------------
 //
-// One block per (KV head, key split). Its query rows are every row of the pass × every query
-// head of the KV head's group, packed: packed row m = row · G + g for query head kvh · G + g
-// (G = n_heads / n_kv_heads), so Llama-3-8B's 64-row tree pass gives 256 rows; warp w owns the
-// 16 packed rows [16w, 16w + 16) (at most 32 warps: 512 rows). The block walks its keys in tiles
-// of kKeyTile: each tile's K and V are loaded once into shared memory with 128-bit loads and
-// serve every warp. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16 products
+// One block per (KV head, key split, group of 128 packed rows). The query rows of a KV head are
+// every row of the pass × every query head of its group, packed: packed row m = row · G + g for
+// query head kvh · G + g (G = n_heads / n_kv_heads), so Llama-3-8B's 64-row tree pass gives 256
+// rows; warp w of the block owns 16 of them. A block has at most kMaxWarps warps: at head_dim 128
+// ptxas gives the kernel 167 registers a thread (sm_90), so a block of 16 warps would ask an SM
+// for more than its 64 K registers and the launch would fail; 256 packed rows are two blocks that
+// read the same K/V tiles (the second mostly from L2). The block walks its keys in tiles of
+// kKeyTile: each tile's K and V are loaded once into shared memory with 128-bit loads and serve
+// every warp. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16 products
 // (mma.h) in the cache's type with float32 accumulation; the softmax is FlashAttention-2's online
 // one, per packed row (its maximum and sum kept by the four lanes that share the row). Tiles of
 // the committed prefix read no mask word (every real row sees the prefix); only tiles over the
@@ -396,6 +400,7 @@ __global__ void merge_splits_kernel(TreeAttention a) {
 // slot) get their slot's V. One split writes the output; several write partial sums for
 // merge_splits_kernel, as the simple kernel does.
 constexpr int kKeyTile = 64;
+constexpr int kMaxWarps = 8;                  // a block's warps: 128 packed rows
 constexpr int kMaxGroup = 8;                  // query heads per KV head
 constexpr int kTileStride = kMaxHeadDim + 8;  // shared-memory row of a key, in elements (padded)
 
@@ -420,7 +425,7 @@ __device__ inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
 }
 
 template <typename T, int HD>
-__global__ void tree_attention_mma_kernel(TreeAttention a) {
+__global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(TreeAttention a) {
   uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride]
   uint16_t* v_tile = k_tile + kKeyTile * kTileStride;                // [kKeyTile][kTileStride]
   constexpr int kBlocksK = HD / 16;  // 16-wide blocks of the head dimension (Q·Kᵀ's k)
@@ -428,7 +433,8 @@ __global__ void tree_attention_mma_kernel(TreeAttention a) {
   const int kvh = blockIdx.x, split = blockIdx.y;
   const int context = a.dims[0], rows = a.dims[1];
   const int group = a.n_heads / a.n_kv_heads, packed_rows = a.bucket * group;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = blockIdx.z * kMaxWarps + threadIdx.x / 32;  // the warp's 16 packed rows
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache);
   const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache);
   int begin = 0, end = 0;
@@ -554,8 +560,9 @@ __global__ void tree_attention_mma_kernel(TreeAttention a) {
       if (t == 0) part[HD] = row_sum[h] > 0.0f ? row_max[h] : -FLT_MAX, part[HD + 1] = row_sum[h];
     }
   }
-  // Padded rows see only their own slot: its V (split 0), or nothing (the other splits).
-  const int padded = (a.bucket - rows) * group;
+  // Padded rows see only their own slot: its V (split 0), or nothing (the other splits); the
+  // first row group's blocks write them.
+  const int padded = blockIdx.z == 0 ? (a.bucket - rows) * group : 0;
   for (int e = threadIdx.x; e < padded * HD; e += blockDim.x) {
     const int m = e / HD, d = e % HD, r = rows + m / group;
     const int64_t head_row = static_cast<int64_t>(r) * a.n_heads + kvh * group + m % group;
@@ -666,8 +673,7 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
 
 bool tensor_core_attention_fits(const TreeAttention& a) {
   return a.kernel == AttentionKernel::kTensorCore && a.capacity > 0 && a.dtype != Elem::F32 && (a.head_dim == 64 || a.head_dim == 128) &&
-         a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.n_heads / a.n_kv_heads <= kMaxGroup &&
-         a.bucket * (a.n_heads / a.n_kv_heads) <= 32 * 16;
+         a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.n_heads / a.n_kv_heads <= kMaxGroup;
 }
 
 // The tensor-core kernel for head_dim HD: one block per (KV head, split), a warp per 16 packed rows.
@@ -680,7 +686,9 @@ cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t strea
                            static_cast<int>(shared));
   if (opted_in != cudaSuccess) return opted_in;
   const int packed_rows = a.bucket * (a.n_heads / a.n_kv_heads), warps = (packed_rows + 15) / 16;
-  return launch<kernel>(dim3(a.n_kv_heads, a.splits), 32 * warps, shared, stream, a);
+  const int row_groups = (warps + kMaxWarps - 1) / kMaxWarps;
+  return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_groups), 32 * std::min(warps, kMaxWarps), shared, stream,
+                        a);
 }
 
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {

@@ -440,7 +440,7 @@ TEST(CudaKernels, TreeAttentionOnTensorCoresMatchesTheReferenceAcrossShapes) {
       {64, 8, 1, 37, 11, 16, 3, Elem::BF16},     // a context shorter than a tile
       {64, 4, 1, 129, 3, 4, 2, Elem::F16},       // a tile across the context's end
       {64, 4, 2, 200, 64, 64, 7, Elem::BF16},    // splits past the keys: some empty
-      {128, 8, 1, 1000, 50, 64, 1, Elem::F16},   // 512 packed rows: 32 warps
+      {128, 8, 1, 1000, 50, 64, 1, Elem::F16},   // 512 packed rows: 4 blocks of 8 warps
       {128, 1, 2, 4096, 1, 1, 32, Elem::BF16},   // the root pass: one row, the most splits
       {128, 4, 2, 4096, 64, 64, 4, Elem::BF16},  // Llama-3-8B's tree pass at 4k: 256 packed rows
   };
