@@ -19,11 +19,13 @@
 #   daemon-identity    90   the daemon pair on cuda:0 (the pool by shared memory): greedy output of
 #                           every rule × B {1, 8, 59} × verifier equals plain decoding
 #   hf-compare         60   our logits against transformers (Llama with llama3 RoPE, Qwen3), bf16 folders
-#   passes             45   1-token pass of the Llama-3.2-1B and 3.1-8B shapes against the HBM floor,
-#                           tree passes of 8/32/64 rows against 1 row, graph replay against eager
+#   passes             60   passes of 1/8/32/64 rows of the Llama-3.2-1B and 3.1-8B shapes at contexts
+#                           512/2 048/4 096 against their floors (bytes / HBM rate, FLOPs / bf16 rate:
+#                           bench/gpu/README.md) and the measured copy rate, graph replay against eager
 #   make-pair          15   a random ~100M-parameter pair for `tokens`
-#   tokens             30   ar / draft / root-draw tokens/s of that pair on one GPU, host µs a round
-#   kernel-timing      30   tree attention alone: eager, graph replay, split-K, the KV floor
+#   tokens             25   ar / draft / root-draw tokens/s of that pair on one GPU, host µs a round
+#   kernel-timing      20   tree attention alone, tensor cores and the simple kernel: eager, graph
+#                           replay, split-K, the KV floor (attention's share of a pass: goals.py)
 # A step with under 15 s left is skipped; summary.md is rewritten after every step (which ran,
 # its status and time, the goals read off the results by goals.py: met / NOT MET / not run), so a
 # run cut short keeps what it measured.
@@ -126,8 +128,8 @@ echo "device-check: built in $build_seconds s; $("$kernels_tests" --gtest_list_t
 export PYTHONUNBUFFERED=1  # a step cut at its limit keeps what it printed
 
 steps=(kernels-tests backend-tests daemon-identity hf-compare passes make-pair tokens kernel-timing)
-declare -A limit=([kernels-tests]=30 [backend-tests]=60 [daemon-identity]=90 [hf-compare]=60 [passes]=45
-                  [make-pair]=15 [tokens]=30 [kernel-timing]=30)
+declare -A limit=([kernels-tests]=30 [backend-tests]=60 [daemon-identity]=90 [hf-compare]=60 [passes]=60
+                  [make-pair]=15 [tokens]=25 [kernel-timing]=20)
 declare -A status seconds
 write_summary() {
   {
@@ -207,7 +209,7 @@ step() {
 if [ "$dry_run" = 1 ]; then
   daemon_step=("$gpu_pair_tests" --gtest_filter='GpuPair.GreedyOutputOnOneGpu*'
                --gtest_output="json:$out/daemon-identity.json")
-  passes_args=(--presets tiny --context 256 --reps 2)
+  passes_args=(--presets tiny --contexts 128,256 --reps 2)
   pair_args=(--size tiny)
   tokens_args=(--prompts 1 --new 16)
   timing_args=(--context 256 --launches 1 --rows 1,4)

@@ -31,10 +31,11 @@
 namespace rootspec {
 namespace {
 
-constexpr double kHbmBytesPerSecond = 4.8e12;  // H200's HBM3e
+constexpr double kHbmBytesPerSecond = 4.8e12;    // H200's HBM3e
+constexpr double kBf16FlopsPerSecond = 790e12;  // H200's dense bf16 (the device tool's notes)
 
 const char* kUsage =
-    "rootspec-gpu-bench passes [--out F.json] [--context N=1024] [--presets a,b|tiny] [--reps N=50]\n"
+    "rootspec-gpu-bench passes [--out F.json] [--contexts 512,2048,4096] [--presets a,b|tiny] [--reps N=30]\n"
     "rootspec-gpu-bench logits --model DIR --tokens 1,2,3 --out F.f32 [--device cuda:0] [--dtype bfloat16]\n"
     "rootspec-gpu-bench make-pair --out DIR [--size 100m|tiny]\n"
     "rootspec-gpu-bench tokens --target DIR --drafter DIR [--out F.json] [--prompts N=8] [--new N=128]\n"
@@ -168,12 +169,33 @@ struct PassRig {
   }
 };
 
+// The floors of a pass of `rows` rows at `context` (bench/gpu/floors.py, the same arithmetic):
+// bytes read (every weight once, an untied embedding table excepted, and the KV cache once) and
+// FLOPs (the products, and attention over context + rows keys).
+struct Floors {
+  double bytes, flops, attention_flops;
+};
+Floors pass_floors(const ModelConfig& c, double weight_bytes, int context, int rows) {
+  const double embedding = 2.0 * c.vocab_size * c.hidden_size;  // bf16: read one row a token
+  const double keys = context + rows;
+  Floors f;
+  f.bytes = weight_bytes - (c.tie_word_embeddings ? 0.0 : embedding) +
+            2.0 * c.num_hidden_layers * keys * c.num_key_value_heads * c.head_dim * 2;
+  const double product_weights = (weight_bytes - (c.tie_word_embeddings ? 0.0 : embedding)) / 2.0;
+  f.attention_flops = 4.0 * c.num_hidden_layers * rows * c.num_attention_heads * c.head_dim * keys;
+  f.flops = 2.0 * rows * product_weights + f.attention_flops;
+  return f;
+}
+
 int cmd_passes(const Flags& f) {
-  const int context = std::stoi(flag(f, "context", "1024")), reps = std::stoi(flag(f, "reps", "50"));
+  const int reps = std::stoi(flag(f, "reps", "30"));
+  std::vector<int> contexts;
+  for (const std::string& c : split(flag(f, "contexts", "512,2048,4096"), ',')) contexts.push_back(std::stoi(c));
   nlohmann::json out = nlohmann::json::array();
   const double copy_bandwidth = measured_copy_bandwidth();
-  std::printf("device-to-device copy: %.2f TB/s (bytes read + written; nominal HBM %.1f TB/s)\n",
-              copy_bandwidth * 1e-12, kHbmBytesPerSecond * 1e-12);
+  std::printf("device-to-device copy: %.2f TB/s (bytes read + written; nominal HBM %.1f TB/s); dense bf16 %.0f "
+              "TFLOP/s assumed\n",
+              copy_bandwidth * 1e-12, kHbmBytesPerSecond * 1e-12, kBf16FlopsPerSecond * 1e-12);
   for (const std::string& preset : split(flag(f, "presets", "llama-3.2-1b,llama-3.1-8b"), ',')) {
     ModelConfig c;
     if (preset == "tiny") {  // the dry run's (device-check.sh --dry-run, CUDA on the CPU)
@@ -181,63 +203,56 @@ int cmd_passes(const Flags& f) {
     } else if (!real_model_preset(preset, &c)) {
       throw std::invalid_argument("unknown preset '" + preset + "' (" + real_model_preset_names() + ", tiny)");
     }
-    nlohmann::json j;
-    j["preset"] = preset;
-    j["context"] = context;
-    j["dtype"] = "bfloat16";
-    {
+    for (const int context : contexts) {
+      nlohmann::json j;
+      j["preset"] = preset;
+      j["context"] = context;
+      j["dtype"] = "bfloat16";
       PassRig rig(c, /*graphs=*/true, context);
-      // The bytes a 1-token pass must read: every weight, except that an untied embedding table
-      // gives one row (the lm head is read whole either way).
-      const double embedding = 2.0 * c.vocab_size * c.hidden_size;  // bf16
-      const double weights =
-          static_cast<double>(rig.backend->weight_bytes()) - (c.tie_word_embeddings ? 0.0 : embedding);
-      // The KV a 1-token pass reads: every layer's K and V of the context, bf16.
-      const double kv = 2.0 * c.num_hidden_layers * context * c.num_key_value_heads * c.head_dim * 2;
-      j["bytes_read"] = weights;
-      j["hbm_floor_us"] = weights / kHbmBytesPerSecond * 1e6;
-      j["hbm_floor_with_kv_us"] = (weights + kv) / kHbmBytesPerSecond * 1e6;
+      const double weights = static_cast<double>(rig.backend->weight_bytes());
       j["copy_bandwidth_bytes_per_s"] = copy_bandwidth;
-      j["copy_floor_with_kv_us"] = (weights + kv) / copy_bandwidth * 1e6;
       for (const int rows : {1, 8, 32, 64}) {
+        const std::string key = std::to_string(rows);
         const PassKind kind = rows == 1 ? PassKind::Root : PassKind::Tree;
         const auto [wall, device] = rig.time(rows, kind, reps);
-        j["graph_wall_us"][std::to_string(rows)] = wall;
-        j["graph_device_us"][std::to_string(rows)] = device;
+        j["graph_wall_us"][key] = wall;
+        j["graph_device_us"][key] = device;
         const auto [pass_wall, pass_device] = rig.time(rows, kind, reps, /*rows_back=*/false);
-        j["graph_rows_on_device_wall_us"][std::to_string(rows)] = pass_wall;
-        j["graph_rows_on_device_device_us"][std::to_string(rows)] = pass_device;
+        j["graph_rows_on_device_wall_us"][key] = pass_wall;
+        j["graph_rows_on_device_device_us"][key] = pass_device;
+        const Floors floors = pass_floors(c, weights, context, rows);
+        const double hbm_us = floors.bytes / kHbmBytesPerSecond * 1e6, compute_us = floors.flops / kBf16FlopsPerSecond * 1e6;
+        j["bytes_read"][key] = floors.bytes;
+        j["flops"][key] = floors.flops;
+        j["attention_flop_share"][key] = floors.attention_flops / floors.flops;
+        j["hbm_floor_us"][key] = hbm_us;
+        j["floor_us"][key] = std::max(hbm_us, compute_us);
+        j["copy_floor_us"][key] = floors.bytes / copy_bandwidth * 1e6;
+        std::printf("%-13s context %5d, %2d rows: %9.1f µs (rows on the device %9.1f µs); floor %9.1f µs "
+                    "(HBM %9.1f, compute %8.1f): %.2fx; at the copy rate %.2fx\n",
+                    preset.c_str(), context, rows, wall, pass_wall, std::max(hbm_us, compute_us), hbm_us, compute_us,
+                    pass_wall / std::max(hbm_us, compute_us), pass_wall / (floors.bytes / copy_bandwidth * 1e6));
+        std::fflush(stdout);
       }
+      const auto on_device = [&](const char* rows) { return j["graph_rows_on_device_wall_us"][rows].get<double>(); };
+      j["root_over_hbm_floor"] = on_device("1") / j["hbm_floor_us"]["1"].get<double>();
+      j["root_over_copy_floor"] = on_device("1") / j["copy_floor_us"]["1"].get<double>();
+      j["tree64_over_root"] = on_device("64") / on_device("1");
+      j["tree64_rows_back_over_root"] = j["graph_wall_us"]["64"].get<double>() / j["graph_wall_us"]["1"].get<double>();
+      if (context == contexts.front()) {  // graph replay against eager passes, once a preset
+        PassRig eager(c, /*graphs=*/false, context);
+        const auto [wall, device] = eager.time(1, PassKind::Root, reps);
+        j["eager_wall_us"]["1"] = wall;
+        j["eager_device_us"]["1"] = device;
+        j["graph_over_eager"] = j["graph_wall_us"]["1"].get<double>() / wall;
+      }
+      std::printf("%-13s context %5d: 1-token pass %.2fx its HBM floor; 64 rows %.2fx of 1 row (rows on the device), "
+                  "%.2fx with every row to the host\n",
+                  preset.c_str(), context, j["root_over_hbm_floor"].get<double>(), j["tree64_over_root"].get<double>(),
+                  j["tree64_rows_back_over_root"].get<double>());
+      std::fflush(stdout);
+      out.push_back(j);
     }
-    {
-      PassRig rig(c, /*graphs=*/false, context);
-      const auto [wall, device] = rig.time(1, PassKind::Root, reps);
-      j["eager_wall_us"]["1"] = wall;
-      j["eager_device_us"]["1"] = device;
-    }
-    // The root pass with its row on the host (the verifier needs it whole); tree passes as
-    // passes (rows left on the device), and with every row's logits to the host beside.
-    const double root = j["graph_wall_us"]["1"].get<double>();
-    const auto on_device = [&](const char* rows) {
-      return j["graph_rows_on_device_wall_us"][rows].get<double>();
-    };
-    j["root_over_hbm_floor"] = root / j["hbm_floor_with_kv_us"].get<double>();
-    j["root_over_copy_floor"] = root / j["copy_floor_with_kv_us"].get<double>();
-    j["tree64_over_root"] = on_device("64") / on_device("1");
-    j["tree64_rows_back_over_root"] = j["graph_wall_us"]["64"].get<double>() / root;
-    j["graph_over_eager"] = root / j["eager_wall_us"]["1"].get<double>();
-    std::printf(
-        "%-13s 1-token pass %8.1f µs (device %8.1f µs), floor %8.1f µs at 4.8 TB/s: %.2fx, at the copy rate: "
-        "%.2fx; 8/32/64 rows %.2fx/%.2fx/%.2fx of 1 row (rows on the device), 64 rows with every row to "
-        "the host %.2fx; graph replay %.2fx of eager (%8.1f µs)\n",
-        preset.c_str(), root, j["graph_device_us"]["1"].get<double>(),
-        j["hbm_floor_with_kv_us"].get<double>(), j["root_over_hbm_floor"].get<double>(),
-        j["root_over_copy_floor"].get<double>(), on_device("8") / on_device("1"),
-        on_device("32") / on_device("1"), j["tree64_over_root"].get<double>(),
-        j["tree64_rows_back_over_root"].get<double>(), j["graph_over_eager"].get<double>(),
-        j["eager_wall_us"]["1"].get<double>());
-    std::fflush(stdout);
-    out.push_back(j);
   }
   write_json(out, flag(f, "out", "-") == "-" ? "" : flag(f, "out"));
   return 0;

@@ -1,10 +1,10 @@
 // rootspec-gpu-kernel-timing: kernels/cuda's tree attention on a GPU, per layer, for the head
 // shapes of Llama-3.2-1B (32 heads, 8 KV heads, head_dim 64) and Llama-3.1-8B (32, 8, 128) at a
 // 4096-slot context: 1, 8, 32 and 64 query rows, each launched eagerly and as a replayed CUDA
-// graph (one captured launch), with one block per (row, head) and with split-K (the splits the
-// backend picks: attention_splits), with bf16 caches (the backend's) and float32 ones, and the
-// memory floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test:
-// it prints a table and writes JSON.
+// graph (one captured launch), on tensor cores (bf16) and with the simple kernel (bf16 and
+// float32 caches), without and with split-K (the splits the backend picks), and the memory
+// floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test: it
+// prints a table and writes JSON (goals.py reads attention's share of a pass from it).
 //   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]
 #include <cuda_runtime_api.h>
 
@@ -35,6 +35,7 @@ struct Timing {
   int rows;
   int splits;
   const char* dtype;
+  const char* kernel;
   double eager_us, graph_us, kv_floor_us;
 };
 
@@ -57,7 +58,7 @@ double per_launch_us(F launch, int n, cudaStream_t stream) {
 }
 
 Timing time_tree_attention(const Shape& s, int context, int rows, int launches, cudaStream_t stream,
-                           int splits, rootspec::cuda::Elem dtype) {
+                           int splits, rootspec::cuda::Elem dtype, rootspec::cuda::AttentionKernel kernel) {
   using rootspec::cuda::TreeAttention;
   const int bucket = rows, mask_words = 1;
   const size_t kv = static_cast<size_t>(context + bucket) * s.n_kv_heads * s.head_dim;
@@ -88,6 +89,8 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   check(cudaMemcpy(dmask, mask.data(), mask.size() * sizeof(uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(ddims, dims, sizeof(dims), cudaMemcpyHostToDevice), "cudaMemcpy");
   TreeAttention a;
+  a.kernel = kernel;
+  a.capacity = context + bucket;
   a.bucket = bucket;
   a.n_heads = s.n_heads;
   a.n_kv_heads = s.n_kv_heads;
@@ -113,6 +116,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   Timing t;
   t.splits = splits;
   t.dtype = rootspec::cuda::elem_name(dtype);
+  t.kernel = rootspec::cuda::tensor_core_attention_fits(a) ? "tensor-core" : "simple";
   t.shape = s.name;
   t.rows = rows;
   t.eager_us = per_launch_us([&] { check(rootspec::cuda::tree_attention(a, stream), "tree_attention"); },
@@ -172,24 +176,31 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"llama-3.2-1b", 32, 8, 64}, {"llama-3.1-8b", 32, 8, 128}};
     std::vector<Timing> timings;
     std::printf("tree attention, one layer, context %d, %s\n", context, prop.name);
-    std::printf("%-14s %-8s %5s %6s %10s %10s %10s %12s\n", "shape", "caches", "rows", "splits", "eager us",
-                "graph us", "KV floor", "vs 1 row");
+    std::printf("%-14s %-8s %-11s %5s %6s %10s %10s %10s %12s\n", "shape", "caches", "kernel", "rows", "splits",
+                "eager us", "graph us", "KV floor", "vs 1 row");
+    using rootspec::cuda::AttentionKernel;
     using rootspec::cuda::Elem;
-    for (const Elem dtype : {Elem::BF16, Elem::F32})
-      for (const Shape& s : shapes)
-        for (const bool split_k : {false, true}) {
-          double one_row = 0;
-          for (const int rows : row_counts) {
-            const int splits =
-                split_k ? rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32) : 1;
-            const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype);
-            if (rows == 1) one_row = t.graph_us;
-            std::printf("%-14s %-8s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), t.dtype, rows,
-                        t.splits, t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
-            std::fflush(stdout);
-            timings.push_back(t);
+    for (const AttentionKernel kernel : {AttentionKernel::kTensorCore, AttentionKernel::kSimple})
+      for (const Elem dtype : {Elem::BF16, Elem::F32})
+        for (const Shape& s : shapes)
+          for (const bool split_k : {false, true}) {
+            if (kernel == AttentionKernel::kTensorCore && dtype == Elem::F32) continue;  // bf16 / fp16 only
+            double one_row = 0;
+            for (const int rows : row_counts) {
+              // The backend's splits (cuda_backend.cpp attention_for): by KV heads on tensor cores.
+              const int splits =
+                  !split_k ? 1
+                  : kernel == AttentionKernel::kTensorCore
+                      ? rootspec::cuda::attention_splits(1, s.n_kv_heads, prop.multiProcessorCount, 32)
+                      : rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32);
+              const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype, kernel);
+              if (rows == row_counts.front()) one_row = t.graph_us;
+              std::printf("%-14s %-8s %-11s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), t.dtype,
+                          t.kernel, rows, t.splits, t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
+              std::fflush(stdout);
+              timings.push_back(t);
+            }
           }
-        }
     if (!out.empty()) {
       std::ofstream f(out);
       f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
@@ -197,6 +208,7 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < timings.size(); ++i) {
         const Timing& t = timings[i];
         f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"dtype\": \"" << t.dtype
+          << "\", \"kernel\": \"" << t.kernel
           << "\", \"rows\": " << t.rows << ", \"splits\": " << t.splits << ", \"eager_us\": " << t.eager_us
           << ", \"graph_us\": " << t.graph_us << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
       }
