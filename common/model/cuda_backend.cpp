@@ -453,8 +453,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
   check(cuda::embed_rows(tokens, embed_, b, hidden, x, stream_, dtype_), "embed_rows");
   for (const Layer& l : layers_) {
     check(cuda::rms_norm(x, l.input_norm, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
-    gemm_->run(l.wqkv, normed_.get(), qkv_.f32(), b, qkv_n, hidden, false, stream_);
-    if (l.bqkv) check(cuda::add_bias_rows(qkv_.f32(), l.bqkv, b, qkv_n, stream_), "add_bias_rows");
+    gemm_->run(l.wqkv, normed_.get(), qkv_.f32(), b, qkv_n, hidden, false, stream_, l.bqkv);  // + bias
     cuda::RopeKvWrite w;
     w.rows = b;
     w.n_heads = nh;
@@ -486,8 +485,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     a.out = attn_.get();
     a.partial = partial_.f32();
     check(cuda::tree_attention(a, stream_), "tree_attention");
-    gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_);  // x += o(attn)
-    if (l.bo) check(cuda::add_bias_rows(x, l.bo, b, hidden, stream_), "add_bias_rows");
+    gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_, l.bo);  // x += o(attn) + bias
     check(cuda::rms_norm(x, l.post_norm, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
     gemm_->run(l.w_gate_up, normed_.get(), gate_up_.f32(), b, 2 * inter, hidden, false, stream_);
     check(cuda::silu_mul(gate_up_.f32(), b, inter, act_.get(), stream_, dtype_), "silu_mul");

@@ -35,8 +35,8 @@ CudaGemm::~CudaGemm() {
   cublasLtDestroy(handle_);
 }
 
-const CudaGemm::Plan& CudaGemm::plan(int rows, int n, int k, bool accumulate) {
-  const auto key = std::make_tuple(rows, n, k, accumulate);
+const CudaGemm::Plan& CudaGemm::plan(int rows, int n, int k, bool accumulate, bool bias) {
+  const auto key = std::make_tuple(rows, n, k, accumulate, bias);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   Plan p;
   check_lt(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
@@ -44,6 +44,14 @@ const CudaGemm::Plan& CudaGemm::plan(int rows, int n, int k, bool accumulate) {
   check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
            "TRANSA");
   check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep), "TRANSB");
+  if (bias) {  // bias[n] on every row: D's rows are our columns, so a bias over D's m = n rows
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+             "EPILOGUE");
+    check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+             "BIAS_DATA_TYPE");
+  }
   check_lt(cublasLtMatrixLayoutCreate(&p.w, type_, k, n, k), "layout W");          // W: k × n, ld k
   check_lt(cublasLtMatrixLayoutCreate(&p.x, type_, k, rows, k), "layout x");       // x: k × rows, ld k
   check_lt(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, n, rows, n), "layout y");  // y: n × rows, ld n
@@ -68,8 +76,11 @@ const CudaGemm::Plan& CudaGemm::plan(int rows, int n, int k, bool accumulate) {
 }
 
 void CudaGemm::run(const void* w, const void* x, float* y, int rows, int n, int k, bool accumulate,
-                   cudaStream_t stream) {
-  const Plan& p = plan(rows, n, k, accumulate);
+                   cudaStream_t stream, const float* bias) {
+  const Plan& p = plan(rows, n, k, accumulate, bias != nullptr);
+  if (bias)  // the descriptor's bias pointer when the product is enqueued (a capture records it)
+    check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+             "BIAS_POINTER");
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   check_lt(cublasLtMatmul(handle_, p.op, &alpha, w, p.w, x, p.x, &beta, y, p.y, y, p.y, &p.algo, workspace_,
                           workspace_bytes_, stream),

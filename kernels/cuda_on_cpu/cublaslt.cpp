@@ -109,7 +109,6 @@ cublasStatus_t check(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLt
   }
   if (op->epilogue != CUBLASLT_EPILOGUE_DEFAULT && op->epilogue != CUBLASLT_EPILOGUE_BIAS)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (op->epilogue == CUBLASLT_EPILOGUE_BIAS && !op->bias) return CUBLAS_STATUS_INVALID_VALUE;
   p->m = static_cast<int64_t>(d->rows);
   p->n = static_cast<int64_t>(d->cols);
   const bool ta = is_transpose(op->transa), tb = is_transpose(op->transb);
@@ -311,6 +310,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
   if (!alpha || !beta || !A || !B || !D) return CUBLAS_STATUS_INVALID_VALUE;
   Product p;
   if (const cublasStatus_t s = check(op, a, b, c, d, &p)) return s;
+  if (p.op.epilogue == CUBLASLT_EPILOGUE_BIAS && !p.op.bias) return CUBLAS_STATUS_INVALID_VALUE;  // (not the heuristic's)
   // In-place (C = D) needs the same layout for both.
   if (C == D && (p.c.ld != p.d.ld || p.c.type != p.d.type)) return CUBLAS_STATUS_INVALID_VALUE;
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
