@@ -66,7 +66,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   const size_t es = rootspec::cuda::elem_size(dtype);  // caches and output
   float* dq;
   void *dk, *dv, *dout;
-  int32_t *dslots, *ddims;
+  int32_t *dslots, *dsequences;
   uint64_t* dmask;
   check(cudaMalloc(reinterpret_cast<void**>(&dq), q * sizeof(float)), "cudaMalloc");
   check(cudaMalloc(&dout, q * es), "cudaMalloc");
@@ -81,13 +81,14 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
     slots[r] = context + r;
     mask[r] = (r == 63 ? ~uint64_t{0} : (uint64_t{1} << (r + 1)) - 1);  // a chain: row r sees rows 0..r
   }
-  const int32_t dims[2] = {context, rows};
+  int32_t sequences[rootspec::cuda::kSequenceHeader + rootspec::cuda::kSequenceFields];
+  rootspec::cuda::one_sequence_table(context, rows, sequences);
   check(cudaMalloc(reinterpret_cast<void**>(&dslots), bucket * sizeof(int32_t)), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&dmask), mask.size() * sizeof(uint64_t)), "cudaMalloc");
-  check(cudaMalloc(reinterpret_cast<void**>(&ddims), sizeof(dims)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&dsequences), sizeof(sequences)), "cudaMalloc");
   check(cudaMemcpy(dslots, slots.data(), bucket * sizeof(int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(dmask, mask.data(), mask.size() * sizeof(uint64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(ddims, dims, sizeof(dims), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(dsequences, sequences, sizeof(sequences), cudaMemcpyHostToDevice), "cudaMemcpy");
   TreeAttention a;
   a.kernel = kernel;
   a.capacity = context + bucket;
@@ -102,7 +103,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   a.v_cache = dv;
   a.slots = dslots;
   a.tree_mask = dmask;
-  a.dims = ddims;
+  a.sequences = dsequences;
   a.scale = 0.125f;
   a.out = dout;
   float* dpartial = nullptr;
@@ -134,7 +135,7 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   for (void* p : {static_cast<void*>(dq), dk, dv, dout, static_cast<void*>(dslots), static_cast<void*>(dmask),
-                  static_cast<void*>(ddims), static_cast<void*>(dpartial)})
+                  static_cast<void*>(dsequences), static_cast<void*>(dpartial)})
     cudaFree(p);
   return t;
 }
@@ -161,8 +162,9 @@ int main(int argc, char** argv) {
         if (*p == ',') ++p;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]\n");
+      std::fprintf(
+          stderr,
+          "usage: rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]\n");
       return 2;
     }
   }
@@ -176,8 +178,8 @@ int main(int argc, char** argv) {
     const Shape shapes[] = {{"llama-3.2-1b", 32, 8, 64}, {"llama-3.1-8b", 32, 8, 128}};
     std::vector<Timing> timings;
     std::printf("tree attention, one layer, context %d, %s\n", context, prop.name);
-    std::printf("%-14s %-8s %-11s %5s %6s %10s %10s %10s %12s\n", "shape", "caches", "kernel", "rows", "splits",
-                "eager us", "graph us", "KV floor", "vs 1 row");
+    std::printf("%-14s %-8s %-11s %5s %6s %10s %10s %10s %12s\n", "shape", "caches", "kernel", "rows",
+                "splits", "eager us", "graph us", "KV floor", "vs 1 row");
     using rootspec::cuda::AttentionKernel;
     using rootspec::cuda::Elem;
     for (const AttentionKernel kernel : {AttentionKernel::kTensorCore, AttentionKernel::kSimple})
@@ -196,7 +198,8 @@ int main(int argc, char** argv) {
               const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype, kernel);
               if (rows == row_counts.front()) one_row = t.graph_us;
               std::printf("%-14s %-8s %-11s %5d %6d %10.2f %10.2f %10.2f %11.2fx\n", t.shape.c_str(), t.dtype,
-                          t.kernel, rows, t.splits, t.eager_us, t.graph_us, t.kv_floor_us, t.graph_us / one_row);
+                          t.kernel, rows, t.splits, t.eager_us, t.graph_us, t.kv_floor_us,
+                          t.graph_us / one_row);
               std::fflush(stdout);
               timings.push_back(t);
             }
@@ -208,9 +211,9 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < timings.size(); ++i) {
         const Timing& t = timings[i];
         f << (i ? ", " : "") << "{\"shape\": \"" << t.shape << "\", \"dtype\": \"" << t.dtype
-          << "\", \"kernel\": \"" << t.kernel
-          << "\", \"rows\": " << t.rows << ", \"splits\": " << t.splits << ", \"eager_us\": " << t.eager_us
-          << ", \"graph_us\": " << t.graph_us << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
+          << "\", \"kernel\": \"" << t.kernel << "\", \"rows\": " << t.rows << ", \"splits\": " << t.splits
+          << ", \"eager_us\": " << t.eager_us << ", \"graph_us\": " << t.graph_us
+          << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
       }
       f << "]}\n";
     }

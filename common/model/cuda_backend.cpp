@@ -188,7 +188,7 @@ class CudaBackend final : public PassBackend {
   };
   // The pass inputs' layout, in the pinned staging buffer and its device twin (one copy).
   struct InputLayout {
-    size_t tokens = 0, positions = 0, slots = 0, dims = 0, mask = 0, bytes = 0;  // byte offsets
+    size_t tokens = 0, positions = 0, slots = 0, sequences = 0, mask = 0, bytes = 0;  // byte offsets
   };
   struct Graph {
     cudaGraphExec_t exec = nullptr;
@@ -263,6 +263,11 @@ class CudaBackend final : public PassBackend {
 
 constexpr size_t kAlign = 256;
 constexpr int kMaxSplits = 32;
+// The sequences a pass holds: one, until PassBatch carries several (the batched round); tree
+// attention's sequences table and its kernels already take any mix (tree_index.h), so raising
+// this changes no kernel, only the table the pass copies and the tensor-core grid's bound.
+constexpr int kMaxSequences = 1;
+constexpr int kSequenceTableInts = cuda::kSequenceHeader + cuda::kSequenceFields * kMaxSequences;
 
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -370,8 +375,8 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   layout_.tokens = 0;
   layout_.positions = layout_.tokens + rows * 4;
   layout_.slots = layout_.positions + rows * 4;
-  layout_.dims = layout_.slots + rows * 4;
-  layout_.mask = aligned(layout_.dims + 2 * 4);
+  layout_.sequences = layout_.slots + rows * 4;
+  layout_.mask = aligned(layout_.sequences + kSequenceTableInts * 4);
   layout_.bytes = layout_.mask + rows * max_mask_words_ * 8;
   staging_ = std::make_unique<PinnedBuffer>(layout_.bytes);
   inputs_ = DeviceBuffer(layout_.bytes);
@@ -480,12 +485,14 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     a.v_cache = l.v_cache;
     a.slots = w.slots;
     a.tree_mask = reinterpret_cast<const uint64_t*>(static_cast<const char*>(inputs_.get()) + layout_.mask);
-    a.dims = device_input_i32(layout_.dims);
+    a.sequences = device_input_i32(layout_.sequences);
+    a.max_sequences = kMaxSequences;
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn_.get();
     a.partial = partial_.f32();
     check(cuda::tree_attention(a, stream_), "tree_attention");
-    gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_, l.bo);  // x += o(attn) + bias
+    gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_,
+               l.bo);  // x += o(attn) + bias
     check(cuda::rms_norm(x, l.post_norm, eps, b, hidden, normed_.get(), stream_, dtype_), "rms_norm");
     gemm_->run(l.w_gate_up, normed_.get(), gate_up_.f32(), b, 2 * inter, hidden, false, stream_);
     check(cuda::silu_mul(gate_up_.f32(), b, inter, act_.get(), stream_, dtype_), "silu_mul");
@@ -507,8 +514,9 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   std::memcpy(st + layout_.tokens, batch.tokens, b * 4);
   std::memcpy(st + layout_.positions, batch.positions, b * 4);
   std::memcpy(st + layout_.slots, batch.slots, b * 4);
-  const int32_t dims[2] = {batch.context, batch.rows};
-  std::memcpy(st + layout_.dims, dims, sizeof dims);
+  int32_t sequences[kSequenceTableInts];
+  cuda::one_sequence_table(batch.context, batch.rows, sequences);
+  std::memcpy(st + layout_.sequences, sequences, sizeof sequences);
   const size_t mask_bytes = static_cast<size_t>(b) * batch.mask_words * 8;
   std::memcpy(st + layout_.mask, batch.tree_mask, mask_bytes);
   check(cudaEventRecord(pass_start_, stream_), "cudaEventRecord");

@@ -16,6 +16,7 @@
 #include "reference.h"
 #include "rope.h"
 #include "safetensors.h"
+#include "tree_index.h"
 
 namespace rootspec {
 
@@ -144,7 +145,8 @@ void LoopCpuBackend::forward(const PassBatch& batch, PassKind, float* logits) {
   for (int r = 0; r < b; ++r)
     std::memcpy(&x[static_cast<size_t>(r) * hidden], &embed_[static_cast<size_t>(batch.tokens[r]) * hidden],
                 sizeof(float) * hidden);
-  const int32_t dims[2] = {batch.context, batch.rows};
+  int32_t sequences[cuda::kSequenceHeader + cuda::kSequenceFields];  // one sequence: the pass's
+  cuda::one_sequence_table(batch.context, batch.rows, sequences);
   for (Layer& l : layers_) {
     cpu_rms_norm(x.data(), l.input_norm.data(), eps, b, hidden, normed.data());
     product(l.wqkv, normed.data(), qkv.data(), b, qkv_n, hidden, false);
@@ -177,7 +179,7 @@ void LoopCpuBackend::forward(const PassBatch& batch, PassKind, float* logits) {
     a.v_cache = l.v_cache.data();
     a.slots = batch.slots;
     a.tree_mask = batch.tree_mask;
-    a.dims = dims;
+    a.sequences = sequences;
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn.data();
     cuda::reference_tree_attention(a);

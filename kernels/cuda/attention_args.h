@@ -62,10 +62,13 @@ struct TreeAttention {
   const void* k_cache = nullptr;        // [capacity, n_kv_heads, head_dim], the rows' own K written
   const void* v_cache = nullptr;        // [capacity, n_kv_heads, head_dim]
   const int32_t* slots = nullptr;       // [bucket] each row's own cache slot
-  const uint64_t* tree_mask = nullptr;  // [bucket, mask_words] (tree_index.h)
-  // [2]: context (committed slots), rows (real rows ≤ bucket). Device memory for the kernel: the
-  // one host-to-device copy of a pass updates them, so one captured graph serves every length.
-  const int32_t* dims = nullptr;
+  const uint64_t* tree_mask = nullptr;  // [bucket, mask_words]: bit j = its sequence's tree slot j
+  // [kSequenceHeader + kSequenceFields · max_sequences] (tree_index.h): the pass's sequences,
+  // each with its KV base, committed length and rows. Device memory for the kernel: the one
+  // host-to-device copy of a pass updates it, so one captured graph serves any mix of sequences
+  // and lengths.
+  const int32_t* sequences = nullptr;
+  int max_sequences = 1;  // the most sequences a launch serves (fixes kTensorCore's grid)
   // Cache slots: kTensorCore loads whole tiles of keys (those no row sees weigh nothing), never
   // past this. Every slot below it must hold finite K and V (the backend zeroes its caches).
   int capacity = 0;
@@ -82,7 +85,7 @@ struct TreeAttention {
   template <typename F>
   void visit_device_pointers(F&& f) const {  // as RopeKvWrite's
     f(q, "q"), f(k_cache, "k_cache"), f(v_cache, "v_cache"), f(slots, "slots"), f(tree_mask, "tree_mask");
-    f(dims, "dims"), f(out, "out"), f(partial, "partial");
+    f(sequences, "sequences"), f(out, "out"), f(partial, "partial");
   }
 };
 

@@ -288,9 +288,9 @@ __global__ void rope_kv_write_kernel(RopeKvWrite a) {
 
 // One block per (row, head, split): the split's keys (split_keys) in chunks of kThreads, one
 // key per thread, with the running maximum and sum of flash attention's online softmax; each
-// thread accumulates head dimensions d ≡ threadIdx.x (mod kThreads). The bounds come from
-// a.dims in device memory. One split writes the row's output; several write partial sums that
-// merge_splits_kernel combines.
+// thread accumulates head dimensions d ≡ threadIdx.x (mod kThreads). The row's sequence and its
+// bounds come from a.sequences in device memory. One split writes the row's output; several write partial
+// sums that merge_splits_kernel combines.
 template <typename T>
 __global__ void tree_attention_kernel(TreeAttention a) {
   __shared__ float scratch[kThreads / 32];
@@ -298,7 +298,8 @@ __global__ void tree_attention_kernel(TreeAttention a) {
   __shared__ float p[kThreads];
   __shared__ int key[kThreads];
   const int r = blockIdx.x, h = blockIdx.y, split = blockIdx.z, d = a.head_dim;
-  const int context = a.dims[0], rows = a.dims[1];
+  const int rows = real_rows(a.sequences);
+  const SequenceKv seq = sequence_of_row(a.sequences, r);
   const int kvh = kv_head_of(h, a.n_heads, a.n_kv_heads);
   const T* k_cache = static_cast<const T*>(a.k_cache);
   const T* v_cache = static_cast<const T*>(a.v_cache);
@@ -309,12 +310,12 @@ __global__ void tree_attention_kernel(TreeAttention a) {
   float acc[kDimsPerThread] = {};
   float running_max = -FLT_MAX, running_sum = 0;
   int begin = 0, end = 0;
-  split_keys(key_begin(r, rows, a.slots), key_end(r, rows, context, a.slots, a.mask_words), split, a.splits,
+  split_keys(key_begin(r, rows, seq, a.slots), key_end(r, rows, seq, a.slots, a.mask_words), split, a.splits,
              kThreads, &begin, &end);
   for (int base = begin; base < end; base += kThreads) {
     const int s = base + threadIdx.x;
     float score = -FLT_MAX;
-    const bool seen = s < end && row_sees_slot(r, s, rows, context, a.slots, a.tree_mask, a.mask_words);
+    const bool seen = s < end && row_sees_slot(r, s, rows, seq, a.slots, a.tree_mask, a.mask_words);
     if (seen) {
       const T* k = k_cache + kv_index(s, kvh, 0, a.n_kv_heads, d);
       float dot = 0;
@@ -384,13 +385,16 @@ __global__ void merge_splits_kernel(TreeAttention a) {
 
 // ---- Tree attention on tensor cores (AttentionKernel::kTensorCore) ----------------------------
 //
-// One block per (KV head, key split, group of 128 packed rows). The query rows of a KV head are
-// every row of the pass × every query head of its group, packed: packed row m = row · G + g for
-// query head kvh · G + g (G = n_heads / n_kv_heads), so Llama-3-8B's 64-row tree pass gives 256
-// rows; warp w of the block owns 16 of them. A block has at most kMaxWarps warps: at head_dim 128
-// ptxas gives the kernel 167 registers a thread (sm_90), so a block of 16 warps would ask an SM
-// for more than its 64 K registers and the launch would fail; 256 packed rows are two blocks that
-// read the same K/V tiles (the second mostly from L2). The block walks its keys in tiles of
+// One block per (KV head, key split, 128 packed rows of one sequence): FlashInfer's and
+// FlashAttention-2's decomposition, with the rows of a tree in the place of a prompt's. The query
+// rows of a KV head are a sequence's rows × every query head of the KV head's group, packed:
+// packed row m = (row − first_row) · G + g for query head kvh · G + g (G = n_heads /
+// n_kv_heads), so Llama-3-8B's 64-row tree gives 256 rows; warp w of the block owns 16 of them.
+// Which sequence and packed rows a block serves is read from the sequences table in device
+// memory (locate_row_block), so the grid is fixed per graph (row_block_bound) whatever the mix. A block has
+// at most kMaxWarps warps: at head_dim 128 ptxas gives the kernel 167 registers a thread (sm_90), so a block
+// of 16 warps would ask an SM for more than its 64 K registers and the launch would fail; 256 packed rows are
+// two blocks that read the same K/V tiles (the second mostly from L2). The block walks its keys in tiles of
 // kKeyTile: each tile's K and V are loaded once into shared memory with 128-bit loads and serve
 // every warp. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16 products
 // (mma.h) in the cache's type with float32 accumulation; the softmax is FlashAttention-2's online
@@ -427,139 +431,145 @@ __device__ inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
 template <typename T, int HD>
 __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(TreeAttention a) {
   uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride]
-  uint16_t* v_tile = k_tile + kKeyTile * kTileStride;                // [kKeyTile][kTileStride]
+  uint16_t* v_tile = k_tile + kKeyTile * kTileStride;                       // [kKeyTile][kTileStride]
   constexpr int kBlocksK = HD / 16;  // 16-wide blocks of the head dimension (Q·Kᵀ's k)
   constexpr int kTilesD = HD / 8;    // 8-wide tiles of the head dimension (P·V's n)
   const int kvh = blockIdx.x, split = blockIdx.y;
-  const int context = a.dims[0], rows = a.dims[1];
-  const int group = a.n_heads / a.n_kv_heads, packed_rows = a.bucket * group;
-  const int warp = blockIdx.z * kMaxWarps + threadIdx.x / 32;  // the warp's 16 packed rows
+  const int rows = real_rows(a.sequences), group = a.n_heads / a.n_kv_heads;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache);
   const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache);
-  int begin = 0, end = 0;
-  split_keys(0, context + a.mask_words * kMaskBits, split, a.splits, kKeyTile, &begin, &end);
-  const int loadable = min(end, a.capacity);  // keys past the cache are not loaded (nor seen)
+  // The block's sequence and its packed rows [first, first + 16 · warps) (locate_row_block);
+  // blocks past the pass's sequences only write padded rows (below). Uniform over the block.
+  int sequence = 0, first = 0;
+  if (locate_row_block(a.sequences, blockIdx.z, group, blockDim.x / 32 * 16, &sequence, &first)) {
+    const SequenceKv seq = sequence_kv(a.sequences, sequence);
+    const int tree_begin = seq.kv_base + seq.context;  // the sequence's tree slot 0
+    int begin = 0, end = 0;
+    split_keys(seq.kv_base, tree_begin + a.mask_words * kMaskBits, split, a.splits, kKeyTile, &begin, &end);
+    const int loadable = min(end, a.capacity);  // keys past the cache are not loaded (nor seen)
 
-  // This lane's two packed rows (g and g + 8 of the warp's 16): their pass row, query head, and
-  // whether they are real rows that take part (padded packed rows past the bucket, and padded
-  // pass rows, do not).
-  int row_of[2], head_of[2];
-  bool live[2];
-  for (int h = 0; h < 2; ++h) {
-    const int m = warp * 16 + g + 8 * h;
-    row_of[h] = m / group;
-    head_of[h] = kvh * group + m % group;
-    live[h] = m < packed_rows && row_of[h] < rows;
-  }
-  // Q as A fragments, scaled, in the cache's type: rows g, g + 8; columns of k-block kb.
-  uint32_t qa[kBlocksK][4];
-  for (int kb = 0; kb < kBlocksK; ++kb)
-    for (int r = 0; r < 4; ++r) {
-      const int h = r & 1, col = kb * 16 + t * 2 + (r >> 1) * 8;
-      float x0 = 0.0f, x1 = 0.0f;
-      if (live[h]) {
-        const float* q = a.q + (static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h]) * HD;
-        x0 = q[col] * a.scale, x1 = q[col + 1] * a.scale;
-      }
-      qa[kb][r] = pack_pair<T>(x0, x1);
-    }
-  float o[kTilesD][4] = {};
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-
-  for (int base = begin; base < end; base += kKeyTile) {
-    // The tile's K and V into shared memory, 8 elements (16 bytes) a load; keys past `end` zero.
-    constexpr int kChunksPerKey = HD / 8;
-    for (int c = threadIdx.x; c < kKeyTile * kChunksPerKey; c += blockDim.x) {
-      const int key = c / kChunksPerKey, part = c % kChunksPerKey, slot = base + key;
-      uint4 kv[2] = {};
-      if (slot < loadable) {
-        const int64_t at = kv_index(slot, kvh, part * 8, a.n_kv_heads, HD);
-        kv[0] = *reinterpret_cast<const uint4*>(k_cache + at);
-        kv[1] = *reinterpret_cast<const uint4*>(v_cache + at);
-      }
-      *reinterpret_cast<uint4*>(k_tile + key * kTileStride + part * 8) = kv[0];
-      *reinterpret_cast<uint4*>(v_tile + key * kTileStride + part * 8) = kv[1];
-    }
-    __syncthreads();
-    // S = Q·Kᵀ over the tile: 8 column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
-    // n · 8 + 2t + i % 2.
-    float s[kKeyTile / 8][4];
-    for (int n = 0; n < kKeyTile / 8; ++n) {
-      float zero[4] = {};
-      for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
-      for (int kb = 0; kb < kBlocksK; ++kb) {
-        const uint16_t* k = k_tile + (n * 8 + g) * kTileStride + kb * 16 + t * 2;
-        const uint32_t b[2] = {pair_at(k), pair_at(k + 8)};
-        mma_m16n8k16<T>(s[n], qa[kb], b, kb == 0 ? zero : s[n]);
-      }
-    }
-    // Which keys each row sees: the prefix whole (no mask word read); the tree's slots by the
-    // row's ancestor bits.
-    const bool prefix_tile = base + kKeyTile <= context;
-    for (int n = 0; n < kKeyTile / 8; ++n)
-      for (int i = 0; i < 4; ++i) {
-        const int h = i >> 1, slot = base + n * 8 + t * 2 + (i & 1);
-        bool seen = live[h] && slot < loadable;
-        if (seen && !prefix_tile && slot >= context) {
-          const int j = slot - context;
-          seen = (a.tree_mask[row_of[h] * a.mask_words + j / kMaskBits] >> (j % kMaskBits)) & 1u;
-        }
-        if (!seen) s[n][i] = -INFINITY;
-      }
-    // Online softmax per row, over the four lanes that hold it.
-    float rescale[2];
+    // This lane's two packed rows (g and g + 8 of the warp's 16): their pass row, query head, and
+    // whether they take part (packed rows past the sequence's do not).
+    int row_of[2], head_of[2];
+    bool live[2];
     for (int h = 0; h < 2; ++h) {
-      float top = row_max[h];
-      for (int n = 0; n < kKeyTile / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-      rescale[h] = top == -INFINITY ? 1.0f : __expf(row_max[h] - top);
-      float sum = 0.0f;
-      for (int n = 0; n < kKeyTile / 8; ++n)
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[n][2 * h + e];
-          x = x == -INFINITY ? 0.0f : __expf(x - top);
-          sum += x;
-        }
-      row_sum[h] = row_sum[h] * rescale[h] + sum;  // this lane's share; the four are summed at the end
-      row_max[h] = top;
+      const int m = first + threadIdx.x / 32 * 16 + g + 8 * h;
+      row_of[h] = seq.first_row + m / group;
+      head_of[h] = kvh * group + m % group;
+      live[h] = m < seq.rows * group;
     }
-    for (int d = 0; d < kTilesD; ++d)
-      for (int i = 0; i < 4; ++i) o[d][i] *= rescale[i >> 1];
-    // O += P·V: P's k-block kb is S's column tiles 2kb and 2kb + 1, already in A's layout.
-    for (int kb = 0; kb < kKeyTile / 16; ++kb) {
-      const uint32_t p[4] = {pack_pair<T>(s[2 * kb][0], s[2 * kb][1]), pack_pair<T>(s[2 * kb][2], s[2 * kb][3]),
-                             pack_pair<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
-                             pack_pair<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
-      const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride + g;  // V[key][d]: k = key, n = d
-      for (int d = 0; d < kTilesD; ++d) {
-        const uint16_t* vd = v + d * 8;
-        const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride]), pair_of(vd[8 * kTileStride], vd[9 * kTileStride])};
-        mma_m16n8k16<T>(o[d], p, b, o[d]);
+    // Q as A fragments, scaled, in the cache's type: rows g, g + 8; columns of k-block kb.
+    uint32_t qa[kBlocksK][4];
+    for (int kb = 0; kb < kBlocksK; ++kb)
+      for (int r = 0; r < 4; ++r) {
+        const int h = r & 1, col = kb * 16 + t * 2 + (r >> 1) * 8;
+        float x0 = 0.0f, x1 = 0.0f;
+        if (live[h]) {
+          const float* q = a.q + (static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h]) * HD;
+          x0 = q[col] * a.scale, x1 = q[col + 1] * a.scale;
+        }
+        qa[kb][r] = pack_pair<T>(x0, x1);
+      }
+    float o[kTilesD][4] = {};
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+    for (int base = begin; base < end; base += kKeyTile) {
+      // The tile's K and V into shared memory, 8 elements (16 bytes) a load; keys past `end` zero.
+      constexpr int kChunksPerKey = HD / 8;
+      for (int c = threadIdx.x; c < kKeyTile * kChunksPerKey; c += blockDim.x) {
+        const int key = c / kChunksPerKey, part = c % kChunksPerKey, slot = base + key;
+        uint4 kv[2] = {};
+        if (slot < loadable) {
+          const int64_t at = kv_index(slot, kvh, part * 8, a.n_kv_heads, HD);
+          kv[0] = *reinterpret_cast<const uint4*>(k_cache + at);
+          kv[1] = *reinterpret_cast<const uint4*>(v_cache + at);
+        }
+        *reinterpret_cast<uint4*>(k_tile + key * kTileStride + part * 8) = kv[0];
+        *reinterpret_cast<uint4*>(v_tile + key * kTileStride + part * 8) = kv[1];
+      }
+      __syncthreads();
+      // S = Q·Kᵀ over the tile: 8 column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
+      // n · 8 + 2t + i % 2.
+      float s[kKeyTile / 8][4];
+      for (int n = 0; n < kKeyTile / 8; ++n) {
+        float zero[4] = {};
+        for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+        for (int kb = 0; kb < kBlocksK; ++kb) {
+          const uint16_t* k = k_tile + (n * 8 + g) * kTileStride + kb * 16 + t * 2;
+          const uint32_t b[2] = {pair_at(k), pair_at(k + 8)};
+          mma_m16n8k16<T>(s[n], qa[kb], b, kb == 0 ? zero : s[n]);
+        }
+      }
+      // Which keys each row sees: the prefix whole (no mask word read); the tree's slots by the
+      // row's ancestor bits.
+      const bool prefix_tile = base + kKeyTile <= tree_begin;
+      for (int n = 0; n < kKeyTile / 8; ++n)
+        for (int i = 0; i < 4; ++i) {
+          const int h = i >> 1, slot = base + n * 8 + t * 2 + (i & 1);
+          bool seen = live[h] && slot < loadable;
+          if (seen && !prefix_tile && slot >= tree_begin) {
+            const int j = slot - tree_begin;
+            seen = (a.tree_mask[row_of[h] * a.mask_words + j / kMaskBits] >> (j % kMaskBits)) & 1u;
+          }
+          if (!seen) s[n][i] = -INFINITY;
+        }
+      // Online softmax per row, over the four lanes that hold it.
+      float rescale[2];
+      for (int h = 0; h < 2; ++h) {
+        float top = row_max[h];
+        for (int n = 0; n < kKeyTile / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        rescale[h] = top == -INFINITY ? 1.0f : __expf(row_max[h] - top);
+        float sum = 0.0f;
+        for (int n = 0; n < kKeyTile / 8; ++n)
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[n][2 * h + e];
+            x = x == -INFINITY ? 0.0f : __expf(x - top);
+            sum += x;
+          }
+        row_sum[h] = row_sum[h] * rescale[h] + sum;  // this lane's share; the four are summed at the end
+        row_max[h] = top;
+      }
+      for (int d = 0; d < kTilesD; ++d)
+        for (int i = 0; i < 4; ++i) o[d][i] *= rescale[i >> 1];
+      // O += P·V: P's k-block kb is S's column tiles 2kb and 2kb + 1, already in A's layout.
+      for (int kb = 0; kb < kKeyTile / 16; ++kb) {
+        const uint32_t p[4] = {pack_pair<T>(s[2 * kb][0], s[2 * kb][1]),
+                               pack_pair<T>(s[2 * kb][2], s[2 * kb][3]),
+                               pack_pair<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
+                               pack_pair<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
+        const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride + g;  // V[key][d]: k = key, n = d
+        for (int d = 0; d < kTilesD; ++d) {
+          const uint16_t* vd = v + d * 8;
+          const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride]),
+                                 pair_of(vd[8 * kTileStride], vd[9 * kTileStride])};
+          mma_m16n8k16<T>(o[d], p, b, o[d]);
+        }
+      }
+      __syncthreads();  // the tile is rewritten next
+    }
+    for (int h = 0; h < 2; ++h) {
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+    }
+    for (int h = 0; h < 2; ++h) {
+      if (!live[h]) continue;
+      const int64_t head_row = static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h];
+      if (a.splits == 1) {
+        T* out = static_cast<T*>(a.out) + head_row * HD;
+        for (int d = 0; d < kTilesD; ++d)
+          for (int e = 0; e < 2; ++e)
+            out[d * 8 + t * 2 + e] = from_float<T>(row_sum[h] > 0.0f ? o[d][2 * h + e] / row_sum[h] : 0.0f);
+      } else {
+        float* part = a.partial + (head_row * a.splits + split) * (HD + 2);  // [head_dim + 2]
+        for (int d = 0; d < kTilesD; ++d)
+          for (int e = 0; e < 2; ++e) part[d * 8 + t * 2 + e] = o[d][2 * h + e];
+        if (t == 0) part[HD] = row_sum[h] > 0.0f ? row_max[h] : -FLT_MAX, part[HD + 1] = row_sum[h];
       }
     }
-    __syncthreads();  // the tile is rewritten next
-  }
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-  }
-  for (int h = 0; h < 2; ++h) {
-    if (!live[h]) continue;
-    const int64_t head_row = static_cast<int64_t>(row_of[h]) * a.n_heads + head_of[h];
-    if (a.splits == 1) {
-      T* out = static_cast<T*>(a.out) + head_row * HD;
-      for (int d = 0; d < kTilesD; ++d)
-        for (int e = 0; e < 2; ++e)
-          out[d * 8 + t * 2 + e] = from_float<T>(row_sum[h] > 0.0f ? o[d][2 * h + e] / row_sum[h] : 0.0f);
-    } else {
-      float* part = a.partial + (head_row * a.splits + split) * (HD + 2);  // [head_dim + 2]
-      for (int d = 0; d < kTilesD; ++d)
-        for (int e = 0; e < 2; ++e) part[d * 8 + t * 2 + e] = o[d][2 * h + e];
-      if (t == 0) part[HD] = row_sum[h] > 0.0f ? row_max[h] : -FLT_MAX, part[HD + 1] = row_sum[h];
-    }
-  }
+  }  // the block's sequence
   // Padded rows see only their own slot: its V (split 0), or nothing (the other splits); the
   // first row group's blocks write them.
   const int padded = blockIdx.z == 0 ? (a.bucket - rows) * group : 0;
@@ -586,7 +596,8 @@ cudaError_t embed_rows(const int32_t* tokens, const void* table, int rows, int h
   if (rows <= 0) return cudaSuccess;
   return with_elem(table_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<embed_rows_kernel<T>>(rows, kThreads, 0, stream, tokens, static_cast<const T*>(table), hidden, x);
+    return launch<embed_rows_kernel<T>>(rows, kThreads, 0, stream, tokens, static_cast<const T*>(table),
+                                        hidden, x);
   });
 }
 
@@ -605,7 +616,8 @@ cudaError_t silu_mul(const float* gate_up, int rows, int inter, void* out, cudaS
   if (n <= 0) return cudaSuccess;
   return with_elem(out_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<silu_mul_kernel<T>>(blocks_for(n), kThreads, 0, stream, gate_up, rows, inter, static_cast<T*>(out));
+    return launch<silu_mul_kernel<T>>(blocks_for(n), kThreads, 0, stream, gate_up, rows, inter,
+                                      static_cast<T*>(out));
   });
 }
 
@@ -627,7 +639,8 @@ cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out,
     using In = decltype(in_tag);
     return with_elem(out_type, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      return launch<convert_kernel<In, Out>>(blocks_for(n), kThreads, 0, stream, static_cast<const In*>(in), n, static_cast<Out*>(out));
+      return launch<convert_kernel<In, Out>>(blocks_for(n), kThreads, 0, stream, static_cast<const In*>(in),
+                                             n, static_cast<Out*>(out));
     });
   });
 }
@@ -637,7 +650,8 @@ cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float l
   if (n <= 0) return cudaSuccess;
   return with_elem(type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<fill_uniform_kernel<T>>(blocks_for(n), kThreads, 0, stream, static_cast<T*>(out), n, seed, low, high);
+    return launch<fill_uniform_kernel<T>>(blocks_for(n), kThreads, 0, stream, static_cast<T*>(out), n, seed,
+                                          low, high);
   });
 }
 
@@ -658,7 +672,8 @@ cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, cons
                          int64_t row_bytes, cudaStream_t stream) {
   if (row_bytes % 2 != 0) return cudaErrorInvalidValue;
   if (n_moves <= 0) return cudaSuccess;
-  return launch<move_kv_rows_kernel>(1, kThreads, 0, stream, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
+  return launch<move_kv_rows_kernel>(1, kThreads, 0, stream, static_cast<uint16_t*>(k_cache),
+                                     static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
 }
 
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
@@ -667,16 +682,19 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   if (a.rows <= 0) return cudaSuccess;
   return with_elem(a.kv_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<rope_kv_write_kernel<T>>(dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream, a);
+    return launch<rope_kv_write_kernel<T>>(dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream,
+                                           a);
   });
 }
 
 bool tensor_core_attention_fits(const TreeAttention& a) {
-  return a.kernel == AttentionKernel::kTensorCore && a.capacity > 0 && a.dtype != Elem::F32 && (a.head_dim == 64 || a.head_dim == 128) &&
-         a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.n_heads / a.n_kv_heads <= kMaxGroup;
+  return a.kernel == AttentionKernel::kTensorCore && a.capacity > 0 && a.dtype != Elem::F32 &&
+         (a.head_dim == 64 || a.head_dim == 128) && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 &&
+         a.n_heads / a.n_kv_heads <= kMaxGroup;
 }
 
-// The tensor-core kernel for head_dim HD: one block per (KV head, split), a warp per 16 packed rows.
+// The tensor-core kernel for head_dim HD: one block per (KV head, split, ≤ 128 packed rows of a
+// sequence), a warp per 16 packed rows.
 template <typename T, int HD>
 cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t stream) {
   constexpr auto kernel = tree_attention_mma_kernel<T, HD>;
@@ -685,15 +703,14 @@ cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t strea
       cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(shared));
   if (opted_in != cudaSuccess) return opted_in;
-  const int packed_rows = a.bucket * (a.n_heads / a.n_kv_heads), warps = (packed_rows + 15) / 16;
-  const int row_groups = (warps + kMaxWarps - 1) / kMaxWarps;
-  return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_groups), 32 * std::min(warps, kMaxWarps), shared, stream,
-                        a);
+  const int group = a.n_heads / a.n_kv_heads, warps = std::min((a.bucket * group + 15) / 16, kMaxWarps);
+  const int row_blocks = row_block_bound(a.bucket, group, 16 * warps, a.max_sequences);
+  return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_blocks), 32 * warps, shared, stream, a);
 }
 
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
   if (a.head_dim > kMaxHeadDim || a.head_dim <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 ||
-      a.splits < 1 || (a.splits > 1 && !a.partial))
+      a.splits < 1 || (a.splits > 1 && !a.partial) || a.max_sequences < 1)
     return cudaErrorInvalidValue;
   if (a.bucket <= 0) return cudaSuccess;
   if (tensor_core_attention_fits(a)) {
@@ -709,8 +726,8 @@ cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
   }
   return with_elem(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (const cudaError_t e = launch<tree_attention_kernel<T>>(dim3(a.bucket, a.n_heads, a.splits), kThreads, 0,
-                                                               stream, a))
+    if (const cudaError_t e =
+            launch<tree_attention_kernel<T>>(dim3(a.bucket, a.n_heads, a.splits), kThreads, 0, stream, a))
       return e;
     return a.splits > 1 ? launch<merge_splits_kernel<T>>(dim3(a.bucket, a.n_heads), kThreads, 0, stream, a)
                         : cudaSuccess;

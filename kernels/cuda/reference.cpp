@@ -11,22 +11,24 @@
 namespace rootspec::cuda {
 
 void reference_tree_attention(const TreeAttention& a) {
-  const int context = a.dims[0], rows = a.dims[1];
+  const int rows = real_rows(a.sequences);
   assert(rows >= 1 && rows <= a.bucket && a.n_heads % a.n_kv_heads == 0);
+  assert(sequence_count(a.sequences) >= 1 && sequence_count(a.sequences) <= a.max_sequences);
   assert(a.dtype == Elem::F32);  // the references are float32; other types are compared after conversion
   const float* k_cache = static_cast<const float*>(a.k_cache);
   const float* v_cache = static_cast<const float*>(a.v_cache);
   const int d = a.head_dim;
   std::vector<double> scores, acc(d);
   for (int r = 0; r < a.bucket; ++r) {
-    const int begin = key_begin(r, rows, a.slots), end = key_end(r, rows, context, a.slots, a.mask_words);
+    const SequenceKv seq = sequence_of_row(a.sequences, r);
+    const int begin = key_begin(r, rows, seq, a.slots), end = key_end(r, rows, seq, a.slots, a.mask_words);
     for (int h = 0; h < a.n_heads; ++h) {
       const int kvh = kv_head_of(h, a.n_heads, a.n_kv_heads);
       const float* q = a.q + (static_cast<int64_t>(r) * a.n_heads + h) * d;
       scores.assign(end, -std::numeric_limits<double>::infinity());
       double top = -std::numeric_limits<double>::infinity();
       for (int s = begin; s < end; ++s) {
-        if (!row_sees_slot(r, s, rows, context, a.slots, a.tree_mask, a.mask_words)) continue;
+        if (!row_sees_slot(r, s, rows, seq, a.slots, a.tree_mask, a.mask_words)) continue;
         double dot = 0;
         for (int i = 0; i < d; ++i) dot += double(q[i]) * k_cache[kv_index(s, kvh, i, a.n_kv_heads, d)];
         scores[s] = dot * a.scale;

@@ -9,7 +9,8 @@
 namespace rootspec::cuda {
 
 // out[r, h] = Σ_s softmax_s(q[r, h] · k[s, kv_head_of(h)] · scale) v[s, kv_head_of(h)] over the
-// slots s row r sees (tree_index.h); every pointer in `a`, dims included, is host memory.
+// slots s row r sees (tree_index.h: each row within its own sequence); every pointer in `a`,
+// the sequences table included, is host memory.
 void reference_tree_attention(const TreeAttention& a);
 
 // The RoPE + KV write kernel's law, in double; every pointer host memory.

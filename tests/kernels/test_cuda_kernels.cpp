@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -133,7 +134,8 @@ TEST(CudaKernels, TemperedRowsOfARowWithoutAFiniteLogitAreOneHotOrUniformNotNan)
   DeviceArray<float> dl(logits);
   for (const double t : {0.0, 1.0}) {
     std::vector<float> want(logits.size());
-    for (int r = 0; r < 2; ++r) probs_from_logits(logits.data() + r * vocab, vocab, t, want.data() + r * vocab);
+    for (int r = 0; r < 2; ++r)
+      probs_from_logits(logits.data() + r * vocab, vocab, t, want.data() + r * vocab);
     for (int i = 0; i < vocab; ++i)
       ASSERT_FLOAT_EQ(want[i], t == 0.0 ? (i == 0 ? 1.0f : 0.0f) : 1.0f / vocab) << "the host's law, T " << t;
     DeviceArray<float> dout(std::vector<float>(logits.size()));
@@ -239,13 +241,10 @@ TEST(CudaKernels, RopeKvWriteMatchesTheReference) {
   }
 }
 
-// Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
-// serves two contexts through `dims` in device memory (as a replayed graph would); one block per
-// (row, head) and split-K with 4 and 7 splits (of which some are empty on the short context).
 // Tree attention's arguments for one shape over the given buffers (device or host pointers).
 cuda::TreeAttention attention_over(int bucket, int n_heads, int n_kv, int hd, int mask_words, const float* q,
                                    const void* k, const void* v, const int32_t* slots, const uint64_t* mask,
-                                   const int32_t* dims, void* out) {
+                                   const int32_t* sequences, void* out) {
   cuda::TreeAttention a;
   a.bucket = bucket;
   a.n_heads = n_heads;
@@ -258,11 +257,21 @@ cuda::TreeAttention attention_over(int bucket, int n_heads, int n_kv, int hd, in
   a.v_cache = v;
   a.slots = slots;
   a.tree_mask = mask;
-  a.dims = dims;
+  a.sequences = sequences;
   a.out = out;
   return a;
 }
 
+// The sequences table of a pass of one sequence at KV base 0 (tree_index.h).
+std::vector<int32_t> one_sequence(int context, int rows) {
+  std::vector<int32_t> table(cuda::kSequenceHeader + cuda::kSequenceFields);
+  cuda::one_sequence_table(context, rows, table.data());
+  return table;
+}
+
+// Long and short contexts, GQA, a tree with branches and padded rows; the same kernel launch
+// serves two contexts through the sequences table in device memory (as a replayed graph would);
+// one block per (row, head) and split-K with 4 and 7 splits (some empty on the short context).
 TEST(CudaKernels, TreeAttentionMatchesTheReference) {
   SKIP_WITHOUT_GPU();
   constexpr int n_heads = 8, n_kv = 2, hd = 128, capacity = 5000, bucket = 16, rows = 11, mask_words = 2;
@@ -286,16 +295,16 @@ TEST(CudaKernels, TreeAttentionMatchesTheReference) {
       SCOPED_TRACE("context " + std::to_string(context) + ", splits " + std::to_string(splits));
       std::vector<int32_t> slots(bucket);
       for (int r = 0; r < bucket; ++r) slots[r] = context + r;
-      const std::vector<int32_t> dims = {context, rows};
-      DeviceArray<int32_t> dslots(slots), ddims(dims);
+      const std::vector<int32_t> sequences = one_sequence(context, rows);
+      DeviceArray<int32_t> dslots(slots), dsequences(sequences);
       cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
-                                             dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+                                             dslots.ptr, dmask.ptr, dsequences.ptr, dout.ptr);
       a.splits = splits;
       a.partial = dpartial.ptr;
       CUDA_OK(cuda::tree_attention(a, nullptr));
       std::vector<float> want(q.size());
       cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(),
-                                                    v.data(), slots.data(), mask.data(), dims.data(),
+                                                    v.data(), slots.data(), mask.data(), sequences.data(),
                                                     want.data()));
       expect_near(dout.host(), want, 1e-4f);
     }
@@ -307,21 +316,23 @@ TEST(CudaKernels, TreeAttentionOfARowThatSeesNoKeyIsZeroNotNan) {
   SKIP_WITHOUT_GPU();
   constexpr int n_heads = 2, n_kv = 1, hd = 64, capacity = 16, bucket = 2, rows = 2, mask_words = 1;
   const std::vector<uint64_t> mask = {0b00, 0b11};  // row 0 sees nothing, row 1 both slots
-  const auto q = random_floats(bucket * n_heads * hd, 40), k = random_floats(size_t{capacity} * n_kv * hd, 41),
+  const auto q = random_floats(bucket * n_heads * hd, 40),
+             k = random_floats(size_t{capacity} * n_kv * hd, 41),
              v = random_floats(size_t{capacity} * n_kv * hd, 42);
-  const std::vector<int32_t> slots = {0, 1}, dims = {0, rows};
+  const std::vector<int32_t> slots = {0, 1}, sequences = one_sequence(0, rows);
   DeviceArray<float> dq(q), dk(k), dv(v), dout(std::vector<float>(q.size(), NAN));
   DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 3 * (hd + 2)));
-  DeviceArray<int32_t> dslots(slots), ddims(dims);
+  DeviceArray<int32_t> dslots(slots), dsequences(sequences);
   DeviceArray<uint64_t> dmask(mask);
   std::vector<float> want(q.size());
-  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(), v.data(),
-                                                slots.data(), mask.data(), dims.data(), want.data()));
+  cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(),
+                                                v.data(), slots.data(), mask.data(), sequences.data(),
+                                                want.data()));
   for (int i = 0; i < n_heads * hd; ++i) ASSERT_EQ(want[i], 0.0f) << "the reference, element " << i;
   for (const int splits : {1, 3}) {
     SCOPED_TRACE("splits " + std::to_string(splits));
-    cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr, dslots.ptr,
-                                           dmask.ptr, ddims.ptr, dout.ptr);
+    cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
+                                           dslots.ptr, dmask.ptr, dsequences.ptr, dout.ptr);
     a.splits = splits;
     a.partial = dpartial.ptr;
     CUDA_OK(cuda::tree_attention(a, nullptr));
@@ -344,21 +355,21 @@ TEST(CudaKernels, TreeAttentionInBf16MatchesTheReferenceWithinBf16Rounding) {
     k[i] = bf16_to_float(k16[i]), v[i] = bf16_to_float(v16[i]);
   }
   const int context = 500;
-  const std::vector<int32_t> slots = {context, context + 1}, dims = {context, rows};
+  const std::vector<int32_t> slots = {context, context + 1}, sequences = one_sequence(context, rows);
   DeviceArray<float> dq(q);
   DeviceArray<uint16_t> dk(k16), dv(v16), dout(std::vector<uint16_t>(q.size()));
   DeviceArray<float> dpartial(std::vector<float>(size_t{bucket} * n_heads * 3 * (hd + 2)));
-  DeviceArray<int32_t> dslots(slots), ddims(dims);
+  DeviceArray<int32_t> dslots(slots), dsequences(sequences);
   DeviceArray<uint64_t> dmask(mask);
   cuda::TreeAttention a = attention_over(bucket, n_heads, n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
-                                         dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+                                         dslots.ptr, dmask.ptr, dsequences.ptr, dout.ptr);
   a.dtype = cuda::Elem::BF16;
   a.splits = 3;
   a.partial = dpartial.ptr;
   CUDA_OK(cuda::tree_attention(a, nullptr));
   std::vector<float> want(q.size());  // the float32 reference over the bf16-rounded k and v
   cuda::reference_tree_attention(attention_over(bucket, n_heads, n_kv, hd, mask_words, q.data(), k.data(),
-                                                v.data(), slots.data(), mask.data(), dims.data(),
+                                                v.data(), slots.data(), mask.data(), sequences.data(),
                                                 want.data()));
   const std::vector<uint16_t> got16 = dout.host();
   for (size_t i = 0; i < want.size(); ++i)
@@ -367,7 +378,7 @@ TEST(CudaKernels, TreeAttentionInBf16MatchesTheReferenceWithinBf16Rounding) {
 }
 
 // The tensor-core kernel (AttentionKernel::kTensorCore) against the float reference over the
-// same bf16- or fp16-rounded keys and values, across head dims 64 and 128, GQA groups 1, 4 and 8,
+// same bf16- or fp16-rounded keys and values, across head sequences 64 and 128, GQA groups 1, 4 and 8,
 // contexts 0 … 4 096 with a tree after them, 1 … 64 rows (padded rows among them) under random
 // ancestor masks, and 1 … 32 splits (some of them empty). It rounds q·scale and the softmax's
 // probabilities to the cache's type for its products: outputs agree within 1% of their scale in
@@ -394,7 +405,8 @@ void expect_tensor_core_attention_matches_reference(const TensorCoreCase& c, uin
     }
   }
   const auto q = random_floats(size_t(c.bucket) * n_heads * hd, seed + 1);
-  auto k = random_floats(size_t(capacity) * c.n_kv * hd, seed + 2), v = random_floats(size_t(capacity) * c.n_kv * hd, seed + 3);
+  auto k = random_floats(size_t(capacity) * c.n_kv * hd, seed + 2),
+       v = random_floats(size_t(capacity) * c.n_kv * hd, seed + 3);
   std::vector<uint16_t> k16(k.size()), v16(v.size());
   const bool bf16 = c.dtype == cuda::Elem::BF16;
   for (size_t i = 0; i < k.size(); ++i) {
@@ -405,13 +417,13 @@ void expect_tensor_core_attention_matches_reference(const TensorCoreCase& c, uin
   }
   std::vector<int32_t> slots(c.bucket);
   for (int r = 0; r < c.bucket; ++r) slots[r] = c.context + r;
-  const std::vector<int32_t> dims = {c.context, c.rows};
+  const std::vector<int32_t> sequences = one_sequence(c.context, c.rows);
   DeviceArray<float> dq(q), dpartial(std::vector<float>(size_t(c.bucket) * n_heads * c.splits * (hd + 2)));
   DeviceArray<uint16_t> dk(k16), dv(v16), dout(std::vector<uint16_t>(q.size(), 0x7fff));
-  DeviceArray<int32_t> dslots(slots), ddims(dims);
+  DeviceArray<int32_t> dslots(slots), dsequences(sequences);
   DeviceArray<uint64_t> dmask(mask);
   cuda::TreeAttention a = attention_over(c.bucket, n_heads, c.n_kv, hd, mask_words, dq.ptr, dk.ptr, dv.ptr,
-                                         dslots.ptr, dmask.ptr, ddims.ptr, dout.ptr);
+                                         dslots.ptr, dmask.ptr, dsequences.ptr, dout.ptr);
   a.kernel = cuda::AttentionKernel::kTensorCore;
   a.capacity = capacity;
   a.dtype = c.dtype;
@@ -421,7 +433,8 @@ void expect_tensor_core_attention_matches_reference(const TensorCoreCase& c, uin
   CUDA_OK(cuda::tree_attention(a, nullptr));
   std::vector<float> want(q.size());
   cuda::reference_tree_attention(attention_over(c.bucket, n_heads, c.n_kv, hd, mask_words, q.data(), k.data(),
-                                                v.data(), slots.data(), mask.data(), dims.data(), want.data()));
+                                                v.data(), slots.data(), mask.data(), sequences.data(),
+                                                want.data()));
   const std::vector<uint16_t> got16 = dout.host();
   const float tolerance = bf16 ? 1e-2f : 2e-3f;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -446,9 +459,10 @@ TEST(CudaKernels, TreeAttentionOnTensorCoresMatchesTheReferenceAcrossShapes) {
   };
   uint32_t seed = 100;
   for (const TensorCoreCase& c : cases) {
-    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", group " + std::to_string(c.group) + ", context " +
-                 std::to_string(c.context) + ", rows " + std::to_string(c.rows) + "/" + std::to_string(c.bucket) +
-                 ", splits " + std::to_string(c.splits) + ", " + cuda::elem_name(c.dtype));
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", group " + std::to_string(c.group) +
+                 ", context " + std::to_string(c.context) + ", rows " + std::to_string(c.rows) + "/" +
+                 std::to_string(c.bucket) + ", splits " + std::to_string(c.splits) + ", " +
+                 cuda::elem_name(c.dtype));
     expect_tensor_core_attention_matches_reference(c, seed += 10);
     if (HasFatalFailure()) return;  // the case that failed says enough
   }
@@ -459,7 +473,8 @@ TEST(CudaKernels, TreeAttentionOnTensorCoresMatchesTheReferenceAcrossShapes) {
 TEST(CudaKernels, TensorCoreAttentionFitsOnlyItsShapes) {
   cuda::TreeAttention a;
   a.kernel = cuda::AttentionKernel::kTensorCore;
-  a.n_heads = 32, a.n_kv_heads = 8, a.head_dim = 128, a.bucket = 64, a.dtype = cuda::Elem::BF16, a.capacity = 4096;
+  a.n_heads = 32, a.n_kv_heads = 8, a.head_dim = 128, a.bucket = 64, a.dtype = cuda::Elem::BF16,
+  a.capacity = 4096;
   EXPECT_TRUE(cuda::tensor_core_attention_fits(a));
   a.dtype = cuda::Elem::F32;
   EXPECT_FALSE(cuda::tensor_core_attention_fits(a));
@@ -469,6 +484,141 @@ TEST(CudaKernels, TensorCoreAttentionFitsOnlyItsShapes) {
   EXPECT_FALSE(cuda::tensor_core_attention_fits(a));
   a.n_kv_heads = 8, a.kernel = cuda::AttentionKernel::kSimple;
   EXPECT_FALSE(cuda::tensor_core_attention_fits(a));
+}
+
+// Several sequences in one pass, each with its own KV region (its base, committed length and
+// tree slots) and its own tree: every kernel gives each sequence's rows exactly (bit for bit) what
+// a pass of that sequence alone gives, and matches the reference over the mixed pass. The
+// sequences' regions lie apart in one cache with other sequences' keys between them, so a row
+// that read past its own region would change. Padded rows follow the real ones.
+struct MixedPassCase {
+  cuda::AttentionKernel kernel;
+  cuda::Elem dtype;
+  int head_dim, group, n_kv, splits, bucket;
+  std::vector<int> contexts, rows;  // per sequence
+};
+
+void expect_mixed_pass_rows_equal_each_sequence_alone(const MixedPassCase& c, uint32_t seed) {
+  const int n_heads = c.n_kv * c.group, hd = c.head_dim, n = static_cast<int>(c.contexts.size());
+  constexpr int mask_words = 2;
+  std::mt19937 rng(seed);
+  std::vector<int32_t> table = {n, 0}, slots;
+  std::vector<uint64_t> mask;
+  int kv_base = 5, first_row = 0;
+  for (int q = 0; q < n; ++q) {
+    table.insert(table.end(), {kv_base, c.contexts[q], first_row, c.rows[q]});
+    std::vector<uint64_t> own(size_t(c.rows[q]) * mask_words, 0);  // a random tree per sequence
+    for (int r = 0; r < c.rows[q]; ++r) {
+      const int parent = r == 0 ? -1 : static_cast<int>(rng() % (r + 1)) - 1;
+      if (parent >= 0)
+        for (int w = 0; w < mask_words; ++w) own[r * mask_words + w] = own[parent * mask_words + w];
+      own[r * mask_words + r / 64] |= uint64_t{1} << (r % 64);
+      slots.push_back(kv_base + c.contexts[q] + r);
+    }
+    mask.insert(mask.end(), own.begin(), own.end());
+    kv_base += c.contexts[q] + c.rows[q] + 70;  // another sequence's keys in between
+    first_row += c.rows[q];
+  }
+  table[1] = first_row;
+  ASSERT_LE(first_row, c.bucket);
+  for (int r = first_row; r < c.bucket; ++r)
+    slots.push_back(kv_base + r), mask.insert(mask.end(), mask_words, 0);
+  const int capacity = kv_base + c.bucket + 8;
+  const bool half = c.dtype != cuda::Elem::F32, bf16 = c.dtype == cuda::Elem::BF16;
+  const auto q = random_floats(size_t(c.bucket) * n_heads * hd, seed + 1);
+  auto k = random_floats(size_t(capacity) * c.n_kv * hd, seed + 2),
+       v = random_floats(size_t(capacity) * c.n_kv * hd, seed + 3);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; half && i < k.size(); ++i) {
+    k16[i] = bf16 ? float_to_bf16(k[i]) : float_to_half(k[i]);
+    v16[i] = bf16 ? float_to_bf16(v[i]) : float_to_half(v[i]);
+    k[i] = bf16 ? bf16_to_float(k16[i]) : half_to_float(k16[i]);
+    v[i] = bf16 ? bf16_to_float(v16[i]) : half_to_float(v16[i]);
+  }
+  DeviceArray<float> dk32(k), dv32(v);
+  DeviceArray<uint16_t> dk16(k16), dv16(v16);
+  const void* dk = half ? static_cast<const void*>(dk16.ptr) : dk32.ptr;
+  const void* dv = half ? static_cast<const void*>(dv16.ptr) : dv32.ptr;
+  const size_t row_elems = size_t(n_heads) * hd;
+  // Runs the kernel over rows [first, first + bucket) of the pass with this table; the output as
+  // floats, and its raw bits.
+  auto run = [&](int first, int bucket, const std::vector<int32_t>& sequences, std::vector<uint32_t>* bits) {
+    const std::vector<float> q_part(q.begin() + first * row_elems, q.begin() + (first + bucket) * row_elems);
+    const std::vector<int32_t> slots_part(slots.begin() + first, slots.begin() + first + bucket);
+    const std::vector<uint64_t> mask_part(mask.begin() + first * mask_words,
+                                          mask.begin() + (first + bucket) * mask_words);
+    DeviceArray<float> dq(q_part),
+        dpartial(std::vector<float>(size_t(bucket) * n_heads * c.splits * (hd + 2)));
+    DeviceArray<int32_t> dslots(slots_part), dseq(sequences);
+    DeviceArray<uint64_t> dmask(mask_part);
+    DeviceArray<float> dout32(std::vector<float>(q_part.size(), NAN));
+    DeviceArray<uint16_t> dout16(std::vector<uint16_t>(q_part.size(), 0x7fff));
+    cuda::TreeAttention a =
+        attention_over(bucket, n_heads, c.n_kv, hd, mask_words, dq.ptr, dk, dv, dslots.ptr, dmask.ptr,
+                       dseq.ptr, half ? static_cast<void*>(dout16.ptr) : dout32.ptr);
+    a.kernel = c.kernel;
+    a.dtype = c.dtype;
+    a.capacity = capacity;
+    a.splits = c.splits;
+    a.partial = dpartial.ptr;
+    a.max_sequences = c.bucket;
+    EXPECT_EQ(cuda::tensor_core_attention_fits(a), c.kernel == cuda::AttentionKernel::kTensorCore);
+    EXPECT_EQ(cuda::tree_attention(a, nullptr), cudaSuccess);
+    std::vector<float> out(q_part.size());
+    bits->assign(q_part.size(), 0);
+    if (half) {
+      const std::vector<uint16_t> got = dout16.host();
+      for (size_t i = 0; i < got.size(); ++i)
+        out[i] = bf16 ? bf16_to_float(got[i]) : half_to_float(got[i]), (*bits)[i] = got[i];
+    } else {
+      out = dout32.host();
+      std::memcpy(bits->data(), out.data(), out.size() * 4);
+    }
+    return out;
+  };
+  std::vector<uint32_t> mixed_bits;
+  const std::vector<float> mixed = run(0, c.bucket, table, &mixed_bits);
+  std::vector<float> want(q.size());
+  cuda::TreeAttention reference = attention_over(c.bucket, n_heads, c.n_kv, hd, mask_words, q.data(), k.data(),
+                                                 v.data(), slots.data(), mask.data(), table.data(), want.data());
+  reference.max_sequences = c.bucket;
+  cuda::reference_tree_attention(reference);
+  const float tolerance = !half ? 1e-4f : bf16 ? 1e-2f : 2e-3f;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(mixed[i], want[i], tolerance * std::max(1.0f, std::fabs(want[i])))
+        << "the mixed pass against the reference: row " << i / row_elems << " head " << i / hd % n_heads;
+  for (int s = 0; s < n; ++s) {
+    const cuda::SequenceKv seq = cuda::sequence_kv(table.data(), s);
+    const std::vector<int32_t> alone = {1, seq.rows, seq.kv_base, seq.context, 0, seq.rows};
+    std::vector<uint32_t> alone_bits;
+    run(seq.first_row, seq.rows, alone, &alone_bits);
+    for (size_t i = 0; i < alone_bits.size(); ++i)
+      ASSERT_EQ(alone_bits[i], mixed_bits[seq.first_row * row_elems + i])
+          << "sequence " << s << " row " << i / row_elems << " head " << i / hd % n_heads << " d " << i % hd
+          << ": its row in the mixed pass differs from the sequence alone";
+  }
+}
+
+TEST(CudaKernels, EachSequenceOfAMixedPassGetsExactlyWhatItGetsAlone) {
+  SKIP_WITHOUT_GPU();
+  using cuda::AttentionKernel;
+  using cuda::Elem;
+  const MixedPassCase cases[] = {
+      // kernel, dtype, head_dim, group, KV heads, splits, bucket, contexts, rows
+      {AttentionKernel::kSimple, Elem::F32, 64, 2, 2, 1, 16, {0, 150, 70}, {3, 5, 6}},
+      {AttentionKernel::kSimple, Elem::BF16, 64, 1, 2, 3, 16, {300, 1}, {7, 1}},
+      {AttentionKernel::kTensorCore, Elem::BF16, 128, 4, 2, 1, 32, {0, 150, 700}, {3, 9, 17}},
+      {AttentionKernel::kTensorCore, Elem::F16, 64, 8, 1, 3, 32, {40, 260, 5, 90}, {1, 12, 2, 16}},
+  };
+  uint32_t seed = 300;
+  for (const MixedPassCase& c : cases) {
+    SCOPED_TRACE(std::string(c.kernel == AttentionKernel::kSimple ? "simple" : "tensor-core") + ", " +
+                 cuda::elem_name(c.dtype) + ", head_dim " + std::to_string(c.head_dim) + ", group " +
+                 std::to_string(c.group) + ", splits " + std::to_string(c.splits) + ", " +
+                 std::to_string(c.contexts.size()) + " sequences");
+    expect_mixed_pass_rows_equal_each_sequence_alone(c, seed += 10);
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(CudaKernels, EmbedRowsGathersAndConvertsTheTokensRows) {

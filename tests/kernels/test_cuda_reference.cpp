@@ -58,12 +58,14 @@ TEST(CudaTreeIndex, RowSeesSlotIsPassBatchSees) {
     const int rows = 1 + static_cast<int>(rng() % 64);
     const int bucket = std::max(rows, 1 << static_cast<int>(rng() % 7));
     const RandomTreePass p(static_cast<int>(rng() % 300), rows, std::min(bucket, 64), rng);
+    int32_t table[cuda::kSequenceHeader + cuda::kSequenceFields];
+    cuda::one_sequence_table(p.context, p.rows, table);
     for (int r = 0; r < p.bucket; ++r) {
-      const int begin = cuda::key_begin(r, p.rows, p.slots.data());
-      const int end = cuda::key_end(r, p.rows, p.context, p.slots.data(), p.mask_words);
+      const cuda::SequenceKv seq = cuda::sequence_of_row(table, r);
+      const int begin = cuda::key_begin(r, p.rows, seq, p.slots.data());
+      const int end = cuda::key_end(r, p.rows, seq, p.slots.data(), p.mask_words);
       for (int s = 0; s < p.context + p.bucket + 70; ++s) {
-        const bool seen =
-            cuda::row_sees_slot(r, s, p.rows, p.context, p.slots.data(), p.mask.data(), p.mask_words);
+        const bool seen = cuda::row_sees_slot(r, s, p.rows, seq, p.slots.data(), p.mask.data(), p.mask_words);
         ASSERT_EQ(seen, p.batch.sees(r, s)) << "trial " << trial << " row " << r << " slot " << s;
         if (seen) {
           ASSERT_GE(s, begin) << "a seen slot before the row's key loop";
@@ -72,6 +74,108 @@ TEST(CudaTreeIndex, RowSeesSlotIsPassBatchSees) {
       }
     }
   }
+}
+
+// Several sequences in one pass, each at its own KV base: a row sees what the same row of its
+// sequence alone (PassBatch::sees, KV base 0) sees, shifted by its base, and nothing of the
+// other sequences; padded rows after them see their own slot only.
+TEST(CudaTreeIndex, EachRowSeesOnlyItsOwnSequenceShiftedToItsKvBase) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 30; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 5);
+    std::vector<RandomTreePass> passes;
+    passes.reserve(n);  // each pass's batch points into its own vectors: no reallocation
+    std::vector<int32_t> table = {n, 0};
+    int kv_base = static_cast<int>(rng() % 50), first_row = 0, mask_words = 1;
+    for (int q = 0; q < n; ++q) {
+      const int rows = 1 + static_cast<int>(rng() % 12);
+      passes.emplace_back(static_cast<int>(rng() % 200), rows, rows, rng);
+      table.insert(table.end(), {kv_base, passes.back().context, first_row, rows});
+      mask_words = std::max(mask_words, passes.back().mask_words);
+      kv_base += passes.back().context + rows + static_cast<int>(rng() % 30);  // gaps between regions
+      first_row += rows;
+    }
+    table[1] = first_row;
+    const int padded = static_cast<int>(rng() % 3), bucket = first_row + padded;
+    // The pass's rows: each sequence's own slots and mask bits, at its base.
+    std::vector<int32_t> slots;
+    std::vector<uint64_t> mask;
+    for (int q = 0; q < n; ++q) {
+      const cuda::SequenceKv seq = cuda::sequence_kv(table.data(), q);
+      for (int r = 0; r < seq.rows; ++r) {
+        slots.push_back(seq.kv_base + passes[q].slots[r]);
+        for (int w = 0; w < mask_words; ++w)
+          mask.push_back(w < passes[q].mask_words
+                             ? passes[q].mask[static_cast<size_t>(r) * passes[q].mask_words + w]
+                             : 0);
+      }
+    }
+    for (int r = 0; r < padded; ++r) slots.push_back(kv_base + r), mask.insert(mask.end(), mask_words, 0);
+    for (int row = 0; row < bucket; ++row) {
+      const cuda::SequenceKv seq = cuda::sequence_of_row(table.data(), row);
+      const int begin = cuda::key_begin(row, first_row, seq, slots.data());
+      const int end = cuda::key_end(row, first_row, seq, slots.data(), mask_words);
+      for (int slot = 0; slot < kv_base + padded + 10; ++slot) {
+        const bool seen =
+            cuda::row_sees_slot(row, slot, first_row, seq, slots.data(), mask.data(), mask_words);
+        bool want = slot == slots[row];  // a padded row
+        if (row < first_row) {
+          int q = 0;
+          while (row >=
+                 cuda::sequence_kv(table.data(), q).first_row + cuda::sequence_kv(table.data(), q).rows)
+            ++q;
+          const cuda::SequenceKv own = cuda::sequence_kv(table.data(), q);
+          ASSERT_EQ(seq.kv_base, own.kv_base) << "row " << row << " found another sequence";
+          const int local = slot - own.kv_base;
+          want = local >= 0 && passes[q].batch.sees(row - own.first_row, local);
+        }
+        ASSERT_EQ(seen, want) << "trial " << trial << " row " << row << " slot " << slot;
+        if (seen) ASSERT_TRUE(slot >= begin && slot < end) << "a seen slot outside the row's key loop";
+      }
+    }
+  }
+}
+
+// The tensor-core kernel's blocks: every (sequence, packed-row block) once, in order, within
+// the grid's bound for any mix of sequences over a bucket.
+TEST(CudaTreeIndex, RowBlocksCoverEverySequenceOnceWithinTheBound) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int bucket = 1 << static_cast<int>(rng() % 7), group = 1 << static_cast<int>(rng() % 4);
+    const int per_block = 16 * std::min((bucket * group + 15) / 16, 8);
+    const int max_sequences = 1 + static_cast<int>(rng() % bucket);
+    const int n = 1 + static_cast<int>(rng() % max_sequences);
+    std::vector<int32_t> table = {n, 0};
+    int left = bucket - n, first_row = 0;  // every sequence one row, the rest shared out
+    for (int q = 0; q < n; ++q) {
+      const int extra =
+          q + 1 == n ? static_cast<int>(rng() % (left + 1)) : static_cast<int>(rng() % (left + 1) / 2);
+      left -= extra;
+      table.insert(table.end(), {0, 0, first_row, 1 + extra});
+      first_row += 1 + extra;
+    }
+    table[1] = first_row;
+    const int bound = cuda::row_block_bound(bucket, group, per_block, max_sequences);
+    int z = 0;
+    for (int q = 0; q < n; ++q)
+      for (int first = 0; first < table[cuda::kSequenceHeader + q * cuda::kSequenceFields + 3] * group;
+           first += per_block, ++z) {
+        int got_q = -1, got_first = -1;
+        ASSERT_TRUE(cuda::locate_row_block(table.data(), z, group, per_block, &got_q, &got_first))
+            << "block " << z;
+        ASSERT_EQ(got_q, q) << "block " << z;
+        ASSERT_EQ(got_first, first) << "block " << z;
+      }
+    int q = 0, first = 0;
+    EXPECT_FALSE(cuda::locate_row_block(table.data(), z, group, per_block, &q, &first))
+        << "a block past the pass";
+    ASSERT_LE(z, bound) << "bucket " << bucket << " group " << group << " sequences " << n
+                        << ": the grid misses blocks";
+  }
+  // One sequence: the bound is the packed rows' blocks exactly (no empty block on the root pass).
+  EXPECT_EQ(cuda::row_block_bound(1, 4, 16, 1), 1);
+  EXPECT_EQ(cuda::row_block_bound(64, 4, 128, 1), 2);
+  EXPECT_EQ(cuda::row_block_bound(64, 4, 128, 64), 65);
 }
 
 TEST(CudaTreeIndex, SplitKeysPartitionTheKeyRangeInOrder) {
@@ -208,7 +312,8 @@ void expect_references_match_the_cpu_path(bool qk_norm) {
   w.k_cache = k.data();
   w.v_cache = v.data();
   cuda::reference_rope_kv_write(w);
-  const int32_t dims[2] = {context, rows};
+  int32_t sequences[cuda::kSequenceHeader + cuda::kSequenceFields];
+  cuda::one_sequence_table(context, rows, sequences);
   cuda::TreeAttention a;
   a.bucket = bucket;
   a.n_heads = n_heads;
@@ -220,7 +325,7 @@ void expect_references_match_the_cpu_path(bool qk_norm) {
   a.v_cache = v.data();
   a.slots = tree.slots.data();
   a.tree_mask = tree.mask.data();
-  a.dims = dims;
+  a.sequences = sequences;
   a.scale = at.scale;
   a.out = ref_out.data();
   cuda::reference_tree_attention(a);

@@ -18,17 +18,15 @@ BUGS = {
     "length-by-value": [
         ("kernels/cuda/attention_args.h", "  int splits = 1;\n",
          "  int splits = 1;\n  int context_by_value = 0;  // planted\n"),
-        ("kernels/cuda/kernels.cu",
-         "split = blockIdx.z, d = a.head_dim;\n  const int context = a.dims[0], rows = a.dims[1];",
-         "split = blockIdx.z, d = a.head_dim;\n  const int context = a.context_by_value, rows = a.dims[1];"),
-        ("kernels/cuda/kernels.cu",
-         "split = blockIdx.y;\n  const int context = a.dims[0], rows = a.dims[1];",
-         "split = blockIdx.y;\n  const int context = a.context_by_value, rows = a.dims[1];"),
-        ("common/model/cuda_backend.cpp", "    a.dims = device_input_i32(layout_.dims);\n",
-         "    a.dims = device_input_i32(layout_.dims);\n    a.context_by_value = planted_context_;\n"),
+        ("kernels/cuda/kernels.cu", "  const SequenceKv seq = sequence_of_row(a.sequences, r);\n",
+         "  SequenceKv seq = sequence_of_row(a.sequences, r);\n  if (r < rows) seq.context = a.context_by_value;\n"),
+        ("kernels/cuda/kernels.cu", "  const SequenceKv seq = sequence_kv(a.sequences, sequence);\n",
+         "  SequenceKv seq = sequence_kv(a.sequences, sequence);\n  seq.context = a.context_by_value;\n"),
+        ("common/model/cuda_backend.cpp", "    a.sequences = device_input_i32(layout_.sequences);\n",
+         "    a.sequences = device_input_i32(layout_.sequences);\n    a.context_by_value = planted_context_;\n"),
         ("common/model/cuda_backend.cpp", "  int sm_count_ = 0;\n", "  int sm_count_ = 0;\n  int planted_context_ = 0;\n"),
-        ("common/model/cuda_backend.cpp", "  const int32_t dims[2] = {batch.context, batch.rows};\n",
-         "  const int32_t dims[2] = {batch.context, batch.rows};\n  planted_context_ = batch.context;\n"),
+        ("common/model/cuda_backend.cpp", "  cuda::one_sequence_table(batch.context, batch.rows, sequences);\n",
+         "  cuda::one_sequence_table(batch.context, batch.rows, sequences);\n  planted_context_ = batch.context;\n"),
     ],
     # A removed __syncthreads: block_sum reads the warps' partial sums before every warp wrote
     # its own (CudaKernels.RmsNorm…; under ThreadSanitizer a data race).
@@ -40,8 +38,8 @@ BUGS = {
     # begin: the tensor-core kernel takes the whole tile for prefix, so every row sees every
     # tree slot in it (CudaKernels.TreeAttentionOnTensorCores…).
     "mask-skipped": [
-        ("kernels/cuda/kernels.cu", "const bool prefix_tile = base + kKeyTile <= context;",
-         "const bool prefix_tile = base <= context;"),
+        ("kernels/cuda/kernels.cu", "const bool prefix_tile = base + kKeyTile <= tree_begin;",
+         "const bool prefix_tile = base <= tree_begin;"),
     ],
     # A wrong fragment index: the P·V product's B fragment takes V's second key pair two rows
     # down instead of eight (CudaKernels.TreeAttentionOnTensorCores…).
