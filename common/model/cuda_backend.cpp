@@ -219,6 +219,7 @@ class CudaBackend final : public PassBackend {
   int device_ = 0;
   bool graphs_ = true;
   cuda::AttentionKernel attention_ = cuda::AttentionKernel::kTensorCore;
+  int max_sequences_ = 1;  // sequences a pass may hold (CudaBackendOptions::max_sequences)
   int capacity_ = 0;
   int sm_count_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -263,11 +264,6 @@ class CudaBackend final : public PassBackend {
 
 constexpr size_t kAlign = 256;
 constexpr int kMaxSplits = 32;
-// The sequences a pass holds: one, until PassBatch carries several (the batched round); tree
-// attention's sequences table and its kernels already take any mix (tree_index.h), so raising
-// this changes no kernel, only the table the pass copies and the tensor-core grid's bound.
-constexpr int kMaxSequences = 1;
-constexpr int kSequenceTableInts = cuda::kSequenceHeader + cuda::kSequenceFields * kMaxSequences;
 
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -278,9 +274,14 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
       device_(options.device),
       graphs_(options.graphs),
       attention_(parse_attention(options.attention)),
+      max_sequences_(options.max_sequences),
       capacity_(capacity),
       stream_(stream) {
   const ModelConfig& c = config_;
+  if (max_sequences_ < 1 || max_sequences_ > kMaxTreeBucket)
+    throw std::invalid_argument("CudaBackend: max_sequences " + std::to_string(max_sequences_) +
+                                " is not in 1.." + std::to_string(kMaxTreeBucket) +
+                                " (a pass holds at most that many rows)");
   check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_),
         "cudaDeviceGetAttribute");
   gemm_ = std::make_unique<CudaGemm>(cuda_type(dtype_), size_t{32} << 20);
@@ -376,7 +377,8 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   layout_.positions = layout_.tokens + rows * 4;
   layout_.slots = layout_.positions + rows * 4;
   layout_.sequences = layout_.slots + rows * 4;
-  layout_.mask = aligned(layout_.sequences + kSequenceTableInts * 4);
+  layout_.mask =
+      aligned(layout_.sequences + (cuda::kSequenceHeader + cuda::kSequenceFields * max_sequences_) * 4);
   layout_.bytes = layout_.mask + rows * max_mask_words_ * 8;
   staging_ = std::make_unique<PinnedBuffer>(layout_.bytes);
   inputs_ = DeviceBuffer(layout_.bytes);
@@ -486,7 +488,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     a.slots = w.slots;
     a.tree_mask = reinterpret_cast<const uint64_t*>(static_cast<const char*>(inputs_.get()) + layout_.mask);
     a.sequences = device_input_i32(layout_.sequences);
-    a.max_sequences = kMaxSequences;
+    a.max_sequences = max_sequences_;
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn_.get();
     a.partial = partial_.f32();
@@ -507,6 +509,9 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   assert(b == row_bucket(batch.rows) && b <= kMaxTreeBucket);
   if (batch.mask_words > max_mask_words_)
     throw std::logic_error("CudaBackend: the batch's mask is wider than the cache's capacity");
+  if (batch.sequences && (batch.n_sequences < 1 || batch.n_sequences > max_sequences_))
+    throw std::logic_error("CudaBackend: a pass of " + std::to_string(batch.n_sequences) +
+                           " sequences (this backend takes 1 to " + std::to_string(max_sequences_) + ")");
   check(cudaSetDevice(device_), "cudaSetDevice");
   // The inputs, into the pinned staging buffer (the previous pass's copy is done: forward
   // synchronised at its end), then one copy.
@@ -514,9 +519,9 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   std::memcpy(st + layout_.tokens, batch.tokens, b * 4);
   std::memcpy(st + layout_.positions, batch.positions, b * 4);
   std::memcpy(st + layout_.slots, batch.slots, b * 4);
-  int32_t sequences[kSequenceTableInts];
-  cuda::one_sequence_table(batch.context, batch.rows, sequences);
-  std::memcpy(st + layout_.sequences, sequences, sizeof sequences);
+  static_assert(cuda::kSequenceHeader == 2 && cuda::kSequenceFields * 4 == sizeof(PassSequence),
+                "sequence_table (pass_backend.h) writes tree_index.h's layout");
+  sequence_table(batch, reinterpret_cast<int32_t*>(st + layout_.sequences));
   const size_t mask_bytes = static_cast<size_t>(b) * batch.mask_words * 8;
   std::memcpy(st + layout_.mask, batch.tree_mask, mask_bytes);
   check(cudaEventRecord(pass_start_, stream_), "cudaEventRecord");

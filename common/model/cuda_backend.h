@@ -4,13 +4,14 @@
 //     safetensors (converted on the device when the file's dtype differs); q/k/v and gate/up
 //     fused into one product each; norms and biases in float32.
 //   * KV cache in the runtime dtype (bf16 for bf16 weights), float32 accumulation everywhere.
-//   * A pass: one host-to-device copy of its inputs (tokens, positions, slots, context and rows,
-//     the mask) into static device buffers, the layers, the real rows' logits back to the host
-//     (pinned), one synchronisation at the end.
+//   * A pass: one host-to-device copy of its inputs (tokens, positions, slots, the sequences'
+//     KV bases, lengths and rows, the mask) into static device buffers, the layers, the real rows' logits
+//     back to the host (pinned), one synchronisation at the end.
 //   * CUDA graphs: prefill runs eagerly; every other pass runs as the captured graph of its row
 //     bucket (1, 2, 4, …, 64), captured after the bucket's first (eager) pass made the product
-//     plans. Kernels read the context length and the real rows from device memory, so one graph
-//     serves every length. `graphs = false` runs every pass eagerly (tests, the comparison).
+//     plans. Kernels read the sequences' lengths and rows from device memory, so one graph
+//     serves every length and every mix of sequences. `graphs = false` runs every pass eagerly (tests, the
+//     comparison).
 // Built with ROOTSPEC_WITH_CUDA; this header needs no CUDA header.
 #pragma once
 
@@ -31,6 +32,10 @@ struct CudaBackendOptions {
   // bf16 / fp16, head_dim 64 or 128, ≤ 8 query heads per KV head; else the simple one) or
   // "simple" (the reference path).
   std::string attention = "tensor-core";
+  // The most sequences one pass holds (PassBatch::sequences; the batched round's batch): fixes
+  // the sequences table the pass copies and the tensor-core kernel's grid (a block per sequence
+  // at most beyond one sequence's), so a captured graph serves any mix up to it.
+  int max_sequences = 1;
 };
 
 // Loads the Hugging Face folder `dir` onto the GPU. Throws std::runtime_error naming the file and

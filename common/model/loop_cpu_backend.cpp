@@ -5,6 +5,7 @@
 // tree attention). It is what the GPU check compares the Cuda backend with on a machine without
 // libtorch, and tests/model compares it with FusedCpu: slow (no blocking, one core), never used
 // to serve.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -16,7 +17,6 @@
 #include "reference.h"
 #include "rope.h"
 #include "safetensors.h"
-#include "tree_index.h"
 
 namespace rootspec {
 
@@ -145,8 +145,8 @@ void LoopCpuBackend::forward(const PassBatch& batch, PassKind, float* logits) {
   for (int r = 0; r < b; ++r)
     std::memcpy(&x[static_cast<size_t>(r) * hidden], &embed_[static_cast<size_t>(batch.tokens[r]) * hidden],
                 sizeof(float) * hidden);
-  int32_t sequences[cuda::kSequenceHeader + cuda::kSequenceFields];  // one sequence: the pass's
-  cuda::one_sequence_table(batch.context, batch.rows, sequences);
+  std::vector<int32_t> sequences(2 + 4 * std::max(1, batch.n_sequences));  // tree_index.h's table
+  sequence_table(batch, sequences.data());
   for (Layer& l : layers_) {
     cpu_rms_norm(x.data(), l.input_norm.data(), eps, b, hidden, normed.data());
     product(l.wqkv, normed.data(), qkv.data(), b, qkv_n, hidden, false);
@@ -179,7 +179,8 @@ void LoopCpuBackend::forward(const PassBatch& batch, PassKind, float* logits) {
     a.v_cache = l.v_cache.data();
     a.slots = batch.slots;
     a.tree_mask = batch.tree_mask;
-    a.sequences = sequences;
+    a.sequences = sequences.data();
+    a.max_sequences = sequences[0];
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn.data();
     cuda::reference_tree_attention(a);

@@ -25,21 +25,22 @@
 namespace rootspec {
 
 struct RuntimeOptions {
-  std::string device = "cpu";               // "cpu", "cuda", "cuda:1" (the Cuda backend)
-  std::string dtype = "float32";            // float32 | float16 | bfloat16; on the CPU float16 is
-                                            // float16 weights, float32 arithmetic (FusedCpu)
-  bool cuda_graphs = true;                  // Cuda: replay captured graphs (false: every pass eager)
+  std::string device = "cpu";                  // "cpu", "cuda", "cuda:1" (the Cuda backend)
+  std::string dtype = "float32";               // float32 | float16 | bfloat16; on the CPU float16 is
+                                               // float16 weights, float32 arithmetic (FusedCpu)
+  bool cuda_graphs = true;                     // Cuda: replay captured graphs (false: every pass eager)
   std::string cuda_attention = "tensor-core";  // Cuda: tree attention's kernel, "tensor-core" or "simple"
                                                // (attention_args.h AttentionKernel)
-  bool cpu_loops = false;                   // CPU: the torch-free loop reference (loop_cpu_backend.h)
-  int max_context = 2048;                   // committed positions the cache holds
-  int max_tree = 64;                        // tree nodes one tree (or its extensions) may hold
-  bool cpu_kernels = true;                  // CPU float32/16: the FusedCpu backend (false: TorchOps, the
-                                            // reference the tests compare it with)
-  int cpu_helper_threads = 0;               // FusedCpu: helper threads that share tree passes (the
-                                            // drafter's idle core; fused_cpu_backend.cpp)
-  bool cpu_helpers_in_plain_passes = true;  // …and plain decoding's passes
-  bool cpu_helpers_hand_off = false;        // …stay awake after a tree pass until hand_off()
+  bool cpu_loops = false;                      // CPU: the torch-free loop reference (loop_cpu_backend.h)
+  int max_sequences = 1;                       // sequences one pass may hold (PassBatch::sequences)
+  int max_context = 2048;                      // committed positions the cache holds
+  int max_tree = 64;                           // tree nodes one tree (or its extensions) may hold
+  bool cpu_kernels = true;                     // CPU float32/16: the FusedCpu backend (false: TorchOps, the
+                                               // reference the tests compare it with)
+  int cpu_helper_threads = 0;                  // FusedCpu: helper threads that share tree passes (the
+                                               // drafter's idle core; fused_cpu_backend.cpp)
+  bool cpu_helpers_in_plain_passes = true;     // …and plain decoding's passes
+  bool cpu_helpers_hand_off = false;           // …stay awake after a tree pass until hand_off()
 };
 
 class ModelRuntime {

@@ -1,6 +1,7 @@
 #include "pass_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,15 @@ void PassBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, in
                     probs + static_cast<size_t>(r) * k);
 }
 
+int sequence_table(const PassBatch& b, int32_t* table) {
+  const PassSequence one{0, b.context, 0, b.rows};
+  const PassSequence* sequences = b.sequences ? b.sequences : &one;
+  const int n = b.sequences ? b.n_sequences : 1;
+  table[0] = n, table[1] = b.rows;
+  std::memcpy(table + 2, sequences, sizeof(PassSequence) * n);
+  return 2 + 4 * n;
+}
+
 void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int r = 0; r < b.bucket; ++r) {
@@ -56,11 +66,15 @@ void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
       row[b.slots[r]] = 0.0f;
       continue;
     }
-    std::fill(row, row + b.context, 0.0f);
+    const PassSequence s = b.sequence_of(r);
+    const int tree_begin = s.kv_base + s.context;  // the sequence's tree slot 0
+    std::fill(row + s.kv_base, row + tree_begin, 0.0f);
     const uint64_t* bits = b.tree_mask + static_cast<int64_t>(r) * b.mask_words;
     for (int w = 0; w < b.mask_words; ++w)
-      for (uint64_t m = bits[w]; m; m &= m - 1)
-        row[b.context + w * kMaskWordBits + __builtin_ctzll(m)] = 0.0f;
+      for (uint64_t m = bits[w]; m; m &= m - 1) {
+        const int slot = tree_begin + w * kMaskWordBits + __builtin_ctzll(m);
+        if (slot < b.window) row[slot] = 0.0f;  // bits past the tree's slots (none from TreeKv)
+      }
   }
 }
 
@@ -88,6 +102,7 @@ std::unique_ptr<PassBackend> make_pass_backend(const std::string& dir, const Run
     cuda.dtype = options.dtype;
     cuda.graphs = options.cuda_graphs;
     cuda.attention = options.cuda_attention;
+    cuda.max_sequences = options.max_sequences;
     return make_cuda_backend(dir, cuda, capacity);
 #else
     if (!libtorch_has_cuda())

@@ -45,28 +45,53 @@ enum class PassKind {
             // expansion steps)
 };
 
+// One sequence's share of a pass that serves several (the batched round): its KV region starts
+// at cache slot kv_base, its committed prefix is [kv_base, kv_base + context), its tree slot j is
+// kv_base + context + j, and its rows are [first_row, first_row + rows) of the pass. Four int32s
+// in the order of kernels/cuda/tree_index.h's sequences table, which a GPU backend copies as is.
+struct PassSequence {
+  int32_t kv_base = 0, context = 0, first_row = 0, rows = 0;
+};
+
 // One pass's inputs, [bucket] each, built by TreeKv. Real rows are [0, rows).
 struct PassBatch {
   int rows = 0;                        // real query rows
   int bucket = 0;                      // rows the backend runs (row_bucket(rows))
-  int context = 0;                     // committed slots [0, context): every real row sees them
+  int context = 0;                     // one sequence: committed slots [0, context) every real row sees
   int window = 0;                      // keys [0, window) cover every slot any row may see
   const int32_t* tokens = nullptr;     // [bucket]
   const int32_t* positions = nullptr;  // [bucket] RoPE positions
   const int32_t* slots = nullptr;      // [bucket] cache slots the rows' K/V are written to
   // [bucket, mask_words] ancestor bits: bit j of row r (word j / 64, bit j % 64) = row r sees
-  // tree slot context + j (its ancestors and itself). Padded rows have no bits.
+  // its sequence's tree slot j (its ancestors and itself). Padded rows have no bits.
   const uint64_t* tree_mask = nullptr;
   int mask_words = 0;
+  // Several sequences: [n_sequences], their rows in order and covering [0, rows); `context` is
+  // then unused. Null: one sequence at KV base 0 with `context` and every real row.
+  const PassSequence* sequences = nullptr;
+  int n_sequences = 0;
 
+  // The sequence real row `row` belongs to.
+  PassSequence sequence_of(int row) const {
+    if (!sequences) return PassSequence{0, context, 0, rows};
+    for (int q = 0; q < n_sequences; ++q)
+      if (row < sequences[q].first_row + sequences[q].rows) return sequences[q];
+    return PassSequence{};
+  }
   bool sees(int row, int slot) const {
     if (row >= rows) return slot == slots[row];
-    if (slot < context) return true;
-    const int j = slot - context;
+    const PassSequence s = sequence_of(row);
+    if (slot < s.kv_base) return false;
+    if (slot < s.kv_base + s.context) return true;
+    const int j = slot - s.kv_base - s.context;
     return j < mask_words * kMaskWordBits &&
            (tree_mask[row * mask_words + j / kMaskWordBits] >> (j % kMaskWordBits)) & 1;
   }
 };
+
+// The batch's sequences as kernels/cuda/tree_index.h's sequences table: {sequences, real rows},
+// then each PassSequence; [2 + 4 · sequences] int32s written to `table`, their count returned.
+int sequence_table(const PassBatch& batch, int32_t* table);
 
 // The batch's mask as float rows for kernels that add it to the scores: out[r, s] = 0 where
 // row r sees slot s, −inf elsewhere, for s < batch.window; [batch.bucket, stride].

@@ -25,8 +25,9 @@ BUGS = {
         ("common/model/cuda_backend.cpp", "    a.sequences = device_input_i32(layout_.sequences);\n",
          "    a.sequences = device_input_i32(layout_.sequences);\n    a.context_by_value = planted_context_;\n"),
         ("common/model/cuda_backend.cpp", "  int sm_count_ = 0;\n", "  int sm_count_ = 0;\n  int planted_context_ = 0;\n"),
-        ("common/model/cuda_backend.cpp", "  cuda::one_sequence_table(batch.context, batch.rows, sequences);\n",
-         "  cuda::one_sequence_table(batch.context, batch.rows, sequences);\n  planted_context_ = batch.context;\n"),
+        ("common/model/cuda_backend.cpp", "  sequence_table(batch, reinterpret_cast<int32_t*>(st + layout_.sequences));\n",
+         "  sequence_table(batch, reinterpret_cast<int32_t*>(st + layout_.sequences));\n"
+         "  planted_context_ = batch.context;\n"),
     ],
     # A removed __syncthreads: block_sum reads the warps' partial sums before every warp wrote
     # its own (CudaKernels.RmsNorm…; under ThreadSanitizer a data race).
