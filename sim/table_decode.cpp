@@ -1,5 +1,6 @@
 #include "table_decode.h"
 
+#include <memory>
 #include <stdexcept>
 
 #include <algorithm>
@@ -141,6 +142,65 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
   }
   return emitted;
 }
+std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
+                                                     const std::vector<RequestOptions>& members,
+                                                     const PoolShape& shape, int min_tokens, Rng& rng,
+                                                     const RoundHooks* hooks) {
+  const std::vector<int32_t>& context = model.context();
+  // Each member's own state, built when it joins.
+  struct Member {
+    Rng rng;
+    std::unique_ptr<AutoCostModel> costs;
+    std::unique_ptr<TableRoundDrafter> drafter;
+    std::unique_ptr<TableScorer> target;
+    std::unique_ptr<AutoController> adaptive;
+    int32_t root = -1;
+    std::vector<int32_t> emitted;
+  };
+  const int n = static_cast<int>(members.size());
+  std::vector<Member> state(n);
+  for (Member& m : state) m.rng = Rng(rng.next_u64());
+  for (int round = 0;; ++round) {
+    std::vector<BatchMember> batch;
+    std::vector<TargetScorer*> scorers;
+    std::vector<int> who;  // batch index → member
+    for (int i = 0; i < n && i <= round; ++i) {
+      Member& m = state[i];
+      if (m.emitted.size() >= static_cast<size_t>(min_tokens)) continue;  // done: left the batch
+      if (!m.target) {                                                    // joins now
+        m.drafter = std::make_unique<TableRoundDrafter>(model, shape, context,
+                                                        draw_drafter_seed(members[i], shape, m.rng));
+        m.target =
+            std::make_unique<TableScorer>(model, std::vector<int32_t>(context.begin(), context.end() - 1));
+        m.costs = std::make_unique<AutoCostModel>(table_auto_options());
+        m.adaptive = std::make_unique<AutoController>(*m.costs, members[i].temperature);
+        m.root = context.back();
+      }
+      BatchMember b;
+      b.options = &members[i];
+      b.root_token = m.root;
+      b.drafter = m.drafter.get();
+      b.rng = &m.rng;
+      b.auto_decoder = m.adaptive.get();
+      batch.push_back(b);
+      scorers.push_back(m.target.get());
+      who.push_back(i);
+    }
+    if (batch.empty() && round >= n) break;
+    if (batch.empty()) continue;
+    EachOwnScorer target(scorers);
+    run_batched_round(batch, target, hooks);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      Member& m = state[who[k]];
+      m.emitted.insert(m.emitted.end(), batch[k].outcome.emitted.begin(), batch[k].outcome.emitted.end());
+      m.root = batch[k].outcome.continuation;
+    }
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (Member& m : state) out.push_back(std::move(m.emitted));
+  return out;
+}
+
 AutoOptions table_auto_options() {
   AutoOptions o;
   o.fixed_costs = true;

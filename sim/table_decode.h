@@ -60,6 +60,17 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
                                   const RoundHooks* hooks = nullptr,
                                   const AutoOptions* auto_options = nullptr);
 
+// Several requests decoded together (the batched round, run_batched_round), each from the
+// model's context with its own scorer, drafter, generator and `auto`: member m joins the batch at
+// round m (requests join at round boundaries) and leaves once it has emitted `min_tokens`, so
+// batches grow, mix and shrink. Each member's generator is seeded from `rng` (one draw each, in
+// member order) before any round; its drafter's stream then comes from its own generator, as in
+// table_decode. Returns each member's emitted tokens.
+std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
+                                                     const std::vector<RequestOptions>& members,
+                                                     const PoolShape& shape, int min_tokens, Rng& rng,
+                                                     const RoundHooks* hooks = nullptr);
+
 // `auto` over table models: fixed costs (ms; a speculative round 0.30 + a tree pass of 0.15 +
 // 0.05 a row, ar 0.20) under which, on small tables, speculation and ar are about as fast and
 // tree rows are dear, and quick switching: short decodes see both modes and several budgets.

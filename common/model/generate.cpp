@@ -92,4 +92,89 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   return res;
 }
 
+std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::vector<ModelRuntime*>& drafters,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           const std::vector<RequestOptions>& options,
+                                           const PoolShape& shape) {
+  const int n = static_cast<int>(prompts.size());
+  if (static_cast<int>(options.size()) != n || static_cast<int>(drafters.size()) != n)
+    throw std::invalid_argument("generate_batch: one drafter and one options per prompt");
+  if (n > target.max_sequences() - target.open_sequences())
+    throw std::invalid_argument("generate_batch: " + std::to_string(n) + " requests, " +
+                                std::to_string(target.max_sequences() - target.open_sequences()) +
+                                " free sequences");
+  // Each request's own state, as generate() keeps it for one.
+  struct Request {
+    int sequence = -1;
+    Rng rng;
+    int32_t root = -1;
+    std::unique_ptr<LocalDrafter> drafter;
+    AutoCostModel costs;
+    std::optional<AutoController> adaptive;
+    std::optional<RequestOutput> output;
+    GenerateResult result;
+  };
+  std::vector<Request> requests(n);
+  for (int i = 0; i < n; ++i) {
+    const RequestOptions& o = options[i];
+    if (prompts[i].empty()) throw std::invalid_argument("generate_batch: empty prompt");
+    if (!o.autoregressive && !drafters[i])
+      throw std::invalid_argument(std::string("generate_batch: rule ") + rule_name(o.rule) +
+                                  " needs a drafter");
+    Request& r = requests[i];
+    r.rng = Rng(o.seed);
+    r.sequence = target.open();
+    if (prompts[i].size() > 1)
+      target.prefill(r.sequence, std::vector<int32_t>(prompts[i].begin(), prompts[i].end() - 1));
+    r.root = prompts[i].back();
+    const uint64_t draft_seed = draw_drafter_seed(o, shape, r.rng);
+    if (!o.autoregressive) {
+      drafters[i]->truncate(0);
+      r.drafter = std::make_unique<LocalDrafter>(*drafters[i], shape, draft_seed, prompts[i]);
+    }
+    r.output.emplace(o, target.config().eos_token_ids, INT_MAX);
+    if (o.auto_rule && !o.autoregressive) {
+      r.adaptive.emplace(r.costs, o.temperature, o.max_new_tokens);
+      r.adaptive->start_clock();
+    }
+  }
+  BatchModelScorer scorer(target);
+  std::vector<RoundRecord> records(n);
+  for (;;) {
+    std::vector<BatchMember> batch;
+    std::vector<int> sequences, who;
+    for (int i = 0; i < n; ++i) {
+      Request& r = requests[i];
+      if (r.output->finished()) continue;
+      BatchMember m;
+      m.options = &options[i];
+      m.root_token = r.root;
+      m.drafter = r.drafter.get();
+      m.rng = &r.rng;
+      records[i] = RoundRecord{};
+      m.record = &records[i];
+      m.auto_decoder = r.adaptive ? &*r.adaptive : nullptr;
+      batch.push_back(m);
+      sequences.push_back(r.sequence);
+      who.push_back(i);
+    }
+    if (batch.empty()) break;
+    scorer.set_members(sequences);
+    run_batched_round(batch, scorer);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      Request& r = requests[who[k]];
+      r.root = batch[k].outcome.continuation;
+      r.output->take(batch[k].outcome.emitted);
+      r.result.rounds.push_back(records[who[k]]);
+    }
+  }
+  std::vector<GenerateResult> results;
+  for (Request& r : requests) {
+    target.close(r.sequence);
+    r.result.tokens = r.output->tokens();
+    results.push_back(std::move(r.result));
+  }
+  return results;
+}
+
 }  // namespace rootspec

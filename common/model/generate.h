@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "auto_decoder.h"
+#include "batched_runtime.h"
 #include "model_runtime.h"
 #include "pool.h"
 #include "request.h"
@@ -28,6 +29,16 @@ struct GenerateResult {
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
                         const RequestOptions& options, const PoolShape& shape = PoolShape(),
                         AutoCostModel* auto_costs = nullptr);
+
+// Several requests decoded together, one process (the batched round, run_batched_round): every
+// round one root pass and one tree pass of `target` over all unfinished requests; request i
+// drafts with drafters[i] (its own runtime: null only for ar) and draws from its own generator
+// (options[i].seed). Each leaves the batch when finished. On a batch-invariant target backend
+// every request's result is generate()'s for it alone, token for token.
+std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::vector<ModelRuntime*>& drafters,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           const std::vector<RequestOptions>& options,
+                                           const PoolShape& shape = PoolShape());
 
 // Cache sizes that generate() needs: max_context for the prompt, the new tokens and one
 // round's overrun; max_tree for 1 + budget nodes (target) or the pool's forwarded nodes

@@ -72,88 +72,181 @@ std::map<std::string, double> round_stage_ms(const RoundRecord& t) {
   return ms;
 }
 
+void EachOwnScorer::root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) {
+  rows.clear();
+  for (const Root& r : roots) {
+    TargetScorer& s = *scorers_[r.member];
+    rows.push_back(r.plain ? s.plain_row(r.token, r.temperature) : s.root_row(r.token, r.temperature));
+  }
+}
+
+void EachOwnScorer::prepare_tree_pass() {
+  for (TargetScorer* s : scorers_) s->prepare_tree_pass();
+}
+
+void EachOwnScorer::tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) {
+  rows.clear();
+  for (const Tree& t : trees) rows.push_back(scorers_[t.member]->tree_rows(*t.input, t.temperature));
+}
+
+void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks) {
+  const int n = static_cast<int>(batch.size());
+  // Each member's round as it goes: only its own pool, root row, plan and generator.
+  struct MemberRound {
+    RoundRecord unused;
+    RoundRecord* record = nullptr;
+    AutoController* adaptive = nullptr;
+    bool plain = false;
+    Rule rule = Rule::Draft;
+    SelectionInputs in;
+    const Pool* pool = nullptr;
+    std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
+    RoundPlan plan;
+    TreePassInput tree;
+  };
+  std::vector<MemberRound> rounds(n);
+  // `auto` learns from the finished round, then the drafter hears whether a pool is wanted.
+  auto finish = [&](int m, int32_t first_token) {
+    BatchMember& b = batch[m];
+    MemberRound& mr = rounds[m];
+    count(b.outcome, *mr.record);
+    if (mr.adaptive) mr.adaptive->observe(*mr.record, first_token);
+    if (b.drafter && !b.options->autoregressive)
+      b.drafter->round_done(b.outcome.emitted, !mr.adaptive || mr.adaptive->speculate());
+  };
+
+  std::vector<BatchScorer::Root> roots;
+  for (int m = 0; m < n; ++m) {
+    const BatchMember& b = batch[m];
+    const RequestOptions& o = *b.options;
+    MemberRound& mr = rounds[m];
+    mr.record = b.record ? b.record : &mr.unused;
+    mr.adaptive = o.autoregressive || !o.auto_rule ? nullptr : b.auto_decoder;
+    assert(o.autoregressive || !o.auto_rule || b.auto_decoder);
+    mr.plain = o.autoregressive || (mr.adaptive && !mr.adaptive->speculate());
+    mr.rule = mr.adaptive ? Rule::RootDraw : o.rule;
+    mr.in.vocab = target.vocab_size();
+    mr.in.budget = o.budget;
+    assert(mr.plain || b.drafter);
+    // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14); plain
+    // decoding's one pass.
+    if (mr.plain || rule_draws_first(mr.rule)) roots.push_back({m, b.root_token, o.temperature, mr.plain});
+  }
+  if (!roots.empty()) {
+    std::vector<RowsView> rows;
+    const int64_t start = monotonic_ns();
+    target.root_rows(roots, rows);
+    const int64_t end = monotonic_ns();
+    for (size_t k = 0; k < roots.size(); ++k) {
+      const int m = roots[k].member;
+      MemberRound& mr = rounds[m];
+      mr.record->root_start_ns = start, mr.record->root_end_ns = end;
+      if (!mr.plain) {
+        mr.in.root_probs = rows[k].row(0);
+        continue;
+      }
+      batch[m].outcome =
+          single_token(sample_index(rows[k].row(0), mr.in.vocab, *batch[m].rng));  // plain: one draw
+      finish(m, -1);
+    }
+  }
+
+  // Drafter: each speculating member's pool below its C (it never depends on the target).
+  bool speculating = false;
+  for (int m = 0; m < n; ++m) {
+    MemberRound& mr = rounds[m];
+    if (mr.plain) continue;
+    mr.pool = &batch[m].drafter->wait_pool(*mr.record);
+    mr.record->pool_received_ns = monotonic_ns();
+    mr.record->pool_nodes = mr.pool->size();
+    speculating = true;
+  }
+  if (!speculating) return;
+  target.prepare_tree_pass();
+
+  // TreeSelector, per member: root-based rules draw y from the root row first; `auto` chooses B
+  // before the draw, from the pool, the root row and past rounds.
+  std::vector<BatchScorer::Tree> trees;
+  for (int m = 0; m < n; ++m) {
+    MemberRound& mr = rounds[m];
+    if (mr.plain) continue;
+    const BatchMember& b = batch[m];
+    const RequestOptions& o = *b.options;
+    mr.in.pool = mr.pool;
+    if (rule_needs_target_pool_probs(mr.rule)) {
+      if (!target.pool_path_probs(m, *mr.pool, b.root_token, o.temperature, mr.pool_path_probs))
+        throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
+      mr.in.pool_path_probs = &mr.pool_path_probs;
+    }
+    const int64_t t0 = monotonic_ns();
+    if (mr.adaptive) mr.in.budget = mr.adaptive->choose_budget(mr.in);
+    mr.record->budget = mr.in.budget;
+    mr.plan = hooks && hooks->plan ? hooks->plan(mr.rule, mr.in, b.root_token, *b.rng)
+                                   : plan_round(mr.rule, mr.in, b.root_token, *b.rng);
+    mr.record->verify_ns = monotonic_ns() - t0;
+    mr.record->first_drawn = mr.plan.first_drawn;
+    mr.record->tree_pass_skipped = mr.plan.skip_tree_pass;
+    if (mr.plan.skip_tree_pass) continue;
+    mr.tree = tree_pass_input(mr.plan);
+    trees.push_back({m, &mr.tree, o.temperature});
+  }
+
+  // Tree pass: every member's anchor and verify tree, each under its own tree mask.
+  std::vector<RowsView> tree_rows;
+  if (!trees.empty()) {
+    const int64_t t0 = monotonic_ns();
+    target.tree_rows(trees, tree_rows);  // [1 + n_k, vocab] each
+    const int64_t elapsed = monotonic_ns() - t0;
+    for (const BatchScorer::Tree& t : trees) {
+      rounds[t.member].record->tree_pass_ns = elapsed;
+      rounds[t.member].record->tree_nodes = rounds[t.member].plan.verify_tree.size();
+    }
+  }
+  // Verifier, per member, then its Commit to the drafter: it drafts the next pool while the
+  // target commits and streams.
+  size_t next_tree = 0;
+  for (int m = 0; m < n; ++m) {
+    MemberRound& mr = rounds[m];
+    if (mr.plain) continue;
+    BatchMember& b = batch[m];
+    if (mr.plan.skip_tree_pass) {
+      b.outcome = single_token(mr.plan.first_token);
+    } else {
+      const RowsView& rows = tree_rows[next_tree++];
+      const int64_t t0 = monotonic_ns();
+      const VerifyResult v =
+          hooks && hooks->verify
+              ? hooks->verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool)
+              : verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool);
+      b.outcome = assemble_round(mr.plan, v);
+      if (mr.adaptive) mr.adaptive->learn_edges(*mr.pool, mr.plan.verify_tree, v.accepted_nodes);
+      mr.record->verify_ns += monotonic_ns() - t0;
+    }
+    finish(m, mr.plan.first_token);
+  }
+  // KvCommit, per member: keep the anchor and the accepted path; the continuation is the next root.
+  for (int m = 0; m < n; ++m) {
+    MemberRound& mr = rounds[m];
+    if (mr.plain) continue;
+    const int64_t t0 = monotonic_ns();
+    if (!mr.plan.skip_tree_pass) target.commit(m, batch[m].outcome.kept_pass_rows);
+    mr.record->commit_ns = monotonic_ns() - t0;
+  }
+}
+
 RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks,
                        AutoController* auto_decoder) {
-  RoundRecord unused;
-  RoundRecord& r = record ? *record : unused;
-  SelectionInputs in;
-  in.vocab = target.vocab_size();
-  in.budget = o.budget;
-  AutoController* const adaptive = o.autoregressive || !o.auto_rule ? nullptr : auto_decoder;
-  assert(o.autoregressive || !o.auto_rule || auto_decoder);
-  // `auto` learns from the finished round, then the drafter hears whether a pool is wanted.
-  auto finish = [&](const RoundOutcome& out, int32_t first_token) {
-    count(out, r);
-    if (adaptive) adaptive->observe(r, first_token);
-    if (drafter && !o.autoregressive) drafter->round_done(out.emitted, !adaptive || adaptive->speculate());
-  };
-
-  if (o.autoregressive || (adaptive && !adaptive->speculate())) {  // plain decoding: one pass, one draw
-    r.root_start_ns = monotonic_ns();
-    const RowsView row = target.plain_row(root_token, o.temperature);
-    const RoundOutcome out = single_token(sample_index(row.row(0), in.vocab, rng));
-    r.root_end_ns = monotonic_ns();
-    finish(out, -1);
-    return out;
-  }
-  assert(drafter);
-  const Rule rule = adaptive ? Rule::RootDraw : o.rule;
-  // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14).
-  if (rule_draws_first(rule)) {
-    r.root_start_ns = monotonic_ns();
-    in.root_probs = target.root_row(root_token, o.temperature).row(0);
-    r.root_end_ns = monotonic_ns();
-  }
-  // Drafter: the round's pool below C (it never depends on the target).
-  const Pool& pool = drafter->wait_pool(r);
-  r.pool_received_ns = monotonic_ns();
-  r.pool_nodes = pool.size();
-  target.prepare_tree_pass();
-  in.pool = &pool;
-  std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
-  if (rule_needs_target_pool_probs(rule)) {
-    if (!target.pool_path_probs(pool, root_token, o.temperature, pool_path_probs))
-      throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
-    in.pool_path_probs = &pool_path_probs;
-  }
-
-  // TreeSelector: root-based rules draw y from the root row first; `auto` chooses B before
-  // the draw, from the pool, the root row and past rounds.
-  int64_t t0 = monotonic_ns();
-  if (adaptive) in.budget = adaptive->choose_budget(in);
-  r.budget = in.budget;
-  const RoundPlan plan =
-      hooks && hooks->plan ? hooks->plan(rule, in, root_token, rng) : plan_round(rule, in, root_token, rng);
-  r.verify_ns = monotonic_ns() - t0;
-  r.first_drawn = plan.first_drawn;
-  r.tree_pass_skipped = plan.skip_tree_pass;
-
-  RoundOutcome out;
-  if (plan.skip_tree_pass) {
-    out = single_token(plan.first_token);
-  } else {
-    // Tree pass: the anchor and the verify tree below it, under the tree mask.
-    t0 = monotonic_ns();
-    const RowsView rows = target.tree_rows(tree_pass_input(plan), o.temperature);  // [1 + n, vocab]
-    r.tree_pass_ns = monotonic_ns() - t0;
-    r.tree_nodes = plan.verify_tree.size();
-    // Verifier.
-    t0 = monotonic_ns();
-    const VerifyResult v = hooks && hooks->verify
-                               ? hooks->verify(o.verifier, plan.verify_tree, rows, rng, &pool)
-                               : verify(o.verifier, plan.verify_tree, rows, rng, &pool);
-    out = assemble_round(plan, v);
-    if (adaptive) adaptive->learn_edges(pool, plan.verify_tree, v.accepted_nodes);
-    r.verify_ns += monotonic_ns() - t0;
-  }
-  // Commit to the drafter first: it drafts the next pool while the target commits and streams.
-  finish(out, plan.first_token);
-  // KvCommit: keep the anchor and the accepted path; the continuation is the next root.
-  t0 = monotonic_ns();
-  if (!plan.skip_tree_pass) target.commit(out.kept_pass_rows);
-  r.commit_ns = monotonic_ns() - t0;
-  return out;
+  std::vector<BatchMember> one(1);
+  one[0].options = &o;
+  one[0].root_token = root_token;
+  one[0].drafter = drafter;
+  one[0].rng = &rng;
+  one[0].record = record;
+  one[0].auto_decoder = auto_decoder;
+  EachOwnScorer scorer({&target});
+  run_batched_round(one, scorer, hooks);
+  return std::move(one[0].outcome);
 }
 
 }  // namespace rootspec

@@ -1,7 +1,8 @@
-// One speculative round (DESIGN §1–2), written once. The daemon (target_proc), the one-process
-// reference decoder (generate()) and the table simulator behind the seeded law tests
-// (table_decode()) all call run_round(); they differ only in the TargetScorer and RoundDrafter
-// they pass. The stages, in order:
+// One speculative round (DESIGN §1–2), written once, over a batch of requests
+// (run_batched_round; a single request is the batch of one, run_round). The daemon (target_proc),
+// the one-process reference decoder (generate()) and the table simulator behind the seeded law
+// tests (table_decode(), table_decode_batch()) all call it; they differ only in the scorer and
+// drafters they pass. The stages, in order:
 //
 //   root pass       TargetScorer::root_row        p(· | C) while the drafter grows the pool
 //   Drafter         RoundDrafter::wait_pool       the round's pool below C
@@ -19,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "request.h"
@@ -149,11 +151,82 @@ struct RoundHooks {
 
 class AutoController;  // auto_decoder.h
 
-// One round from the root token: plain decoding when options.autoregressive (a root pass and a
-// draw; `drafter` may be null), else the speculative round above. With options.auto_rule,
-// `auto_decoder` (required then) decides: a plain round, or root-draw with the budget it
-// chooses from the pool and the root row; it learns from the round before the drafter is told.
-// `record`, when given, gets the round's counts and stage times.
+// The target over a batch of requests, each its own sequence (the batched round): one root pass
+// over every member's root token, one tree pass over every member's tree. Members are indices
+// into the round's batch; rows are the members' own, in the order of the call.
+class BatchScorer {
+ public:
+  virtual ~BatchScorer() = default;
+  virtual int vocab_size() const = 0;
+  struct Root {
+    int member = 0;
+    int32_t token = -1;  // appended to the member's context
+    double temperature = 0;
+    bool plain = false;  // the member decodes plainly this round (TargetScorer::plain_row)
+  };
+  // One pass over the roots: rows[k] = p(· | C_k) at its temperature, [1, vocab], valid until
+  // the round's KvCommit (the tree pass comes between).
+  virtual void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) = 0;
+  virtual void prepare_tree_pass() {}
+  struct Tree {
+    int member = 0;
+    const TreePassInput* input = nullptr;
+    double temperature = 0;
+  };
+  // One pass over the trees: rows[k] [1 + n_k, vocab] as TargetScorer::tree_rows.
+  virtual void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) = 0;
+  virtual void commit(int member, const std::vector<int32_t>& kept_pass_rows) = 0;
+  virtual bool pool_path_probs(int member, const Pool& pool, int32_t root_token, double temperature,
+                               std::vector<double>& out) {
+    (void)member, (void)pool, (void)root_token, (void)temperature, (void)out;
+    return false;
+  }
+};
+
+// A batch whose members each have a TargetScorer of their own, run one after another: the
+// single request (run_round) and the table simulator's batches.
+class EachOwnScorer : public BatchScorer {
+ public:
+  explicit EachOwnScorer(std::vector<TargetScorer*> scorers) : scorers_(std::move(scorers)) {}
+  int vocab_size() const override { return scorers_.front()->vocab_size(); }
+  void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) override;
+  void prepare_tree_pass() override;
+  void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) override;
+  void commit(int member, const std::vector<int32_t>& kept_pass_rows) override {
+    scorers_[member]->commit(kept_pass_rows);
+  }
+  bool pool_path_probs(int member, const Pool& pool, int32_t root_token, double temperature,
+                       std::vector<double>& out) override {
+    return scorers_[member]->pool_path_probs(pool, root_token, temperature, out);
+  }
+
+ private:
+  std::vector<TargetScorer*> scorers_;
+};
+
+// One request's share of a batched round: what it decodes with, and what the round produced.
+struct BatchMember {
+  const RequestOptions* options = nullptr;
+  int32_t root_token = -1;
+  RoundDrafter* drafter = nullptr;         // may be null for a request that decodes plainly
+  Rng* rng = nullptr;                      // the request's own generator: every draw of its round
+  RoundRecord* record = nullptr;           // optional
+  AutoController* auto_decoder = nullptr;  // required with options->auto_rule
+  RoundOutcome outcome;                    // out
+};
+
+// One round for every member of `batch`, written once (DESIGN §1–2): the root pass over all of
+// them, each speculating member's pool, selection per member (its own pool, root row, history
+// and generator), one tree pass over every member's tree, verification and the Commit per
+// member, the KV commit per member. A member decodes plainly when options->autoregressive (a
+// root pass and a draw) or when its `auto` says so; with options->auto_rule, `auto` chooses
+// root-draw's budget from the pool and the root row and learns from the round before the drafter
+// is told. Each member's law is the target's whatever shares its round (paper 000 §3–4: nothing
+// of another member enters a member's selection or verification).
+void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
+                       const RoundHooks* hooks = nullptr);
+
+// The batch of one: a single request's round.
 RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record = nullptr,
                        const RoundHooks* hooks = nullptr, AutoController* auto_decoder = nullptr);

@@ -2,6 +2,7 @@
 // against the exact target joint (chi-square with pooled small cells).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -62,6 +63,36 @@ inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& 
     counts[index] += 1;
   }
   return chi_square_test(counts, exact);
+}
+
+// Runs `runs` decodes of a mixed batch through table_decode_batch, i.e. through
+// run_batched_round (round.h): every member of `members` (each its own rule, verifier,
+// temperature and budget; one pool shape) decodes beside the others, joining at its round and
+// leaving when done. Tests each member's first n tokens against its own target law.
+inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& model,
+                                                           const std::vector<LawCase>& members, int n,
+                                                           int runs, uint64_t seed,
+                                                           const RoundHooks* hooks = nullptr) {
+  const int V = model.vocab();
+  std::vector<RequestOptions> options;
+  std::vector<std::vector<int64_t>> counts;
+  for (const LawCase& c : members) {
+    options.push_back(c.options);
+    counts.emplace_back(static_cast<size_t>(std::pow(V, n)), 0);
+  }
+  Rng rng(seed);
+  for (int r = 0; r < runs; ++r) {
+    const auto out = table_decode_batch(model, options, members.front().shape, n, rng, hooks);
+    for (size_t m = 0; m < members.size(); ++m) {
+      int64_t index = 0;
+      for (int i = 0; i < n; ++i) index = index * V + out[m][i];
+      counts[m][index] += 1;
+    }
+  }
+  std::vector<ChiSquareResult> results;
+  for (size_t m = 0; m < members.size(); ++m)
+    results.push_back(chi_square_test(counts[m], exact_joint(model, members[m].options.temperature, n)));
+  return results;
 }
 
 }  // namespace rootspec::testing

@@ -1,0 +1,92 @@
+// BatchedRuntime: the target's model runtime over several sequences at once (the batched round,
+// DESIGN §4): one pass backend whose cache holds a KV region per sequence
+// (TreeKv::capacity_for(max_context, max_tree) slots each, options.max_sequences of them), a
+// TreeKv per sequence, and passes over any set of them (BatchedPass: every row under its own
+// sequence's mask over its own KV). On a batch-invariant backend (pass_backend.h) a sequence's
+// rows are bit for bit those of a ModelRuntime holding it alone.
+//
+// BatchModelScorer: the BatchScorer (round.h) over it, so that run_batched_round scores every
+// member of a round in one root pass and one tree pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "batched_pass.h"
+#include "model_runtime.h"
+#include "round.h"
+#include "tree_kv.h"
+
+namespace rootspec {
+
+class BatchedRuntime {
+ public:
+  BatchedRuntime(const std::string& dir, const RuntimeOptions& options);
+  ~BatchedRuntime();
+  BatchedRuntime(const BatchedRuntime&) = delete;
+  BatchedRuntime& operator=(const BatchedRuntime&) = delete;
+
+  const ModelConfig& config() const;
+  int vocab_size() const { return config().vocab_size; }
+  const char* backend_name() const;
+  int max_sequences() const { return static_cast<int>(kv_.size()); }
+  int open_sequences() const;
+
+  // A free sequence, its cache emptied; throws std::runtime_error when all are in use.
+  int open();
+  void close(int sequence);  // its KV region is free again
+  int length(int sequence) const { return kv_.at(sequence).length(); }
+
+  // Appends `tokens` to one sequence's context, in passes of that sequence alone (≤ 64 rows).
+  // Returns the logits row after the last: [1, vocab].
+  RowsView prefill(int sequence, const std::vector<int32_t>& tokens);
+
+  // A new tree for each listed sequence (its previous tree discarded; ≤ 64 nodes each; parents as
+  // TreeKv::add_nodes), scored in as few passes of ≤ 64 rows as whole trees allow (one when they
+  // fit). Logits rows [Σ n_k, vocab], tree k's from first_rows[k]; valid until the next pass.
+  struct Tree {
+    int sequence = 0;
+    const std::vector<int32_t>* tokens = nullptr;
+    const std::vector<int32_t>* parents = nullptr;
+  };
+  RowsView trees(const std::vector<Tree>& trees, PassKind kind, std::vector<int>& first_rows);
+  // Root passes: each sequence's token appended to its context, in one pass. Rows [k, vocab].
+  RowsView roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens, PassKind kind);
+  // Appends tree nodes `path` of `sequence` to its context (ModelRuntime::commit).
+  void commit(int sequence, const std::vector<int32_t>& path);
+  void prepare(PassKind next);
+
+ private:
+  int region_ = 0;  // cache slots per sequence
+  std::unique_ptr<PassBackend> backend_;
+  std::vector<TreeKv> kv_;       // [max_sequences]
+  std::vector<uint8_t> in_use_;  // [max_sequences]
+  BatchedPass pass_;
+  std::vector<float> rows_;  // [64, vocab] the last pass's logits
+};
+
+class BatchModelScorer : public BatchScorer {
+ public:
+  explicit BatchModelScorer(BatchedRuntime& runtime) : rt_(runtime) {}
+  // The sequences of the next round's members: member m is sequence sequences[m].
+  void set_members(std::vector<int> sequences) { sequence_of_ = std::move(sequences); }
+  int vocab_size() const override { return rt_.vocab_size(); }
+  void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) override;
+  void prepare_tree_pass() override { rt_.prepare(PassKind::Tree); }
+  void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) override;
+  void commit(int member, const std::vector<int32_t>& kept_pass_rows) override {
+    rt_.commit(sequence_of_.at(member), kept_pass_rows);
+  }
+  int passes() const { return passes_; }  // root and tree passes so far
+
+ private:
+  BatchedRuntime& rt_;
+  std::vector<int> sequence_of_;
+  std::vector<float> root_probs_;  // [roots, vocab] the round's root rows, tempered (kept past the tree pass)
+  std::vector<float> tree_probs_;  // [tree rows, vocab] the round's tree rows, tempered
+  int passes_ = 0;
+};
+
+}  // namespace rootspec
