@@ -19,9 +19,10 @@ void BatchedPass::add(const PassBatch& one, int kv_base) {
   if (rows() + one.rows > kMaxTreeBucket)
     throw std::logic_error("BatchedPass: " + std::to_string(rows() + one.rows) +
                            " rows past the largest bucket (" + std::to_string(kMaxTreeBucket) + ")");
-  if (!sequences_.empty() && kv_base < next_free_slot_)
-    throw std::logic_error("BatchedPass: a KV region at slot " + std::to_string(kv_base) +
-                           " overlaps the previous sequence's (regions come in order)");
+  for (const PassSequence& s : sequences_)
+    if (s.kv_base == kv_base)
+      throw std::logic_error("BatchedPass: two sequences of one pass in the KV region at slot " +
+                             std::to_string(kv_base));
   sequences_.push_back(PassSequence{kv_base, one.context, rows(), one.rows});
   for (int r = 0; r < one.rows; ++r) {
     tokens_.push_back(one.tokens[r]);

@@ -21,7 +21,7 @@ class BatchedPass {
  public:
   void clear();
   // Adds `one`'s real rows (a one-sequence batch in slots from 0, as TreeKv::batch makes it)
-  // as a sequence whose KV region starts at slot `kv_base`.
+  // as a sequence whose KV region starts at slot `kv_base` (regions in any order).
   void add(const PassBatch& one, int kv_base);
   int rows() const { return static_cast<int>(tokens_.size()); }
   int sequences() const { return static_cast<int>(sequences_.size()); }

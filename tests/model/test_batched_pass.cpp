@@ -146,6 +146,27 @@ TEST_P(BatchedPassBackends, EveryRowOfAMixedPassEqualsItsSequenceAlone) {
         ASSERT_LE(testing::max_abs_diff(got, want, vocab), kTolerance) << "sequence " << q << " row " << r;
     }
   }
+  // The order of the sequences in the pass changes nothing (a batch's members join and leave, so
+  // their regions come in any order).
+  BatchedPass reversed;
+  for (int q = kSequences - 1; q >= 0; --q)
+    reversed.add(seqs[q].kv.batch(seqs[q].tree_tokens.data(), 0, tree_sizes[q], tree_sizes[q]),
+                 seqs[q].kv_base);
+  const PassBatch& reversed_pass = reversed.batch(backend->row_bucket(reversed.rows()));
+  const std::vector<float> backwards = run(*backend, reversed_pass, PassKind::Tree);
+  for (int q = 0; q < kSequences; ++q) {
+    const PassSequence& s = reversed_pass.sequences[kSequences - 1 - q];
+    for (int r = 0; r < s.rows; ++r) {
+      const float* got = &backwards[static_cast<size_t>(s.first_row + r) * vocab];
+      const float* want = &alone[q][static_cast<size_t>(r) * vocab];
+      if (c.bit_for_bit)
+        ASSERT_EQ(std::memcmp(got, want, sizeof(float) * vocab), 0)
+            << "reversed: sequence " << q << " row " << r;
+      else
+        ASSERT_LE(testing::max_abs_diff(got, want, vocab), kTolerance)
+            << "reversed: sequence " << q << " row " << r;
+    }
+  }
   // And alone in its region is the sequence in a cache of its own (the one-sequence pass every
   // other test checks against the reference): what a row sees is its own sequence, not merely
   // the same in both passes.
