@@ -3,15 +3,60 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "transport.h"
 
 namespace rootspec {
 
-DrafterServer::DrafterServer(const DaemonConfig& config, ModelRuntime& runtime)
-    : config_(config), rt_(runtime), session_(runtime), router_(ctx_, zmq::socket_type::router) {
+DrafterServer::DrafterServer(const DaemonConfig& config, std::vector<std::unique_ptr<ModelRuntime>> sequences)
+    : config_(config), runtimes_(std::move(sequences)), router_(ctx_, zmq::socket_type::router) {
+  if (runtimes_.empty()) throw std::invalid_argument("DrafterServer: no runtime");
+  vocab_ = runtimes_.front()->vocab_size();
+  sessions_.resize(runtimes_.size());
+  for (size_t q = 0; q < runtimes_.size(); ++q) {
+    sessions_[q].rt = runtimes_[q].get();
+    sessions_[q].draft = std::make_unique<DraftSession>(*runtimes_[q]);
+  }
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::linger, 0);
   router_.bind(config.drafter_endpoint);
+}
+
+DrafterServer::Session* DrafterServer::session_of(uint64_t request) {
+  if (request == 0) return nullptr;
+  for (Session& s : sessions_)
+    if (s.request == request) return &s;
+  return nullptr;
+}
+
+DrafterServer::Session& DrafterServer::take_session(uint64_t request) {
+  Session* taken = session_of(request);  // a Prefill again for the same request starts it over
+  for (Session& s : sessions_) {
+    if (taken) break;
+    if (s.request == 0) taken = &s;
+  }
+  if (!taken) {
+    taken = &*std::min_element(sessions_.begin(), sessions_.end(), [](const Session& a, const Session& b) {
+      return a.last_used_ns < b.last_used_ns;
+    });
+    spdlog::warn(
+        "all {} sessions are in use (the target's max_batch is larger than the drafter's?): "
+        "request {} ends here for request {}",
+        sessions_.size(), taken->request, request);
+  }
+  if (taken->draft->draft_ahead_on()) {
+    const auto& c = taken->draft->ahead_counts();
+    spdlog::debug("draft-ahead so far: {} hits, {} misses, {} abandoned", c.hits, c.misses, c.abandoned);
+  }
+  taken->request = request;
+  taken->next_round = 0;
+  return *taken;
+}
+
+void DrafterServer::end_sessions() {
+  for (Session& s : sessions_) s.request = 0;
 }
 
 bool DrafterServer::refuse(const std::string& identity, const Header& about, const std::string& field,
@@ -27,18 +72,20 @@ void DrafterServer::send_to_target(const std::string& identity, const std::strin
   if (shm_) shm_->ring();
 }
 
-void DrafterServer::draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens) {
+void DrafterServer::draft_and_send(const std::string& identity, Session& s,
+                                   const std::vector<int32_t>& tokens) {
   PoolBody body;
   body.draft_start_ns = monotonic_ns();
-  body.drafted_ahead = session_.draft(tokens, body.pool);
+  s.last_used_ns = body.draft_start_ns;
+  body.drafted_ahead = s.draft->draft(tokens, body.pool);
   body.draft_end_ns = monotonic_ns();
-  if (body.drafted_ahead) body.draft_start_ns = ahead_start_ns_, body.draft_end_ns = ahead_end_ns_;
+  if (body.drafted_ahead) body.draft_start_ns = s.ahead_start_ns, body.draft_end_ns = s.ahead_end_ns;
   Header h;
   h.type = MessageType::Pool;
-  h.request = request_;
-  h.round = next_round_++;
+  h.request = s.request;
+  h.round = s.next_round++;
   send_pool(identity, h, body);
-  if (session_.draft_ahead_on()) draft_ahead(body.pool);
+  if (s.draft->draft_ahead_on()) draft_ahead(s, body.pool);
 }
 
 void DrafterServer::send_pool(const std::string& identity, const Header& h, const PoolBody& body) {
@@ -59,17 +106,17 @@ void DrafterServer::send_pool(const std::string& identity, const Header& h, cons
     // request is open here.
     spdlog::error("the NCCL pool channel failed: {}; waiting for the target's next Hello", e.what());
     nccl_.reset();
-    request_ = 0;
+    end_sessions();
     throw;
   }
 #endif
 }
 
-void DrafterServer::draft_ahead(const Pool& sent) {
+void DrafterServer::draft_ahead(Session& s, const Pool& sent) {
   // Between two passes the drafter reads what the target sent meanwhile. The Commit of the
   // guess lets the draft go on (the target waits only for its rest); any other message ends
   // it at once. Messages read here are handled next, in order (run()).
-  auto give_way = [this] {
+  auto give_way = [this, &s] {
     if (!held_.empty()) return false;  // the matching Commit is already held
     std::optional<HeldMessage> m;
     if (shm_) {
@@ -82,19 +129,19 @@ void DrafterServer::draft_ahead(const Pool& sent) {
     }
     if (!m) return false;
     held_.push_back(std::move(*m));
-    return !is_guessed_commit(held_.back().bytes);
+    return !is_guessed_commit(s, held_.back().bytes);
   };
-  ahead_start_ns_ = monotonic_ns();
-  session_.draft_ahead(sent, give_way);
-  ahead_end_ns_ = monotonic_ns();
+  s.ahead_start_ns = monotonic_ns();
+  s.draft->draft_ahead(sent, give_way);
+  s.ahead_end_ns = monotonic_ns();
 }
 
-bool DrafterServer::is_guessed_commit(const std::string& bytes) const {
+bool DrafterServer::is_guessed_commit(const Session& s, const std::string& bytes) const {
   try {
     const Message m(bytes.data(), bytes.size());
     const Header& h = m.header();
-    return h.type == MessageType::Commit && h.request == request_ && request_ != 0 &&
-           h.round == next_round_ && m.commit().tokens == session_.ahead_guess();
+    return h.type == MessageType::Commit && h.request == s.request && s.request != 0 &&
+           h.round == s.next_round && m.commit().tokens == s.draft->ahead_guess();
   } catch (const ProtocolError&) {
     return false;  // handled (and refused) in turn
   }
@@ -112,13 +159,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
     switch (h.type) {
       case MessageType::Hello: {
         const HelloBody b = msg->hello();
-        if (b.vocab != rt_.vocab_size())
+        if (b.vocab != vocab_)
           return refuse(identity, h, "body.vocab",
                         "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
-                            std::to_string(rt_.vocab_size()));
+                            std::to_string(vocab_));
         // A Hello starts over (a target that lost its link connects again): no request is open.
         target_pid_ = b.pid;
-        request_ = 0;
+        end_sessions();
         shm_.reset();
         nccl_.reset();
         if (!b.nccl_id.empty()) {
@@ -144,8 +191,8 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         }
         Header r = h;
         r.type = MessageType::Ready;
-        send_to_target(identity, encode(r, ReadyBody{static_cast<int32_t>(getpid()), rt_.vocab_size(),
-                                                     config_.drafter.model}));
+        send_to_target(identity,
+                       encode(r, ReadyBody{static_cast<int32_t>(getpid()), vocab_, config_.drafter.model}));
         return true;
       }
       case MessageType::Prefill: {
@@ -157,42 +204,38 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
                             " tokens, more than the drafter's context allows (" + std::to_string(limit) +
                             ")");
         for (size_t i = 0; i < b.prompt.size(); ++i)
-          if (b.prompt[i] >= rt_.vocab_size())
+          if (b.prompt[i] >= vocab_)
             return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]",
                           "token id beyond the vocabulary");
-        if (b.shape.expand * b.shape.depth > rt_.options().max_tree)
+        if (b.shape.expand * b.shape.depth > sessions_.front().rt->options().max_tree)
           return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
-        if (session_.draft_ahead_on()) {
-          const auto& c = session_.ahead_counts();
-          spdlog::debug("draft-ahead so far: {} hits, {} misses, {} abandoned", c.hits, c.misses,
-                        c.abandoned);
-        }
-        session_.start(b.shape, b.draft_seed, b.draft_ahead);
-        request_ = h.request;
-        next_round_ = 0;
-        draft_and_send(identity, b.prompt);
+        if (h.request == 0) return refuse(identity, h, "request", "request id 0 is reserved");
+        Session& s = take_session(h.request);
+        s.draft->start(b.shape, b.draft_seed, b.draft_ahead);
+        draft_and_send(identity, s, b.prompt);
         return true;
       }
       case MessageType::Commit: {
         const CommitBody b = msg->commit();
-        if (h.request != request_ || request_ == 0)
-          return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
-        if (h.round != next_round_)
-          return refuse(identity, h, "round",
-                        "expected round " + std::to_string(next_round_) + ", got " + std::to_string(h.round));
+        Session* s = session_of(h.request);
+        if (!s) return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
+        if (h.round != s->next_round)
+          return refuse(
+              identity, h, "round",
+              "expected round " + std::to_string(s->next_round) + ", got " + std::to_string(h.round));
         for (size_t i = 0; i < b.tokens.size(); ++i)
-          if (b.tokens[i] >= rt_.vocab_size())
+          if (b.tokens[i] >= vocab_)
             return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]",
                           "token id beyond the vocabulary");
-        if (rt_.length() + static_cast<int>(b.tokens.size()) >
-            config_.max_context + session_.shape().depth + 2)
+        if (s->rt->length() + static_cast<int>(b.tokens.size()) >
+            config_.max_context + s->draft->shape().depth + 2)
           return refuse(identity, h, "body.tokens", "the drafter's context is full");
-        draft_and_send(identity, b.tokens);
+        draft_and_send(identity, *s, b.tokens);
         return true;
       }
       case MessageType::Cancel:
         msg->empty_body();
-        if (h.request == request_) request_ = 0;
+        if (Session* s = session_of(h.request)) s->request = 0;
         return true;
       case MessageType::Shutdown:
         msg->empty_body();
@@ -210,8 +253,7 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
 
 int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
-  spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model,
-               rt_.vocab_size());
+  spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model, vocab_);
   bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
     if (!held_.empty()) {  // read during a draft-ahead

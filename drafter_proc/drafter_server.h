@@ -1,10 +1,14 @@
-// DrafterServer: the drafter process (DESIGN §1, §3). It keeps its own KV cache of the
-// committed context and, for every Prefill or Commit from the target, appends the new tokens
-// and grows the round's pool with tree passes over the drafter model, then sends the Pool.
+// DrafterServer: the drafter process (DESIGN §1, §3). For each request the target decodes it
+// keeps a session (a KV region of its own over one copy of the weights: ModelRuntime::sequences,
+// [target] max_batch of them) holding the committed context; for every Prefill or Commit it
+// appends the new tokens, grows the round's pool with tree passes over the drafter model and
+// sends the Pool at once. A request's session ends with the target's Cancel (sent when the
+// request ends), or, when every session is in use, the least recently used one is taken.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <vector>
 #include <zmq.hpp>
 
 #include "daemon_config.h"
@@ -18,7 +22,8 @@ namespace rootspec {
 
 class DrafterServer {
  public:
-  DrafterServer(const DaemonConfig& config, ModelRuntime& runtime);
+  // `sequences`: one runtime per session, sharing a backend (ModelRuntime::sequences).
+  DrafterServer(const DaemonConfig& config, std::vector<std::unique_ptr<ModelRuntime>> sequences);
   // Serves until Shutdown (returns 0) or the target dies (returns 3).
   int run();
 
@@ -30,27 +35,38 @@ class DrafterServer {
   // Answers a bad message with an Error naming `field`; returns true (keep serving).
   bool refuse(const std::string& identity, const Header& about, const std::string& field,
               const std::string& message);
-  // Appends `tokens` to the drafter's context, grows the pool and sends it.
+  // One request's drafting state.
+  struct Session {
+    ModelRuntime* rt = nullptr;
+    std::unique_ptr<DraftSession> draft;
+    uint64_t request = 0;                          // 0: free
+    uint32_t next_round = 0;                       // round the next Commit must carry
+    int64_t last_used_ns = 0;                      // the least recently used is taken when all are
+    int64_t ahead_start_ns = 0, ahead_end_ns = 0;  // the last draft-ahead (a hit's drafting times)
+  };
+  Session* session_of(uint64_t request);
+  // A session for a new request: a free one, else the least recently used (its request lost).
+  Session& take_session(uint64_t request);
+  void end_sessions();  // a Hello starts over: no request is open
+  // Appends `tokens` to the session's context, grows the pool and sends it.
   // Then, with draft-ahead on, grows the pool of the most probable next Commit.
-  void draft_and_send(const std::string& identity, const std::vector<int32_t>& tokens);
+  void draft_and_send(const std::string& identity, Session& s, const std::vector<int32_t>& tokens);
   void send_pool(const std::string& identity, const Header& h, const PoolBody& body);
-  void draft_ahead(const Pool& sent);  // runtime_drafter.h: DraftSession::draft_ahead
-  // A Commit of the request and round expected next whose tokens are the draft-ahead guess.
-  bool is_guessed_commit(const std::string& bytes) const;
+  void draft_ahead(Session& s, const Pool& sent);  // runtime_drafter.h: DraftSession::draft_ahead
+  // A Commit of `s`'s request and the round expected next whose tokens are its draft-ahead guess.
+  bool is_guessed_commit(const Session& s, const std::string& bytes) const;
 
   const DaemonConfig& config_;
-  ModelRuntime& rt_;
-  DraftSession session_;
+  std::vector<std::unique_ptr<ModelRuntime>> runtimes_;  // [sessions] over one backend
+  std::vector<Session> sessions_;
+  int vocab_ = 0;
   zmq::context_t ctx_;
   zmq::socket_t router_;
 
-  int target_pid_ = 0;                             // from Hello: the drafter exits when it is gone
-  uint64_t request_ = 0;                           // request being drafted (0: none)
-  uint32_t next_round_ = 0;                        // round the next Commit must carry
-  int64_t ahead_start_ns_ = 0, ahead_end_ns_ = 0;  // the last draft-ahead (a hit's drafting times)
-  std::shared_ptr<PoolChannel> nccl_;              // pools over NCCL when the target asked for it
-  std::unique_ptr<ShmChannel> shm_;  // messages through shared memory (Hello.shm), see shm_channel.h
-  std::string target_identity_;      // the target's ZeroMQ identity (replies to shm messages)
+  int target_pid_ = 0;                 // from Hello: the drafter exits when it is gone
+  std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
+  std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (Hello.shm), see shm_channel.h
+  std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)
   struct HeldMessage {
     std::string identity, bytes;
   };

@@ -22,8 +22,9 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.cuda_attention = config.drafter.attention;
   opts.max_context = config.max_context + config.pool.depth + 2;  // one round's overrun
   opts.max_tree = std::max(kMaxTreeBucket, config.pool.expand * config.pool.depth);
-  ModelRuntime runtime(config.drafter.model, opts);
-  DrafterServer server(config, runtime);
+  // A session (KV region) per request the target decodes at once, over one copy of the weights.
+  opts.max_sequences = config.target.max_batch;
+  DrafterServer server(config, ModelRuntime::sequences(config.drafter.model, opts));
   return server.run();
 }
 

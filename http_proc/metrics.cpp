@@ -62,7 +62,8 @@ Metrics::Metrics()
     : queue_wait_(kSeconds),
       first_token_(kSeconds),
       accepted_({0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32, 64}),
-      tokens_per_second_({10, 30, 100, 300, 1000, 2000, 3000, 5000, 7500, 10000, 20000}) {
+      tokens_per_second_({10, 30, 100, 300, 1000, 2000, 3000, 5000, 7500, 10000, 20000}),
+      batch_({1, 2, 4, 8, 16, 32, 64}) {
   for (const char* s : kStages) stages_.emplace(s, Histogram(kStageSeconds));
 }
 
@@ -83,6 +84,16 @@ void Metrics::generation(const DoneBody& done, double queue_wait_s, double first
   if (done.tokens_per_second > 0) tokens_per_second_.observe(done.tokens_per_second);
   for (const RoundRecord& r : done.trace) {
     accepted_.observe(r.accepted);
+    if (r.batch > 0) batch_.observe(r.batch);
+    // Depth d was offered when the round's tree reached it, accepted when the accepted path did.
+    if (static_cast<size_t>(r.tree_depth) > depth_offered_.size()) {
+      depth_offered_.resize(r.tree_depth, 0);
+      depth_accepted_.resize(r.tree_depth, 0);
+    }
+    for (int d = 1; d <= r.tree_depth; ++d) {
+      ++depth_offered_[d - 1];
+      depth_accepted_[d - 1] += r.accepted >= d;
+    }
     for (const auto& [stage, ms] : round_stage_ms(r)) {
       auto it = stages_.find(stage);
       if (it != stages_.end()) it->second.observe(ms / 1e3);
@@ -106,7 +117,8 @@ std::string Metrics::text(const StatusBody* status) const {
     o << "rootspec_queue_depth " << status->waiting << "\n";
     header(o, "rootspec_queue_limit", "gauge", "Requests the target's queue holds (http.queue_depth).");
     o << "rootspec_queue_limit " << status->queue_limit << "\n";
-    header(o, "rootspec_requests_running", "gauge", "Requests decoding (batch one: 0 or 1).");
+    header(o, "rootspec_requests_running", "gauge",
+           "Requests decoding together (the batch; at most target.max_batch).");
     o << "rootspec_requests_running " << status->running << "\n";
   }
   header(o, "rootspec_generations_total", "counter", "Requests that ended with a Done.");
@@ -127,6 +139,18 @@ std::string Metrics::text(const StatusBody* status) const {
   histogram(o, "rootspec_time_to_first_token_seconds", first_token_);
   header(o, "rootspec_accepted_tokens_per_round", "histogram", "Accepted draft tokens per round.");
   histogram(o, "rootspec_accepted_tokens_per_round", accepted_);
+  header(o, "rootspec_batch_size", "histogram",
+         "Rounds of finished requests by the number of requests decoding in that round (the batch).");
+  histogram(o, "rootspec_batch_size", batch_);
+  header(o, "rootspec_tree_depth_offered_total", "counter",
+         "Speculative rounds whose tree (with a drawn first token) reached this depth.");
+  for (size_t d = 0; d < depth_offered_.size(); ++d)
+    o << "rootspec_tree_depth_offered_total{depth=\"" << d + 1 << "\"} " << depth_offered_[d] << "\n";
+  header(o, "rootspec_tree_depth_accepted_total", "counter",
+         "Speculative rounds that accepted a token at this depth (acceptance rate by depth: accepted / "
+         "offered).");
+  for (size_t d = 0; d < depth_accepted_.size(); ++d)
+    o << "rootspec_tree_depth_accepted_total{depth=\"" << d + 1 << "\"} " << depth_accepted_[d] << "\n";
   header(o, "rootspec_round_stage_seconds", "histogram",
          "Stages of a round: root pass, pool wait (the drafter), tree pass, verify (with selection), KV "
          "commit.");

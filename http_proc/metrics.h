@@ -28,8 +28,9 @@ class Metrics {
   Metrics();
   // One HTTP request answered: rootspec_http_requests_total{endpoint, status}.
   void request(const std::string& endpoint, int status);
-  // A Generate that ended with a Done: tokens, rounds, accepted tokens per round, the stages of
-  // each round, tokens/s, the wait in the target's queue and the time to its first token.
+  // A Generate that ended with a Done: tokens, rounds, accepted tokens per round, the batch each
+  // round ran in, acceptance by tree depth, the stages of each round, tokens/s, the wait in the
+  // target's queue and the time to its first token.
   void generation(const DoneBody& done, double queue_wait_s, double first_token_s);
   // The exposition; `status` is the target's answer to a Status (null: it did not answer).
   std::string text(const StatusBody* status) const;
@@ -37,7 +38,9 @@ class Metrics {
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
-  Histogram queue_wait_, first_token_, accepted_, tokens_per_second_;
+  Histogram queue_wait_, first_token_, accepted_, tokens_per_second_, batch_;
+  // [depth − 1]: speculative rounds that offered a level at that depth, and that accepted it.
+  std::vector<uint64_t> depth_offered_, depth_accepted_;
   std::map<std::string, Histogram> stages_;  // by stage name
   uint64_t generations_ = 0, prompt_tokens_ = 0, tokens_ = 0, rounds_ = 0;
   uint64_t degraded_ = 0;  // generations that decoded with ar because the drafter was gone

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <filesystem>
 
+#include "batched_runtime.h"
 #include "blas_core.h"
 #include "chat_template.h"
 #include "daemon_main.h"
 #include "model_runtime.h"
+#include "target_model.h"
 #include "target_server.h"
 #include "tokenizer.h"
 
@@ -27,7 +29,19 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;
   opts.cpu_helpers_in_plain_passes = config.target.ar_uses_drafter_core;
   opts.cpu_helpers_hand_off = true;  // the Commit's ring goes through them (target_server.cpp)
-  ModelRuntime runtime(config.target.model, opts);
+  // One request at a time on a ModelRuntime (batch-one speed); max_batch of them on a
+  // BatchedRuntime (target_model.h).
+  std::unique_ptr<ModelRuntime> one;
+  std::unique_ptr<BatchedRuntime> batched;
+  std::unique_ptr<TargetModel> model;
+  if (config.target.max_batch == 1) {
+    one = std::make_unique<ModelRuntime>(config.target.model, opts);
+    model = one_sequence_target(*one);
+  } else {
+    opts.max_sequences = config.target.max_batch;
+    batched = std::make_unique<BatchedRuntime>(config.target.model, opts);
+    model = batched_target(*batched);
+  }
   // Text needs a tokenizer; a folder without one serves token ids only.
   std::unique_ptr<Tokenizer> tokenizer;
   try {
@@ -40,7 +54,7 @@ int serve(const rootspec::DaemonConfig& config) {
   const std::string template_file = config.target.model + "/tokenizer_config.json";
   if (tokenizer && std::filesystem::exists(template_file))
     chat = std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(template_file));
-  TargetServer server(config, runtime, tokenizer.get(), chat.get());
+  TargetServer server(config, *model, tokenizer.get(), chat.get());
   return server.run();
 }
 

@@ -28,15 +28,47 @@ void add_round(DoneBody& done, const RoundRecord& r) {
 
 }  // namespace
 
+// A request of the batch: everything its rounds read and write, its own and no other's.
+struct TargetServer::Decoding {
+  Decoding(Pending pending, const DaemonConfig& config, const ModelConfig& model)
+      : req(std::move(pending)),
+        o(req.request.options),
+        rng(o.seed),  // the request's one generator (rng.h contract)
+        output(o, model.eos_token_ids, config.max_context - static_cast<int>(req.request.prompt.size())),
+        stops(req.request.stop) {}
+  Pending req;
+  RequestOptions o;  // autoregressive from the round the drafter is lost
+  Rng rng;
+  RequestOutput output;
+  DoneBody done;
+  std::optional<TokenStreamDecoder> text;
+  StopStrings stops;
+  std::unique_ptr<RemoteDrafter> drafter;  // null: no drafter (ar, degraded)
+  std::optional<AutoController> adaptive;
+  std::string notice;       // for the next Delta
+  int sequence = -1;        // the target's KV of this request
+  int32_t root = -1;        // the next round's root token
+  int64_t round_start = 0;  // a plain round starts when the previous one ends
+  bool cancelled = false;
+  RoundRecord record;  // the round in progress
+  bool ended() const {
+    return output.finished() || cancelled || stops.stopped() || !done.stop_reason.empty();
+  }
+};
+
 // The drafter process as one request's rounds see it: start() sends the Prefill (the drafter
 // then drafts the first pool while the target prefills); wait_pool() reads the round's Pool
 // while the server keeps reading its clients; round_done() sends the Commit, unless the
-// tokens end the request, before the target's KV commit and streaming. A Commit that cannot be
-// sent does not stop the round (its tokens are the target's): lost() says so after it.
+// tokens end the request, before the target's KV commit and streaming. A pool that does not
+// come, or a Commit that cannot be sent, does not stop the round: wait_pool() then gives an
+// empty pool (the round stays exact: selection from any pool keeps the target's law), and
+// lost() says why after the round.
 class TargetServer::RemoteDrafter : public RoundDrafter {
  public:
-  RemoteDrafter(TargetServer& server, const Pending& request, const RequestOutput& output, DoneBody& done)
-      : server_(server), request_(request), id_(server.next_internal_id_++), output_(output), done_(done) {}
+  RemoteDrafter(TargetServer& server, Decoding& request)
+      : server_(server), request_(request), id_(server.next_internal_id_++) {
+    server_.drafter_->open_request(id_);
+  }
 
   // Sends the Prefill now, or with `defer` (`auto` begins with plain rounds) once a round asks
   // for a pool, the tokens emitted until then appended to the prompt: a request that never
@@ -48,10 +80,23 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
   const Pool& wait_pool(RoundRecord& record) override {
     const int64_t start = monotonic_ns();
-    pool_ = server_.drafter_->wait_pool(id_, round_, server_.clients_,
-                                        [this] { server_.drain_clients(&request_); });
+    if (!lost_ && server_.link_lost_) lost_ = server_.link_lost_;  // another member found it gone
+    if (!lost_ && !server_.drafter_) lost_.emplace("the drafter is gone");
+    if (!lost_) {
+      try {
+        pool_ =
+            server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(); });
+      } catch (const DrafterGone& e) {
+        lost_.emplace(e);
+        server_.link_lost_.emplace(e);
+      }
+    }
     pool_due_ = false;
-    done_.ms_drafter_wait += ms_since(start);
+    request_.done.ms_drafter_wait += ms_since(start);
+    if (lost_) {
+      pool_ = PoolBody{};  // no pool: the round selects from none (y alone, or the anchor's row)
+      return pool_.pool;
+    }
     record.commit_sent_ns = commit_sent_ns_;
     record.draft_start_ns = pool_.draft_start_ns;
     record.draft_end_ns = pool_.draft_end_ns;
@@ -60,9 +105,13 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
   void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
     unsent_.insert(unsent_.end(), tokens.begin(), tokens.end());
-    if (!next_pool) return;  // plain rounds of `auto` follow: the tokens go with a later Commit
+    if (!next_pool || lost_) return;  // plain rounds of `auto` follow: the tokens go with a later Commit
     if (prefill_sent_) ++round_;
-    if (server_.cancel_current_ || output_.would_end(tokens)) return;  // no next pool needed
+    if (request_.cancelled || request_.output.would_end(tokens)) return;  // no next pool needed
+    if (server_.link_lost_ || !server_.drafter_) {
+      lost_ = server_.link_lost_ ? *server_.link_lost_ : DrafterGone("the drafter is gone");
+      return;
+    }
     try {
       if (!prefill_sent_) {
         prefill_.prompt.insert(prefill_.prompt.end(), unsent_.begin(), unsent_.end());
@@ -74,18 +123,25 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
       unsent_.clear();
     } catch (const DrafterGone& e) {
       lost_.emplace(e);
+      server_.link_lost_.emplace(e);
     }
   }
   const std::optional<DrafterGone>& lost() const { return lost_; }
-  // After the request: reads and drops the pool the drafter owes for the last Prefill or Commit
-  // when no round read it and an unread pool would block the drafter (NCCL: DrafterLink).
-  void settle() {
-    if (!pool_due_ || !server_.drafter_ || !server_.drafter_->unread_pools_block_the_drafter()) return;
+  // The request ended: reads and drops the pool the drafter owes for the last Prefill or Commit
+  // when no round read it and an unread pool would block the drafter (NCCL: DrafterLink), then
+  // ends the request's session on the drafter (a Cancel). A link found broken is left to the
+  // server (link_lost_).
+  void end() {
+    if (!server_.drafter_ || server_.link_lost_) return;
     try {
-      server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(nullptr); });
-      pool_due_ = false;
+      if (pool_due_ && server_.drafter_->unread_pools_block_the_drafter()) {
+        server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(); });
+        pool_due_ = false;
+      }
+      server_.drafter_->close_request(id_);
+      if (prefill_sent_ && !lost_) server_.drafter_->send(encode_empty(header(MessageType::Cancel)));
     } catch (const DrafterGone& e) {
-      server_.drafter_lost(e);
+      server_.link_lost_.emplace(e);
     }
   }
 
@@ -117,10 +173,8 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   }
 
   TargetServer& server_;
-  const Pending& request_;
-  const uint64_t id_;  // the request's id towards the drafter
-  const RequestOutput& output_;
-  DoneBody& done_;
+  Decoding& request_;
+  const uint64_t id_;            // the request's id towards the drafter
   uint32_t round_ = 0;           // the pool that comes next (rounds of plain decoding ask for none)
   std::vector<int32_t> unsent_;  // tokens C grew by that the drafter has not been sent
   PrefillBody prefill_;          // the request's Prefill until it is sent
@@ -131,11 +185,10 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   std::optional<DrafterGone> lost_;
 };
 
-TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
+TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, const Tokenizer* tokenizer,
                            const ChatTemplate* chat)
     : config_(config),
       target_(target),
-      scorer_(target),
       tokenizer_(tokenizer),
       chat_(chat),
       clients_(ctx_, zmq::socket_type::router),
@@ -145,9 +198,11 @@ TargetServer::TargetServer(const DaemonConfig& config, ModelRuntime& target, con
   clients_.set(zmq::sockopt::linger, 0);
 }
 
-bool TargetServer::send_client(const Pending& to, const std::string& bytes) {
-  if (send_routed(clients_, to.client, bytes)) return true;
-  cancel_current_ = true;  // the client went away: stop its request, serve the next
+TargetServer::~TargetServer() = default;
+
+bool TargetServer::send_client(Decoding& to, const std::string& bytes) {
+  if (send_routed(clients_, to.req.client, bytes)) return true;
+  to.cancelled = true;  // the client went away: stop its request, serve the others
   return false;
 }
 
@@ -168,13 +223,13 @@ void TargetServer::reply_done(const std::string& client, uint64_t id, DoneBody d
   ++served_;
 }
 
-void TargetServer::accept(const std::string& client, uint64_t id, const GenerateBody& body, bool decoding) {
+void TargetServer::accept(const std::string& client, uint64_t id, const GenerateBody& body) {
   Pending p;
   p.client = client;
   p.id = id;
   try {
-    p.request = resolve_request(body, config_, target_.vocab_size(), target_.options().max_tree - 1,
-                                tokenizer_, chat_);
+    p.request =
+        resolve_request(body, config_, target_.vocab_size(), target_.max_tree() - 1, tokenizer_, chat_);
   } catch (const ProtocolError& e) {
     spdlog::info("request {}: refused: {}", id, e.what());
     return reply_error(client, id, e.field, e.what());
@@ -190,7 +245,9 @@ void TargetServer::accept(const std::string& client, uint64_t id, const Generate
   Header h;
   h.type = MessageType::Accepted;
   h.request = id;
-  const int32_t position = static_cast<int32_t>(queue_.size()) + (decoding ? 1 : 0);
+  // Requests ahead of this one: the queue's, and one more when the batch has no room.
+  const bool batch_full = static_cast<int>(batch_.size()) >= target_.max_sequences();
+  const int32_t position = static_cast<int32_t>(queue_.size()) + (batch_full ? 1 : 0);
   if (!send_routed(clients_, client, encode(h, AcceptedBody{position}))) {
     spdlog::info("request {}: its client is gone; not queued", id);
     return;
@@ -199,7 +256,7 @@ void TargetServer::accept(const std::string& client, uint64_t id, const Generate
   queue_.push_back(std::move(p));
 }
 
-void TargetServer::drain_clients(const Pending* current) {
+void TargetServer::drain_clients() {
   while (auto frame = recv_routed(clients_)) {
     std::optional<Message> msg;
     try {
@@ -212,12 +269,12 @@ void TargetServer::drain_clients(const Pending* current) {
     try {
       switch (h.type) {
         case MessageType::Generate:
-          accept(frame->identity, h.request, msg->generate(), current != nullptr);
+          accept(frame->identity, h.request, msg->generate());
           break;
         case MessageType::Cancel: {
           msg->empty_body();
-          if (current && current->client == frame->identity && current->id == h.request)
-            cancel_current_ = true;
+          for (auto& d : batch_)
+            if (d->req.client == frame->identity && d->req.id == h.request) d->cancelled = true;
           for (auto it = queue_.begin(); it != queue_.end(); ++it)
             if (it->client == frame->identity && it->id == h.request) {
               spdlog::info("request {}: cancelled while queued", h.request);
@@ -232,15 +289,15 @@ void TargetServer::drain_clients(const Pending* current) {
         }
         case MessageType::Status: {
           msg->empty_body();
-          const StatusBody st{static_cast<int32_t>(queue_.size()), current ? 1 : 0, config_.http.queue_depth,
-                              drafter_ && drafter_->alive(), served_};
+          const StatusBody st{static_cast<int32_t>(queue_.size()), static_cast<int32_t>(batch_.size()),
+                              config_.http.queue_depth, drafter_ && drafter_->alive(), served_};
           send_routed(clients_, frame->identity, encode(h, st));
           break;
         }
         case MessageType::Shutdown:
           msg->empty_body();
           shutdown_ = true;
-          cancel_current_ = true;
+          for (auto& d : batch_) d->cancelled = true;
           for (const Pending& q : queue_)
             reply_error(q.client, q.id, "shutdown", "the target is shutting down");
           queue_.clear();
@@ -267,151 +324,201 @@ void TargetServer::drain_clients(const Pending* current) {
   }
 }
 
-void TargetServer::serve(const Pending& req) {
-  const ResolvedRequest& r = req.request;
-  RequestOptions o = r.options;  // autoregressive from the round the drafter is lost
-  cancel_current_ = shutdown_;
-  Rng rng(o.seed);  // the request's one generator (rng.h contract)
-  RequestOutput output(o, target_.config().eos_token_ids,
-                       config_.max_context - static_cast<int>(r.prompt.size()));
-  DoneBody done;
-  std::optional<TokenStreamDecoder> text;
-  if (tokenizer_) text.emplace(*tokenizer_, /*skip_special=*/true);
-  StopStrings stops(r.stop);
-  std::optional<RemoteDrafter> drafter;
-  std::string notice;  // for the next Delta
-  // Plain decoding (ar) from here on: exact all the same (it needs no drafter), and said so.
-  auto degrade = [&](const std::string& why) {
-    o.autoregressive = true;
-    drafter.reset();
-    done.degraded = why;
-    done.degraded_at = static_cast<int32_t>(output.tokens().size());
-    notice = why + "; continuing with ar (exact) from token " + std::to_string(done.degraded_at);
-    spdlog::warn("request {}: {}", req.id, notice);
-  };
-  // Streams the tokens a round adds to the request, their text cut before a stop string.
-  auto stream = [&](const std::vector<int32_t>& tokens) {
-    DeltaBody delta;
-    delta.tokens = tokens;
-    if (text) {
-      std::string decoded;
-      for (int32_t t : tokens)
-        if (t < tokenizer_->vocab_size()) decoded += text->push(t);  // ids past it have no text
-      if (output.finished()) decoded += text->finish();
-      delta.text = stops.push(decoded);
-      if (output.finished() && !stops.stopped()) delta.text += stops.flush();
-    }
-    if (!r.stream || delta.tokens.empty()) return;
-    delta.notice = std::move(notice);
-    notice.clear();
-    Header h;
-    h.type = MessageType::Delta;
-    h.request = req.id;
-    h.round = static_cast<uint32_t>(done.rounds);
-    send_client(req, encode(h, delta));
-  };
+void TargetServer::degrade(Decoding& d, const std::string& why) {
+  d.o.autoregressive = true;
+  if (d.drafter) d.drafter->end();  // the drafter may live: its session ends
+  d.drafter.reset();
+  d.done.degraded = why;
+  d.done.degraded_at = static_cast<int32_t>(d.output.tokens().size());
+  d.notice = why + "; continuing with ar (exact) from token " + std::to_string(d.done.degraded_at);
+  spdlog::warn("request {}: {}", d.req.id, d.notice);
+}
 
-  done.prefill_start_ns = monotonic_ns();
+void TargetServer::stream(Decoding& d, const std::vector<int32_t>& tokens) {
+  DeltaBody delta;
+  delta.tokens = tokens;
+  if (d.text) {
+    std::string decoded;
+    for (int32_t t : tokens)
+      if (t < tokenizer_->vocab_size()) decoded += d.text->push(t);  // ids past it have no text
+    if (d.output.finished()) decoded += d.text->finish();
+    delta.text = d.stops.push(decoded);
+    if (d.output.finished() && !d.stops.stopped()) delta.text += d.stops.flush();
+  }
+  if (!d.req.request.stream || delta.tokens.empty()) return;
+  delta.notice = std::move(d.notice);
+  d.notice.clear();
+  Header h;
+  h.type = MessageType::Delta;
+  h.request = d.req.id;
+  h.round = static_cast<uint32_t>(d.done.rounds);
+  send_client(d, encode(h, delta));
+}
+
+void TargetServer::start(Decoding& d) {
+  const ResolvedRequest& r = d.req.request;
+  d.cancelled = d.cancelled || shutdown_;
+  if (tokenizer_) d.text.emplace(*tokenizer_, /*skip_special=*/true);
+  d.done.prefill_start_ns = monotonic_ns();
+  d.sequence = target_.open();
   // `auto`'s controller over costs that outlive requests; only `auto` requests make one (its
   // start reads and sets the temperature's state: other rules' requests must leave it alone).
-  std::optional<AutoController> adaptive;
-  if (o.auto_rule && !o.autoregressive) adaptive.emplace(auto_costs_, o.temperature, o.max_new_tokens);
-  if (!o.autoregressive) {
+  if (d.o.auto_rule && !d.o.autoregressive)
+    d.adaptive.emplace(auto_costs_, d.o.temperature, d.o.max_new_tokens);
+  if (!d.o.autoregressive) {
     if (!drafter_) {
-      degrade("no drafter is connected");
+      degrade(d, "no drafter is connected");
     } else {
-      drafter.emplace(*this, req, output, done);
+      d.drafter = std::make_unique<RemoteDrafter>(*this, d);
       try {
-        drafter->start(r.prompt, config_.pool, draw_drafter_seed(o, config_.pool, rng), r.draft_ahead,
-                       /*defer=*/adaptive && !adaptive->speculate());
+        d.drafter->start(r.prompt, config_.pool, draw_drafter_seed(d.o, config_.pool, d.rng), r.draft_ahead,
+                         /*defer=*/d.adaptive && !d.adaptive->speculate());
       } catch (const DrafterGone& e) {
-        drafter_lost(e);
-        degrade(e.what());
+        link_lost_.emplace(e);
       }
+      settle_link();  // degrades d (and every member) when the Prefill found the drafter gone
     }
   }
   // Target cache: C minus the root token, which is the last of C. A long prompt is prefilled in
   // parts, reading the clients in between (a Status, a Cancel, new requests wait no longer).
   constexpr size_t kPrefillPart = 512;
-  target_.truncate(0);
-  for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !cancel_current_;) {
+  for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !d.cancelled;) {
     const size_t n = std::min(kPrefillPart, r.prompt.size() - 1 - done_tokens);
-    target_.prefill(std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
+    target_.prefill(d.sequence,
+                    std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
     done_tokens += n;
-    drain_clients(&req);
+    drain_clients();
   }
-  int32_t root = r.prompt.back();
-  done.ms_prefill = ms_since(done.prefill_start_ns);
-  int64_t round_start = monotonic_ns();  // a plain round starts when the previous one ends
-  if (adaptive) adaptive->start_clock();
-  while (!output.finished() && !cancel_current_ && !stops.stopped()) {
-    if (req.deadline_ns != 0 && monotonic_ns() > req.deadline_ns) {
-      done.stop_reason = "deadline";
-      break;
-    }
-    RoundRecord record;
-    record.commit_sent_ns = round_start;  // a speculative round's drafter stamps its own
-    RoundOutcome out;
+  d.root = r.prompt.back();
+  d.done.ms_prefill = ms_since(d.done.prefill_start_ns);
+  d.round_start = monotonic_ns();
+  if (d.adaptive) d.adaptive->start_clock();
+}
+
+void TargetServer::admit() {
+  while (static_cast<int>(batch_.size()) < target_.max_sequences() && !queue_.empty() && !shutdown_) {
+    auto d = std::make_unique<Decoding>(std::move(queue_.front()), config_, target_.config());
+    queue_.pop_front();
+    Decoding& joined = *d;
+    batch_.push_back(std::move(d));
     try {
-      out = run_round(o, root, scorer_, drafter ? &*drafter : nullptr, rng, &record, nullptr,
-                      adaptive ? &*adaptive : nullptr);
-    } catch (const DrafterGone& e) {
-      // No pool came: the round ends before its tree pass. Its root pass committed the root
-      // token; the cache goes back to C minus it and the round runs again with ar.
-      drafter_lost(e);
-      degrade(e.what());
-      target_.truncate(static_cast<int>(r.prompt.size() + output.tokens().size()) - 1);
-      round_start = monotonic_ns();
+      start(joined);
+    } catch (const std::exception& e) {
+      spdlog::error("request {}: target failure: {}", joined.req.id, e.what());
+      reply_error(joined.req.client, joined.req.id, "", std::string("target failure: ") + e.what());
+      if (joined.drafter) joined.drafter->end();
+      if (joined.sequence >= 0) target_.close(joined.sequence);
+      batch_.pop_back();
+    }
+  }
+}
+
+void TargetServer::run_round_of_batch() {
+  std::vector<BatchMember> members;
+  std::vector<Decoding*> of_member;
+  std::vector<int> sequences;
+  for (auto& p : batch_) {
+    Decoding& d = *p;
+    if (d.ended()) continue;
+    if (d.req.deadline_ns != 0 && monotonic_ns() > d.req.deadline_ns) {
+      d.done.stop_reason = "deadline";
       continue;
     }
-    done.last_commit_ns = monotonic_ns();
-    root = out.continuation;
-    add_round(done, record);
-    if (drafter && drafter->lost()) {  // the round is whole; the Commit did not reach the drafter
-      const DrafterGone why = *drafter->lost();
-      drafter_lost(why);
-      degrade(why.what());
-    }
-    stream(output.take(out.emitted));
-    // Clients are read every round (a speculative round may find its pool ready and never
-    // wait for it): Cancels, Statuses and new requests are answered within a round.
-    drain_clients(&req);
-    round_start = monotonic_ns();  // plain rounds (ar, `auto`'s) start here; a drafter stamps its own
+    d.record = RoundRecord{};
+    d.record.commit_sent_ns = d.round_start;  // a speculative round's drafter stamps its own
+    BatchMember m;
+    m.options = &d.o;
+    m.root_token = d.root;
+    m.drafter = d.drafter.get();
+    m.rng = &d.rng;
+    m.record = &d.record;
+    m.auto_decoder = d.adaptive ? &*d.adaptive : nullptr;
+    members.push_back(m);
+    of_member.push_back(&d);
+    sequences.push_back(d.sequence);
   }
+  if (members.empty()) return;
+  run_batched_round(members, target_.scorer(sequences));
+  // The round is whole; when it found the drafter gone (a pool that did not come, a Commit not
+  // taken) every member speculating goes on with ar from here.
+  settle_link();
+  const int64_t now = monotonic_ns();
+  for (size_t k = 0; k < members.size(); ++k) {
+    Decoding& d = *of_member[k];
+    const RoundOutcome& out = members[k].outcome;
+    d.done.last_commit_ns = now;
+    d.root = out.continuation;
+    add_round(d.done, d.record);
+    stream(d, d.output.take(out.emitted));
+  }
+  // Clients are read every round (a speculative round may find its pools ready and never
+  // wait for them): Cancels, Statuses and new requests are answered within a round.
+  drain_clients();
+  const int64_t next = monotonic_ns();
+  for (Decoding* d : of_member) d->round_start = next;  // plain rounds start here; a drafter stamps its own
+}
+
+void TargetServer::finish(Decoding& d) {
+  DoneBody& done = d.done;
   if (done.stop_reason.empty())
-    done.stop_reason = stops.stopped()                         ? "stop"
-                       : cancel_current_ && !output.finished() ? "cancelled"
-                       : output.stopped_at_eos()               ? "eos"
-                                                               : "length";
-  done.tokens = output.tokens();
-  done.prompt_tokens = static_cast<int32_t>(r.prompt.size());
-  done.tokens_to_first_eos = output.tokens_to_first_eos();
-  done.ms_queued = (done.prefill_start_ns - req.received_ns) / 1e6;
+    done.stop_reason = d.stops.stopped()                     ? "stop"
+                       : d.cancelled && !d.output.finished() ? "cancelled"
+                       : d.output.stopped_at_eos()           ? "eos"
+                                                             : "length";
+  if (done.last_commit_ns == 0) done.last_commit_ns = monotonic_ns();
+  done.tokens = d.output.tokens();
+  done.prompt_tokens = static_cast<int32_t>(d.req.request.prompt.size());
+  done.tokens_to_first_eos = d.output.tokens_to_first_eos();
+  done.ms_queued = (done.prefill_start_ns - d.req.received_ns) / 1e6;
   const double seconds = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
   done.tokens_per_second = seconds > 0 ? done.tokens_to_first_eos / seconds : 0.0;
-  spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms{}", req.id,
+  spdlog::info("request {}: {} after {} tokens in {} rounds, {:.1f} tokens/s, queued {:.1f} ms{}", d.req.id,
                done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued,
                done.degraded.empty() ? "" : ", ar from token " + std::to_string(done.degraded_at));
-  if (o.auto_rule && !o.autoregressive) {
-    const AutoCostModel::Acceptance& a = auto_costs_.acceptance(o.temperature);
+  if (d.adaptive && !d.o.autoregressive) {
+    const AutoCostModel::Acceptance& a = auto_costs_.acceptance(d.o.temperature);
     spdlog::debug(
         "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
         "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one; a start costs "
         "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms; a tree pass of 5 rows {:.3f} ms, of 9 "
         "rows {:.3f} ms, the rest of a speculative round {:.3f} ms; tries {} plain rounds apart ({} "
         "since the last), {} lost in a row, {:.2f} of recent ones won",
-        req.id, adaptive->speculative_rounds(), adaptive->ar_rounds(), o.temperature, a.spec_tokens,
+        d.req.id, d.adaptive->speculative_rounds(), d.adaptive->ar_rounds(), d.o.temperature, a.spec_tokens,
         a.spec_ms, a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
         auto_costs_.start_costs().plain_ms, a.try_ms, auto_costs_.tree_ms(5), auto_costs_.tree_ms(9),
-        auto_costs_.speculative_base_ms(), adaptive->rounds_before_try(), a.plain_rounds, a.lost_tries,
+        auto_costs_.speculative_base_ms(), d.adaptive->rounds_before_try(), a.plain_rounds, a.lost_tries,
         a.won_share);
   }
-  reply_done(req.client, req.id, std::move(done));
-  if (drafter) drafter->settle();
+  reply_done(d.req.client, d.req.id, std::move(done));
+  if (d.drafter) d.drafter->end();
+  d.drafter.reset();
+  target_.close(d.sequence);
+}
+
+void TargetServer::settle_link() {
+  if (!link_lost_) return;
+  const DrafterGone why = *link_lost_;
+  link_lost_.reset();
+  drafter_lost(why);
+}
+
+void TargetServer::finish_ended() {
+  for (size_t k = 0; k < batch_.size();) {
+    if (!batch_[k]->ended()) {
+      ++k;
+      continue;
+    }
+    finish(*batch_[k]);
+    batch_.erase(batch_.begin() + static_cast<long>(k));
+  }
 }
 
 void TargetServer::drafter_lost(const DrafterGone& why) {
-  if (!drafter_) return;
+  if (!drafter_) {
+    for (auto& d : batch_)
+      if (d->drafter) degrade(*d, why.what());
+    return;
+  }
   // A drafter that stopped answering would never come back by itself: killed, the launcher
   // restarts it.
   const bool killed = why.silent && drafter_->kill_unresponsive();
@@ -420,6 +527,8 @@ void TargetServer::drafter_lost(const DrafterGone& why) {
   drafter_.reset();
   reconnecting_.reset();
   next_reconnect_ns_ = 0;
+  for (auto& d : batch_)
+    if (d->drafter) degrade(*d, why.what());
 }
 
 void TargetServer::poll_reconnect() {
@@ -459,21 +568,29 @@ int TargetServer::run() {
   }
   clients_.bind(config_.client_endpoint);
   spdlog::info("ready; clients connect to {}", config_.client_endpoint);
-  while (!shutdown_) {
-    drain_clients(nullptr);
+  while (!shutdown_ || !batch_.empty()) {
+    drain_clients();
     if (drafter_ && !drafter_->alive()) drafter_lost(DrafterGone("the drafter process is gone"));
     poll_reconnect();
-    if (!queue_.empty() && !shutdown_) {
-      const Pending req = std::move(queue_.front());
-      queue_.pop_front();
+    admit();
+    if (!batch_.empty()) {
       try {
-        serve(req);
+        run_round_of_batch();
       } catch (const std::exception& e) {
-        spdlog::error("request {}: target failure: {}", req.id, e.what());
-        reply_error(req.client, req.id, "", std::string("target failure: ") + e.what());
+        // Not a request's fault that the others could go on from: every member ends with it.
+        spdlog::error("target failure in a round of {} requests: {}", batch_.size(), e.what());
+        for (auto& d : batch_) {
+          reply_error(d->req.client, d->req.id, "", std::string("target failure: ") + e.what());
+          if (d->drafter) d->drafter->end();
+          target_.close(d->sequence);
+        }
+        batch_.clear();
       }
+      finish_ended();
+      settle_link();  // a Cancel at a request's end that found the drafter gone
       continue;
     }
+    if (!queue_.empty() && !shutdown_) continue;
     zmq::pollitem_t items[] = {
         {clients_.handle(), 0, ZMQ_POLLIN, 0},
         {drafter_ ? drafter_->disconnect_events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};

@@ -1,21 +1,28 @@
 // TargetServer: the target process (DESIGN §1, §3). Clients (rootspec-client, the HTTP gateway,
 // the harness) send Generate messages; each is checked at once and answered with an Error or an
 // Accepted, then waits in a FIFO queue of at most [http] queue_depth requests (more are refused
-// with an Error on "queue"). One request decodes at a time (batch one, at full speed): run_round()
-// (round.h) with the target's runtime and the drafter process behind a DrafterLink, streaming
-// Deltas and ending with a Done. A Cancel, a client gone, or the request's deadline ends a queued
-// or decoding request; a Status is answered between rounds.
+// with an Error on "queue"). Up to [target] max_batch requests decode at once, the rest wait in
+// arrival order: a request joins the batch at a round boundary (its prompt prefilled then), and
+// every round is run_batched_round() (round.h) over the whole batch (one root pass, each
+// member's pool from the drafter process behind a DrafterLink, one tree pass over every
+// member's tree), streaming each member's Deltas and ending each with its Done. A Cancel, a
+// client gone, or the request's deadline ends a queued or decoding request without disturbing
+// the others; a Status is answered between rounds.
 //
-// The drafter may die or stop answering (issue 17): the request in flight then continues with
-// plain decoding (ar) from its committed context, exact, and says so (a Delta's notice, the Done's
-// `degraded`); later requests decode with ar while the server sends a new Hello and waits for a
-// drafter's Ready (the launcher restarts a dead drafter; one that stopped answering is killed
-// first), and speculate again once it came.
+// The drafter may die or stop answering (issue 17): the requests in flight then continue with
+// plain decoding (ar) from their committed contexts, exact, and say so (a Delta's notice, the
+// Done's `degraded`): a member whose pool did not come decodes its round from an empty pool
+// (selection from any pool keeps the target's law), and ar from the next. Later requests
+// decode with ar while the server sends a new Hello and waits for a drafter's Ready (the
+// launcher restarts a dead drafter; one that stopped answering is killed first), and speculate
+// again once it came.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "auto_decoder.h"
@@ -23,17 +30,17 @@
 #include "daemon_config.h"
 #include "drafter_link.h"
 #include "generate_request.h"
-#include "model_runtime.h"
-#include "model_scorer.h"
 #include "protocol.h"
+#include "target_model.h"
 #include "tokenizer.h"
 
 namespace rootspec {
 
 class TargetServer {
  public:
-  TargetServer(const DaemonConfig& config, ModelRuntime& target, const Tokenizer* tokenizer,
+  TargetServer(const DaemonConfig& config, TargetModel& target, const Tokenizer* tokenizer,
                const ChatTemplate* chat);
+  ~TargetServer();
   // Connects to the drafter (3 when it does not answer at start), then serves until Shutdown (0).
   int run();
 
@@ -46,28 +53,43 @@ class TargetServer {
     int64_t deadline_ns = 0;  // 0: none
   };
   class RemoteDrafter;  // the RoundDrafter of a request: the drafter process over drafter_
+  struct Decoding;      // a request of the batch: its options, generator, output, drafter
 
   // Reads every waiting client message: checks and queues Generate (Accepted or Error), handles
   // Cancel, Status and Shutdown, answers bad messages with an Error, and ends queued requests
-  // whose deadline passed. `current` is the request decoding, if any.
-  void drain_clients(const Pending* current);
-  void accept(const std::string& client, uint64_t id, const GenerateBody& body, bool decoding);
-  // Runs one request to its Done.
-  void serve(const Pending& request);
-  // The drafter is gone: drop the link (killing a drafter that stopped answering) and decode with
-  // ar until poll_reconnect() finds one again.
+  // whose deadline passed.
+  void drain_clients();
+  void accept(const std::string& client, uint64_t id, const GenerateBody& body);
+  // Moves queued requests into the batch while it has room (start() each).
+  void admit();
+  // A request joins: a sequence, its drafter's Prefill, its own prefill (in parts, reading the
+  // clients between them).
+  void start(Decoding& d);
+  // One round of every member of the batch, then each member's tokens streamed.
+  void run_round_of_batch();
+  // Ends the members that are done (their Done sent, sequence and drafter session freed).
+  void finish_ended();
+  void finish(Decoding& d);
+  // Plain decoding (ar) from here on for `d`: exact all the same, and said so.
+  void degrade(Decoding& d, const std::string& why);
+  // Streams the tokens a round adds to `d`, their text cut before a stop string.
+  void stream(Decoding& d, const std::vector<int32_t>& tokens);
+  // The drafter is gone: drop the link (killing a drafter that stopped answering), every member
+  // speculating goes on with ar, and later requests decode with ar until poll_reconnect() finds
+  // one again.
   void drafter_lost(const DrafterGone& why);
+  // drafter_lost() for what link_lost_ holds (the RemoteDrafters only record a broken link).
+  void settle_link();
   // Sends a Hello when none is on its way, and takes the drafter's Ready when it came.
   void poll_reconnect();
-  // Sends to a client; false (and the request is marked cancelled) if it has gone.
-  bool send_client(const Pending& to, const std::string& bytes);
+  // Sends to a decoding request's client; false (and the request is marked cancelled) if it has gone.
+  bool send_client(Decoding& to, const std::string& bytes);
   void reply_error(const std::string& client, uint64_t id, const std::string& field,
                    const std::string& message);
   void reply_done(const std::string& client, uint64_t id, DoneBody done);
 
   const DaemonConfig& config_;
-  ModelRuntime& target_;
-  ModelScorer scorer_;
+  TargetModel& target_;
   AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
@@ -77,10 +99,11 @@ class TargetServer {
   std::unique_ptr<DrafterLink> drafter_;       // null while no drafter is connected (ar only)
   std::unique_ptr<DrafterLink> reconnecting_;  // a Hello sent, its Ready awaited
   int64_t reconnect_since_ns_ = 0, next_reconnect_ns_ = 0;
+  std::optional<DrafterGone> link_lost_;  // found the drafter gone; settle_link() acts on it
   std::deque<Pending> queue_;
-  uint64_t next_internal_id_ = 1;  // request ids towards the drafter (unique per server)
-  int64_t served_ = 0;             // Done messages sent
-  bool cancel_current_ = false;
+  std::vector<std::unique_ptr<Decoding>> batch_;  // [≤ max_batch] in arrival order
+  uint64_t next_internal_id_ = 1;                 // request ids towards the drafter (unique per server)
+  int64_t served_ = 0;                            // Done messages sent
   bool shutdown_ = false;
 };
 

@@ -15,6 +15,14 @@
 // Writes to --out: records.csv (one row per decode, warm-up included and flagged),
 // summary.json (bench_stats summary plus a "run" object: options, failures), and with --trace
 // trace.jsonl (one line per round). Prints a table on stdout and a progress line on stderr.
+// With --concurrency N[,N…] the grid runs as a serving benchmark instead: for each level N and
+// combination, N closed-loop clients (each sends its next request when its last one ends, as
+// vLLM's serving benchmark runs them) decode every prompt (× --repeats) with streaming; written
+// to --out: concurrency.csv (aggregate tokens/s, per-request tokens/s, time to first token and
+// per output token, p50 and p99, per level and combination: concurrency.h), records.csv with a
+// level per row set apart by the records' `decoder` as "DECODER@cN", and summary.json (each
+// level's paired-bootstrap summary under "levels"); plots with bench/plot-concurrency.sh. With
+// --launch the pair gets target.max_batch = the largest level unless --set names it.
 // Exit codes: 0 every decode succeeded; 1 a decode failed, the target went away or the run was
 // interrupted (outputs are still written for what ran); 2 bad options; 3 the pair did not start.
 #include <limits.h>
@@ -24,6 +32,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,11 +41,14 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 
 #include "bench_order.h"
 #include "bench_stats.h"
+#include "concurrency.h"
 #include "decode_record.h"
 #include "pair_launcher.h"
 #include "prompt_set.h"
@@ -57,6 +69,8 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_signal(int) { g_interrupted = true; }
+
+constexpr int kMaxBatchForBench = 64;  // daemon_config.h kMaxBatch
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -215,6 +229,59 @@ class Client {
   uint64_t request_ = 0;
 };
 
+// Several requests in flight on one DEALER socket, with streaming: the closed-loop clients of
+// --concurrency (the target tells requests apart by id).
+class StreamClient {
+ public:
+  explicit StreamClient(const std::string& endpoint)
+      : sock_(ctx_, zmq::socket_type::dealer), watch_(ctx_, sock_, "bench") {
+    sock_.set(zmq::sockopt::linger, 200);
+    sock_.connect(endpoint);
+  }
+  uint64_t send(const GenerateBody& g) {
+    Header h;
+    h.type = MessageType::Generate;
+    h.request = ++request_;
+    sock_.send(zmq::buffer(encode(h, g)), zmq::send_flags::none);
+    return h.request;
+  }
+  void cancel(uint64_t id) {
+    Header h;
+    h.type = MessageType::Cancel;
+    h.request = id;
+    sock_.send(zmq::buffer(encode_empty(h)), zmq::send_flags::dontwait);
+  }
+  // Waits up to `ms` for replies; calls on(message, received_s) for each one.
+  template <class F>
+  void poll(int ms, F&& on) {
+    zmq::pollitem_t items[] = {{sock_.handle(), 0, ZMQ_POLLIN, 0},
+                               {watch_.events().handle(), 0, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+    for (;;) {
+      zmq::message_t reply;
+      try {
+        if (!sock_.recv(reply, zmq::recv_flags::dontwait)) return;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+        continue;
+      }
+      const double at = now_s();
+      on(Message(reply.data(), reply.size()), at);
+    }
+  }
+  bool gone() { return watch_.poll_disconnected(); }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  DisconnectWatch watch_;
+  uint64_t request_ = 0;
+};
+
 struct Failure {
   std::string prompt_id, decoder, error;
   double temperature = 0;
@@ -248,6 +315,45 @@ void print_table(std::ostream& out, const BenchSummary& s) {
   }
 }
 
+// The body of prompt p's decode of grid point g (`seed` its sampling seed).
+GenerateBody request_body(const BenchPrompt& p, const GridPoint& g, int max_new_tokens,
+                          const std::string& verifier, uint64_t seed, bool stream) {
+  GenerateBody body;
+  if (p.has_ids) {
+    body.prompt_ids = p.prompt_ids;
+    body.has_prompt_ids = true;
+  } else {
+    body.prompt = p.prompt;
+  }
+  body.raw = false;  // the server applies the model's chat template when it has one
+  body.max_new_tokens = max_new_tokens;
+  body.temperature = g.temperature;
+  // "R+ahead": rule R with the drafter drafting ahead; a plain name asks for it off.
+  const bool ahead = ends_with(g.decoder, kAheadSuffix);
+  body.rule = ahead ? g.decoder.substr(0, g.decoder.size() - std::strlen(kAheadSuffix)) : g.decoder;
+  if (g.budget > 0) body.draft_ahead = ahead ? 1 : 0;
+  if (g.budget > 0) body.verifier = verifier;
+  body.budget = g.budget > 0 ? g.budget : -1;
+  body.seed = seed;
+  body.stream = stream;
+  body.stop_at_eos = true;
+  return body;
+}
+
+void print_concurrency_table(std::ostream& out, const std::vector<ConcurrencyRow>& rows) {
+  out << "conc  decoder      T     B  requests  aggregate tok/s  per-request tok/s p50   TTFT ms p50/p99   "
+         "TPOT ms p50/p99\n";
+  for (const ConcurrencyRow& r : rows) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%4d  %-10s %3g %5s  %8d  %15.1f  %21.1f   %7.2f/%-8.2f  %6.3f/%-6.3f\n",
+                  r.concurrency, r.point.decoder.c_str(), r.point.temperature,
+                  r.point.budget > 0 ? std::to_string(r.point.budget).c_str() : "-", r.requests,
+                  r.aggregate_tokens_per_s, r.request_tokens_per_s_p50, r.ttft_ms_p50, r.ttft_ms_p99,
+                  r.tpot_ms_p50, r.tpot_ms_p99);
+    out << line;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,6 +367,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   double request_timeout_s = 600, level = 0.95;
   bool trace = false, stream = false;
+  std::string concurrency_s;
+  std::vector<int> levels;
   auto* ep = app.add_option("--endpoint", endpoint,
                             "the running target's client endpoint (e.g. tcp://127.0.0.1:5600)");
   auto* la = app.add_option("--launch", launch_config,
@@ -295,6 +403,9 @@ int main(int argc, char** argv) {
   app.add_option("--out", out_dir, "output folder")->capture_default_str();
   app.add_flag("--trace", trace, "also write trace.jsonl, one line per round");
   app.add_flag("--stream", stream, "ask for Delta messages while decoding (default: only Done)");
+  app.add_option("--concurrency", concurrency_s,
+                 "serving benchmark: N closed-loop clients for each N of the list (e.g. 1,2,4,8,16), "
+                 "streaming; writes concurrency.csv (aggregate and per-request tokens/s, TTFT, TPOT)");
   app.add_option("--request-timeout", request_timeout_s, "a decode fails after this many seconds")
       ->capture_default_str();
   app.add_option("--build-dir", build_dir,
@@ -327,6 +438,14 @@ int main(int argc, char** argv) {
     if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < prompts.size())
       prompts.resize(limit_prompts);
     if (prompts.empty()) throw CLI::ValidationError("--prompts", "no prompts in " + prompts_path);
+    if (!concurrency_s.empty()) {
+      try {
+        levels = parse_ints(concurrency_s, "--concurrency", 1, 256);
+      } catch (const std::exception& e) {
+        throw CLI::ValidationError(e.what());
+      }
+      if (trace) throw CLI::ValidationError("--trace", "not with --concurrency");
+    }
     if (warmup > static_cast<int>(prompts.size())) warmup = static_cast<int>(prompts.size());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
@@ -361,6 +480,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     lo.sets = sets;
+    // A serving run batches its clients' requests: the target takes the largest level at once.
+    const bool batch_set = std::any_of(
+        sets.begin(), sets.end(), [](const std::string& x) { return x.rfind("target.max_batch=", 0) == 0; });
+    if (!levels.empty() && !batch_set)
+      lo.sets.push_back(
+          "target.max_batch=" +
+          std::to_string(std::min(kMaxBatchForBench, *std::max_element(levels.begin(), levels.end()))));
     lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
     lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
     std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
@@ -372,6 +498,162 @@ int main(int argc, char** argv) {
       return 3;
     }
     std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
+  }
+
+  if (!levels.empty()) {
+    // ---- serving benchmark: closed-loop clients at each level ----------------------------------
+    std::vector<ConcurrencyRow> rows;
+    std::map<int, std::vector<DecodeRecord>> by_level;
+    std::vector<Failure> failures;
+    bool gone = false;
+    const double t_start = now_s();
+    std::string fatal;
+    try {
+      StreamClient client(endpoint);
+      for (int level : levels)
+        for (const GridPoint& g : grid) {
+          if (g_interrupted || gone) break;
+          // Warm-up prompts first (not counted), then every prompt × repeats, in a seeded order.
+          struct Item {
+            int prompt, pass;
+            bool warmup;
+          };
+          std::vector<Item> items;
+          for (int i = 0; i < warmup; ++i) items.push_back({i, 0, true});
+          for (const RunItem& it :
+               rotated_run_order(static_cast<int>(prompts.size()), 1,
+                                 RunOrderOptions{seed + static_cast<uint64_t>(level), 0, repeats}))
+            items.push_back({it.prompt, it.pass, false});
+          struct InFlight {
+            size_t item;
+            RequestTiming t;
+            uint64_t seed;
+          };
+          std::map<uint64_t, InFlight> flying;
+          std::vector<RequestTiming> timings;
+          size_t next = 0;
+          double level_start = -1, level_end = 0;
+          int warm_flying = 0;  // measured from the first counted send to the last counted Done
+          while ((next < items.size() || !flying.empty()) && !g_interrupted && !gone) {
+            // Warm-ups run alone first; then the level's clients keep `level` requests in flight.
+            while (next < items.size() && static_cast<int>(flying.size()) < level &&
+                   !(items[next].warmup == false && warm_flying > 0)) {
+              const Item& it = items[next];
+              const BenchPrompt& p = prompts[static_cast<size_t>(it.prompt)];
+              const uint64_t s = decode_seed(seed, it.prompt, g.decoder, g.temperature, g.budget, it.pass);
+              InFlight f{next, {}, s};
+              f.t.sent_s = now_s();
+              if (!it.warmup && level_start < 0) level_start = f.t.sent_s;
+              warm_flying += it.warmup;
+              flying.emplace(client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true)),
+                             f);
+              ++next;
+            }
+            client.poll(100, [&](const Message& m, double at) {
+              auto f = flying.find(m.header().request);
+              if (f == flying.end()) return;
+              const Item& it = items[f->second.item];
+              const BenchPrompt& p = prompts[static_cast<size_t>(it.prompt)];
+              RequestTiming& t = f->second.t;
+              if (m.header().type == MessageType::Delta) {
+                const DeltaBody d = m.delta();
+                if (d.tokens.empty()) return;
+                if (t.streamed_tokens == 0) t.first_token_s = at;
+                t.last_token_s = at;
+                t.streamed_tokens += static_cast<int64_t>(d.tokens.size());
+                return;
+              }
+              if (m.header().type != MessageType::Done && m.header().type != MessageType::Error) return;
+              std::string error;
+              if (m.header().type == MessageType::Done) {
+                const DoneBody done = m.done();
+                try {
+                  GridPoint at_level = g;
+                  at_level.decoder = g.decoder + "@c" + std::to_string(level);
+                  DecodeRecord r = build_decode(done, at_level, p.id, p.category, f->second.seed, it.warmup);
+                  t.counted_tokens = counted_tokens(done);
+                  t.decode_s = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
+                  by_level[level].push_back(std::move(r));
+                } catch (const BadDone& e) {
+                  error = std::string("untimeable Done: ") + e.what();
+                }
+              } else {
+                error = m.error().message;
+              }
+              if (!error.empty()) {
+                failures.push_back(Failure{p.id, g.decoder, error, g.temperature, g.budget, it.warmup});
+                std::cerr << "rootspec-bench: FAILED " << p.id << " " << grid_name(g) << " at concurrency "
+                          << level << ": " << error << "\n";
+              } else if (!it.warmup) {
+                timings.push_back(t);
+                level_end = at;
+              }
+              warm_flying -= it.warmup;
+              flying.erase(f);
+            });
+            if (client.gone() || (!launch_config.empty() && !launcher.alive())) gone = true;
+          }
+          if (g_interrupted)
+            for (const auto& f : flying) client.cancel(f.first);
+          rows.push_back(concurrency_row(level, g, timings, level_start < 0 ? 0 : level_end - level_start));
+          std::cerr << "rootspec-bench: concurrency " << level << " " << grid_name(g) << ": "
+                    << fmt("%.1f", rows.back().aggregate_tokens_per_s) << " tokens/s aggregate over "
+                    << timings.size() << " requests (" << fmt("%.0f", now_s() - t_start) << " s)\n";
+        }
+    } catch (const std::exception& e) {
+      fatal = e.what();
+      std::cerr << "\nrootspec-bench: error: " << fatal << "\n";
+    }
+    if (!launch_config.empty()) {
+      std::cerr << "rootspec-bench: stopping the pair\n";
+      launcher.stop();
+    }
+    SummaryOptions so;
+    so.baseline = baseline;
+    so.ar = "ar";
+    so.bootstrap.resamples = resamples;
+    so.bootstrap.level = level;
+    so.bootstrap.seed = seed;
+    nlohmann::json j;
+    nlohmann::json per_level = nlohmann::json::array();
+    std::vector<DecodeRecord> all;
+    for (auto& [n, records] : by_level) {
+      SummaryOptions at = so;
+      at.ar = "ar@c" + std::to_string(n);
+      at.baseline = baseline + "@c" + std::to_string(n);
+      nlohmann::json one = summary_to_json(summarise(records, at));
+      one["concurrency"] = n;
+      per_level.push_back(one);
+      all.insert(all.end(), records.begin(), records.end());
+    }
+    j["levels"] = per_level;
+    j["run"] = {{"endpoint", endpoint},
+                {"launch_config", launch_config},
+                {"prompts_file", prompts_path},
+                {"prompts", prompts.size()},
+                {"concurrency", levels},
+                {"repeats", repeats},
+                {"warmup_prompts", warmup},
+                {"max_new_tokens", max_new_tokens},
+                {"seed", seed},
+                {"wall_s", now_s() - t_start},
+                {"failures", failures.size()},
+                {"error", fatal}};
+    std::ofstream(out_dir + "/concurrency.csv") << [&] {
+      std::ostringstream o;
+      write_concurrency_csv(o, rows);
+      return o.str();
+    }();
+    std::ofstream(out_dir + "/summary.json") << j.dump(2) << "\n";
+    {
+      std::ofstream csv(out_dir + "/records.csv");
+      write_records_csv(csv, all);
+    }
+    print_concurrency_table(std::cout, rows);
+    std::cout << "concurrency: " << out_dir << "/concurrency.csv  records: " << out_dir
+              << "/records.csv  summary: " << out_dir << "/summary.json\n";
+    std::cout << "plot: " << root_dir << "/bench/plot-concurrency.sh " << out_dir << "/concurrency.csv\n";
+    return failures.empty() && !gone && !g_interrupted && fatal.empty() ? 0 : 1;
   }
 
   const std::vector<RunItem> order =

@@ -1,9 +1,9 @@
 #include "daemon_config.h"
 
-#include <cstdint>
 #include <toml++/toml.h>
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,6 +49,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     }
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
     if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
+    if (key == "max_batch" && section == "target") return void(p.max_batch = integer());
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
     if (key == "drafter") return void(c.drafter_endpoint = str());
@@ -176,6 +177,8 @@ void DaemonConfig::validate() const {
   if (drafter.threads < 1) throw ConfigError("drafter.threads: must be at least 1");
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
+  if (target.max_batch < 1 || target.max_batch > kMaxBatch)
+    throw ConfigError("target.max_batch: must be in [1, " + std::to_string(kMaxBatch) + "]");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
   http.host_port();
   if (http.max_body_bytes < 1024) throw ConfigError("http.max_body_bytes: must be at least 1024");

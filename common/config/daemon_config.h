@@ -3,7 +3,9 @@
 //
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
 //              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
-//              ar_uses_drafter_core (false: `ar` stays on the target's own threads)
+//              ar_uses_drafter_core (false: `ar` stays on the target's own threads), max_batch
+//              (requests decoded at once, each round one root pass and one tree pass over all of
+//              them; the rest wait in arrival order; the drafter keeps as many sessions)
 //              cuda_graphs (on a cuda device: false runs every pass eagerly), attention (on a cuda
 //              device: "tensor-core", the default, or "simple", the reference kernel)
 //   [drafter]  model, device, dtype, threads, cuda_graphs, attention
@@ -38,6 +40,8 @@
 
 namespace rootspec {
 
+constexpr int kMaxBatch = 64;  // [target] max_batch's ceiling: one pass holds ≤ 64 rows
+
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -47,9 +51,10 @@ struct ProcessConfig {
   std::string device = "cpu";
   std::string dtype = "float32";
   int threads = 1;
-  int idle_drafter_threads = 1;      // target on the CPU: threads while the drafter's core idles
-  bool ar_uses_drafter_core = true;  // target: `ar` passes use idle_drafter_threads too
-  bool cuda_graphs = true;           // on a cuda device: replay captured graphs (false: eager passes)
+  int idle_drafter_threads = 1;           // target on the CPU: threads while the drafter's core idles
+  bool ar_uses_drafter_core = true;       // target: `ar` passes use idle_drafter_threads too
+  int max_batch = 1;                      // target: requests decoded at once (1: one at a time)
+  bool cuda_graphs = true;                // on a cuda device: replay captured graphs (false: eager passes)
   std::string attention = "tensor-core";  // on a cuda device: tree attention's kernel ("simple")
 };
 

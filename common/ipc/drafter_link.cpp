@@ -129,12 +129,16 @@ bool DrafterLink::alive() {
   return drafter_pid_ == 0 || process_alive(drafter_pid_);
 }
 
-std::optional<PoolBody> DrafterLink::read_pool(const Message& m, uint64_t request, uint32_t round) const {
-  if (m.header().type == MessageType::Error && m.header().request == request)
+std::optional<PoolBody> DrafterLink::read_pool(const Message& m, uint64_t request, uint32_t round) {
+  const Header& h = m.header();
+  // An Error about any open request: the drafter failed (the server degrades every request).
+  if (h.type == MessageType::Error && (h.request == request || early_.count(h.request)))
     throw DrafterGone("the drafter failed: " + m.error().message);
-  if (m.header().type != MessageType::Pool || m.header().request != request || m.header().round != round)
-    return std::nullopt;  // a stale pool of a cancelled request
-  return m.pool();
+  if (h.type != MessageType::Pool) return std::nullopt;
+  if (h.request == request && h.round == round) return m.pool();
+  const auto open = early_.find(h.request);
+  if (open != early_.end()) open->second.emplace(h.round, m.pool());  // another member's, for later
+  return std::nullopt;  // or a stale pool of a request that ended
 }
 
 PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t& clients,
@@ -146,11 +150,18 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
   const int64_t deadline = start + static_cast<int64_t>(opt_.peer_timeout_s * 1e9);
   bool rang = false;  // the last doorbell wait ended with a ring
   bool spun = false;  // the first spin for the pool is over
+  if (const auto open = early_.find(request); open != early_.end()) {
+    if (const auto it = open->second.find(round); it != open->second.end()) {
+      PoolBody pool = std::move(it->second);
+      open->second.erase(it);
+      return pool;
+    }
+  }
   for (;;) {
     const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
     try {
-      if (shm_) {
-        if (const auto bytes = shm_->receive())
+      if (shm_) {  // every queued message: other members' pools may come first
+        while (const auto bytes = shm_->receive())
           if (auto pool = read_pool(Message(bytes->data(), bytes->size()), request, round))
             return std::move(*pool);
       }
@@ -170,9 +181,9 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
           over_nccl.emplace(bytes.data(), bytes.size());
           const Header& sent = over_nccl->header();
           if (sent.request != announced.header().request || sent.round != announced.header().round)
-            throw DrafterGone("the pool over NCCL is not the one announced (request " + std::to_string(sent.request) +
-                              " round " + std::to_string(sent.round) + " for request " +
-                              std::to_string(announced.header().request) + " round " +
+            throw DrafterGone("the pool over NCCL is not the one announced (request " +
+                              std::to_string(sent.request) + " round " + std::to_string(sent.round) +
+                              " for request " + std::to_string(announced.header().request) + " round " +
                               std::to_string(announced.header().round) + ")");
 #endif
         }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -61,6 +62,11 @@ class DrafterLink {
   // takes no messages. With shared memory, `ring_from` (if set) rings the drafter's doorbell:
   // it is given the ring to run where a wake-up costs least (ModelRuntime::hand_off).
   void send(const std::string& bytes, const std::function<void(std::function<void()>)>& ring_from = {});
+  // Requests the target decodes at once (a batch) each have pools on their way: a pool of an
+  // open request that comes while another's is awaited is kept for its own wait_pool. A pool of
+  // a request not open (ended, cancelled) is stale and dropped.
+  void open_request(uint64_t request) { early_[request]; }
+  void close_request(uint64_t request) { early_.erase(request); }
   // The Pool of (request, round); stale Pools of ended requests are skipped. While waiting,
   // `idle()` runs whenever `clients` has input (and between doorbell sleeps), so the server can
   // read Cancels. Throws DrafterGone for the request's Error, a bad message, the drafter's
@@ -87,8 +93,9 @@ class DrafterLink {
   const char* transport_name() const;  // "shared memory", "NCCL" or "ZeroMQ"
 
  private:
-  // A message from the drafter for (request, round): the Pool, nullopt for a stale one.
-  std::optional<PoolBody> read_pool(const Message& m, uint64_t request, uint32_t round) const;
+  // A message from the drafter for (request, round): the Pool, nullopt for another (a pool of
+  // another open request is kept in early_, a stale one dropped).
+  std::optional<PoolBody> read_pool(const Message& m, uint64_t request, uint32_t round);
 
   DrafterLinkOptions opt_;
   zmq::socket_t socket_;  // DEALER, connected to the drafter
@@ -98,6 +105,7 @@ class DrafterLink {
   std::shared_ptr<ShmChannel> shm_;    // messages through shared memory (CPU pairs on one host);
                                        // shared with a ring that runs after send() returns
   bool shm_open_ = false;              // the drafter has opened shm_ (its Ready came)
+  std::map<uint64_t, std::map<uint32_t, PoolBody>> early_;  // open requests → pools come early, by round
 };
 
 }  // namespace rootspec

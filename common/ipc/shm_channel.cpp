@@ -22,7 +22,12 @@ namespace rootspec {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x726f6f7473686d31ull;  // "rootshm1"
+constexpr uint64_t kMagic = 0x726f6f7473686d32ull;  // "rootshm2": mailboxes are queues
+constexpr uint64_t kWrap = ~0ull;                   // a record length: the next record is at offset 0
+constexpr uint64_t kLengthBytes = 8;                // each record: its length, then its bytes
+
+// A record's bytes in the ring: the length word and the message, 8-byte aligned.
+uint64_t record_bytes(uint64_t n) { return kLengthBytes + ((n + 7) & ~uint64_t{7}); }
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "the doorbell must be a plain futex word");
 
@@ -38,10 +43,12 @@ struct ShmChannel::Segment {
     std::atomic<uint32_t> count{0};
     std::atomic<uint32_t> sleepers{0};
   };
+  // A single-producer single-consumer ring of records; head and tail count bytes since the
+  // start (the offset is the count modulo its size).
   struct alignas(64) Mailbox {
-    std::atomic<uint32_t> seq{0};  // odd while being written
-    std::atomic<uint64_t> size{0};
-    alignas(64) char data[kMailboxBytes];
+    alignas(64) std::atomic<uint64_t> head{0};  // written by the sender
+    alignas(64) std::atomic<uint64_t> tail{0};  // read by the receiver
+    alignas(64) char data[kMailboxBytes + kLengthBytes];
   };
   uint64_t magic = kMagic;
   Doorbell bells[2];  // [side]: rung by the other side
@@ -114,13 +121,23 @@ bool ShmChannel::send(const std::string& bytes) {
 
 bool ShmChannel::post(const std::string& bytes) {
   if (bytes.size() > kMailboxBytes) return false;
+  constexpr uint64_t cap = kMailboxBytes + kLengthBytes;  // a multiple of 8: records never straddle the end
   Segment::Mailbox& box = seg_->boxes[peer_];
-  const uint32_t s = box.seq.load(std::memory_order_relaxed);  // even: this side is the only writer
-  box.seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);  // odd before the data changes
-  box.size.store(bytes.size(), std::memory_order_relaxed);
-  std::memcpy(box.data, bytes.data(), bytes.size());
-  box.seq.store(s + 2, std::memory_order_release);
+  uint64_t head = box.head.load(std::memory_order_relaxed);  // this side is the only writer
+  const uint64_t tail = box.tail.load(std::memory_order_acquire);
+  const uint64_t need = record_bytes(bytes.size());
+  const uint64_t at = head % cap;
+  const uint64_t skip = cap - at < need ? cap - at : 0;  // a record is whole: it starts over at 0
+  if (cap - (head - tail) < skip + need) return false;   // the queue is full: the caller uses ZeroMQ
+  if (skip) {
+    std::memcpy(box.data + at, &kWrap, kLengthBytes);
+    head += skip;
+  }
+  const uint64_t n = bytes.size();
+  char* record = box.data + head % cap;
+  std::memcpy(record, &n, kLengthBytes);
+  std::memcpy(record + kLengthBytes, bytes.data(), n);
+  box.head.store(head + need, std::memory_order_release);
   return true;
 }
 
@@ -131,19 +148,22 @@ void ShmChannel::ring() {
 }
 
 std::optional<std::string> ShmChannel::receive() {
+  constexpr uint64_t cap = kMailboxBytes + kLengthBytes;
   Segment::Mailbox& box = seg_->boxes[me_];
-  for (;;) {
-    const uint32_t s1 = box.seq.load(std::memory_order_acquire);
-    if (s1 == last_read_ || (s1 & 1u))
-      return std::nullopt;  // nothing new, or being written (it rings when done)
-    const uint64_t n = box.size.load(std::memory_order_relaxed);
-    if (n > kMailboxBytes) continue;  // torn read of a message being replaced
-    std::string out(box.data, box.data + n);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (box.seq.load(std::memory_order_relaxed) != s1) continue;  // replaced while copying
-    last_read_ = s1;
-    return out;
+  uint64_t tail = box.tail.load(std::memory_order_relaxed);  // this side is the only reader
+  const uint64_t head = box.head.load(std::memory_order_acquire);
+  if (tail == head) return std::nullopt;
+  uint64_t n = 0;
+  std::memcpy(&n, box.data + tail % cap, kLengthBytes);
+  if (n == kWrap) {
+    tail += cap - tail % cap;
+    std::memcpy(&n, box.data + tail % cap, kLengthBytes);
   }
+  if (n > kMailboxBytes) throw std::runtime_error("shared memory " + name_ + ": a corrupt record");
+  const char* record = box.data + tail % cap + kLengthBytes;
+  std::string out(record, record + n);
+  box.tail.store(tail + record_bytes(n), std::memory_order_release);
+  return out;
 }
 
 uint32_t ShmChannel::bell() const { return seg_->bells[me_].count.load(std::memory_order_seq_cst); }

@@ -6,12 +6,13 @@
 // segment), the drafter's Ready and Errors, and any message larger than a mailbox stay on
 // ZeroMQ.
 //
-// One mailbox per direction holds the latest message (a seqlock: the writer makes its `seq`
-// odd, copies, makes it even). Each side has a doorbell, a futex word that the peer bumps after
-// every message it sends, over either transport, so a side asleep in wait() also wakes for
-// ZeroMQ messages. A message is only ever overwritten unread when it no longer matters: the
-// protocol alternates Commit and Pool within a request, and a Prefill or Cancel replaces the
-// messages of the request it ends (the target ignores the Pool of a request that has ended).
+// One mailbox per direction is a queue of messages (a single-producer single-consumer ring of
+// kMailboxBytes): the requests of a batch have their Prefills, Commits and Pools in flight at
+// once, and none may be lost. A message that does not fit (the queue is full, or it is larger
+// than the ring) goes over ZeroMQ instead: messages of one request never overtake each other
+// (the protocol alternates Commit and Pool within a request), and those of different requests
+// need no order. Each side has a doorbell, a futex word that the peer bumps after every message
+// it sends, over either transport, so a side asleep in wait() also wakes for ZeroMQ messages.
 //
 // The target creates the segment and sends its name in the Hello; once the drafter has opened
 // it (Ready), the target unlinks the name, so nothing is left behind when either process dies.
@@ -42,14 +43,14 @@ class ShmChannel {
   const std::string& name() const { return name_; }
   void unlink();  // removes the name (the mapping stays); idempotent
 
-  // Writes `bytes` to the peer's mailbox and rings its doorbell; false, writing nothing, when
-  // larger than kMailboxBytes.
+  // Queues `bytes` in the peer's mailbox and rings its doorbell; false, writing nothing, when
+  // it does not fit (larger than kMailboxBytes, or the queue is full).
   bool send(const std::string& bytes);
   // send() without the ring: the caller rings (a peer asleep sees the message at the ring).
   bool post(const std::string& bytes);
   // Rings the peer's doorbell (after sending it a message over ZeroMQ).
   void ring();
-  // The peer's latest message not read yet, if any.
+  // The peer's oldest message not read yet, if any.
   std::optional<std::string> receive();
 
   // This side's doorbell count: take it before checking for messages, then wait(count, …).
@@ -64,9 +65,8 @@ class ShmChannel {
 
   std::string name_;
   Segment* seg_ = nullptr;
-  int me_ = 0, peer_ = 1;   // mailbox / doorbell index of this side and of the peer
-  bool named_ = false;      // this side created the name and has not unlinked it
-  uint32_t last_read_ = 0;  // seq of the last message read from this side's mailbox
+  int me_ = 0, peer_ = 1;  // mailbox / doorbell index of this side and of the peer
+  bool named_ = false;     // this side created the name and has not unlinked it
 };
 
 }  // namespace rootspec

@@ -10,7 +10,8 @@
 namespace rootspec {
 
 BatchedRuntime::BatchedRuntime(const std::string& dir, const RuntimeOptions& options)
-    : region_(TreeKv::capacity_for(options.max_context, options.max_tree)),
+    : region_(kv_region_slots(TreeKv::capacity_for(options.max_context, options.max_tree))),
+      max_tree_(options.max_tree),
       backend_(make_pass_backend(dir, options, options.max_sequences * region_)) {
   if (options.max_sequences < 1 || options.max_sequences > kMaxTreeBucket)
     throw std::invalid_argument("max_sequences " + std::to_string(options.max_sequences) + " is not in 1.." +

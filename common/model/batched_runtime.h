@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ class BatchedRuntime {
   int vocab_size() const { return config().vocab_size; }
   const char* backend_name() const;
   int max_sequences() const { return static_cast<int>(kv_.size()); }
+  int max_tree() const { return max_tree_; }
   int open_sequences() const;
 
   // A free sequence, its cache emptied; throws std::runtime_error when all are in use.
@@ -56,10 +58,16 @@ class BatchedRuntime {
   RowsView roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens, PassKind kind);
   // Appends tree nodes `path` of `sequence` to its context (ModelRuntime::commit).
   void commit(int sequence, const std::vector<int32_t>& path);
+  // Keeps the first n committed positions of the sequence; discards its tree.
+  void truncate(int sequence, int n) { kv_.at(sequence).truncate(n); }
   void prepare(PassKind next);
+  // ModelRuntime::hand_off and share_root_pass_when (pass_backend.h).
+  void hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }
+  void share_root_pass_when(std::function<bool()> ready) { backend_->share_root_pass_when(std::move(ready)); }
 
  private:
   int region_ = 0;  // cache slots per sequence
+  int max_tree_ = 0;
   std::unique_ptr<PassBackend> backend_;
   std::vector<TreeKv> kv_;       // [max_sequences]
   std::vector<uint8_t> in_use_;  // [max_sequences]

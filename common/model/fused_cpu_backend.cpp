@@ -103,8 +103,10 @@ class FusedCpuBackend final : public PassBackend {
   std::function<bool()> root_gate_;  // share_root_pass_when's, for the next pass
   // Pass buffers, [kMaxTreeBucket, width] each.
   std::vector<float> x_, hn_, proj_out_, qkv_, attn_, gate_up_, act_;
-  std::vector<int64_t> pos_, slots_;  // [kMaxTreeBucket] the batch's, widened for the kernels
-  std::vector<float> mask_;           // [kMaxTreeBucket, capacity] 0 or −inf
+  std::vector<int64_t> pos_, slots_;     // [kMaxTreeBucket] the batch's, widened for the kernels
+  std::vector<int64_t> sequence_slots_;  // [kMaxTreeBucket] several sequences: slots within each one's region
+  std::vector<CpuAttention> calls_;      // [sequences] one layer's attention per sequence
+  std::vector<float> mask_;              // [kMaxTreeBucket, capacity] 0 or −inf
 };
 
 FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& options, int capacity,
@@ -161,6 +163,7 @@ FusedCpuBackend::FusedCpuBackend(ModelWeights weights, const RuntimeOptions& opt
   act_.resize(rows * c.intermediate_size);
   pos_.resize(rows);
   slots_.resize(rows);
+  sequence_slots_.resize(rows);
   mask_.resize(rows * capacity);
 }
 
@@ -194,7 +197,39 @@ void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logi
     pos_[r] = batch.positions[r];
     slots_[r] = batch.slots[r];
   }
-  fill_float_mask(batch, mask_.data(), capacity_);
+  if (batch.sequences)  // each row's slot within its sequence's region
+    for (int q = 0; q < batch.n_sequences; ++q)
+      for (int r = batch.sequences[q].first_row; r < batch.sequences[q].first_row + batch.sequences[q].rows;
+           ++r)
+        sequence_slots_[r] = batch.slots[r] - batch.sequences[q].kv_base;
+  // Several sequences: each attends over its own KV region only, its mask and cache pointers
+  // shifted to its KV base (a region starts on a key panel, kKvRegionQuantum), so that a row's
+  // keys are those of its sequence's window, not every region before it (batch invariance: the
+  // same keys, the same blocks of rows, the same products as the sequence alone).
+  struct SequenceAttention {
+    PassSequence s;
+    int window = 0;
+  };
+  std::vector<SequenceAttention> per_sequence;
+  const bool by_sequence = batch.sequences != nullptr;
+  if (by_sequence) {
+    for (int q = 0; q < batch.n_sequences; ++q) {
+      const PassSequence& s = batch.sequences[q];
+      if (s.kv_base % kKvRegionQuantum != 0)
+        throw std::invalid_argument("fused CPU backend: a sequence's KV base " + std::to_string(s.kv_base) +
+                                    " is not a multiple of " + std::to_string(kKvRegionQuantum));
+      int last = s.context;
+      for (int r = s.first_row; r < s.first_row + s.rows; ++r)
+        last = std::max(last, batch.slots[r] - s.kv_base + 1);
+      const int window =
+          std::min(capacity_ - s.kv_base, (last + kWindowQuantum - 1) / kWindowQuantum * kWindowQuantum);
+      fill_sequence_float_mask(batch, s, window, mask_.data() + static_cast<int64_t>(s.first_row) * capacity_,
+                               capacity_);
+      per_sequence.push_back({s, window});
+    }
+  } else {
+    fill_float_mask(batch, mask_.data(), capacity_);
+  }
   auto add_residual = [&] {
     for (int64_t i = 0; i < b * hidden; ++i) x[i] += proj_out[i];
   };
@@ -228,7 +263,26 @@ void FusedCpuBackend::forward(const PassBatch& batch, PassKind kind, float* logi
       }
     at.k_cache = k_cache_[li].data();
     at.v_cache = v_cache_[li].data();
-    cpu_attention(at, helpers);
+    if (!by_sequence) {
+      cpu_attention(at, helpers);
+    } else {
+      calls_.clear();
+      for (const SequenceAttention& q : per_sequence) {
+        const PassSequence& s = q.s;
+        CpuAttention one = at;
+        one.rows = s.rows;
+        one.window = q.window;
+        one.qkv = qkv + s.first_row * at.qkv_stride;
+        one.pos = pos_.data() + s.first_row;
+        one.slots = sequence_slots_.data() + s.first_row;
+        one.mask = mask_.data() + static_cast<int64_t>(s.first_row) * capacity_;
+        one.k_cache = at.k_cache + cpu_key_cache_offset(s.kv_base, static_cast<int>(hd));
+        one.v_cache = at.v_cache + cpu_value_cache_offset(s.kv_base);
+        one.out = attn_.data() + static_cast<int64_t>(s.first_row) * nh * hd;
+        calls_.push_back(one);
+      }
+      cpu_attention_sequences(calls_.data(), static_cast<int>(calls_.size()), helpers);
+    }
     pj.o.cpu(attn_.data(), b, proj_out, helpers);
     add_residual();
     cpu_rms_norm(x, l.post_norm.data_ptr<float>(), eps, b, hidden, hn);

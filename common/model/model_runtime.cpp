@@ -18,13 +18,50 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     : options_(options),
       backend_(make_pass_backend(dir, options, TreeKv::capacity_for(options.max_context, options.max_tree))),
       kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {
+  allocate_rows(/*backend_rows=*/true);
+}
+
+ModelRuntime::ModelRuntime(std::shared_ptr<PassBackend> backend, const RuntimeOptions& options, int kv_base)
+    : options_(options),
+      backend_(std::move(backend)),
+      kv_base_(kv_base),
+      kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {
+  allocate_rows(/*backend_rows=*/false);  // the backend's buffer is one: each sequence has its own
+}
+
+std::vector<std::unique_ptr<ModelRuntime>> ModelRuntime::sequences(const std::string& dir,
+                                                                   const RuntimeOptions& options) {
+  if (options.max_sequences < 1 || options.max_sequences > kMaxTreeBucket)
+    throw std::invalid_argument("max_sequences " + std::to_string(options.max_sequences) + " is not in 1.." +
+                                std::to_string(kMaxTreeBucket));
+  const int region = kv_region_slots(TreeKv::capacity_for(options.max_context, options.max_tree));
+  std::shared_ptr<PassBackend> backend = make_pass_backend(dir, options, options.max_sequences * region);
+  std::vector<std::unique_ptr<ModelRuntime>> out;
+  for (int q = 0; q < options.max_sequences; ++q)
+    out.push_back(std::unique_ptr<ModelRuntime>(new ModelRuntime(backend, options, q * region)));
+  return out;
+}
+
+void ModelRuntime::allocate_rows(bool backend_rows) {
   const size_t floats =
-      static_cast<size_t>(std::max(options.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size;
-  host_rows_ = backend_->host_rows(floats);
+      static_cast<size_t>(std::max(options_.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size;
+  host_rows_ = backend_rows ? backend_->host_rows(floats) : nullptr;
   if (!host_rows_) {
     own_rows_.resize(floats);
     host_rows_ = own_rows_.data();
   }
+}
+
+const PassBatch& ModelRuntime::placed(const PassBatch& one) {
+  if (kv_base_ == 0) return one;
+  placed_.clear();
+  placed_.add(one, kv_base_);
+  return placed_.batch(one.bucket);
+}
+
+void ModelRuntime::move_kv(std::vector<KvMove> moves) {
+  for (KvMove& m : moves) m.from += kv_base_, m.to += kv_base_;
+  backend_->move_kv(moves);
 }
 
 ModelRuntime::~ModelRuntime() = default;
@@ -41,7 +78,8 @@ RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, 
   const int vocab = vocab_size();
   for (int done = 0; done < n; done += kMaxTreeBucket) {
     const int m = std::min(kMaxTreeBucket, n - done);
-    const PassBatch& batch = kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m));
+    const PassBatch& batch =
+        placed(kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m)));
     float* rows = host_rows_ + static_cast<size_t>(done) * vocab;
     if (temperature < 0)
       backend_->forward(batch, kind, rows);
@@ -67,7 +105,7 @@ RowsView ModelRuntime::prefill(const std::vector<int32_t>& tokens) {
     }
     kv_.add_nodes(part, parents);
     const RowsView rows = run_nodes(part, 0, PassKind::Prefill);
-    backend_->move_kv(kv_.commit(path));  // a chain from slot length(): no moves
+    move_kv(kv_.commit(path));  // a chain from slot length(): no moves
     last = RowsView{rows.row(n - 1), 1, rows.vocab};
   }
   return last;
@@ -110,8 +148,8 @@ RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
   // One pass's rows stay on a device that keeps them; larger trees come back as logits.
   const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket;
   if (on_device)
-    backend_->forward_kept(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n)), PassKind::Tree,
-                           temperature);
+    backend_->forward_kept(placed(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n))),
+                           PassKind::Tree, temperature);
   else
     run_nodes(tokens, first, PassKind::Tree);  // logits into host_rows_, tempered when read
   tree_rows_.reset(n, temperature, on_device);
@@ -151,7 +189,8 @@ TopKRowsView ModelRuntime::run_nodes_top_k(const std::vector<int32_t>& tokens, i
   top_probs_.resize(top_tokens_.size());
   for (int done = 0; done < n; done += kMaxTreeBucket) {
     const int m = std::min(kMaxTreeBucket, n - done);
-    const PassBatch& batch = kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m));
+    const PassBatch& batch =
+        placed(kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m)));
     const size_t at = static_cast<size_t>(done) * k;
     backend_->forward_top_k(batch, PassKind::Tree, k, top_tokens_.data() + at, top_probs_.data() + at);
   }
@@ -175,7 +214,7 @@ TopKRowsView ModelRuntime::extend_tree_top_k(const std::vector<int32_t>& tokens,
 int ModelRuntime::device_top_k() const { return backend_->device_top_k(); }
 bool ModelRuntime::batch_invariant() const { return backend_->batch_invariant(); }
 
-void ModelRuntime::commit(const std::vector<int32_t>& path) { backend_->move_kv(kv_.commit(path)); }
+void ModelRuntime::commit(const std::vector<int32_t>& path) { move_kv(kv_.commit(path)); }
 
 void ModelRuntime::truncate(int n) { kv_.truncate(n); }
 

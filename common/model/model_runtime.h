@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "batched_pass.h"
 #include "model_config.h"
 #include "pass_backend.h"
 #include "rope.h"
@@ -47,6 +48,12 @@ class ModelRuntime {
  public:
   // Loads the Hugging Face folder `dir` (see model_weights.h) and preallocates the cache.
   ModelRuntime(const std::string& dir, const RuntimeOptions& options);
+  // options.max_sequences runtimes over one backend (one copy of the weights), each a sequence
+  // with a KV region of its own (BatchedPass): the drafter's requests of a batch. Their passes
+  // run one sequence at a time; on a batch-invariant backend each one's rows are bit for bit
+  // those of a runtime of its own.
+  static std::vector<std::unique_ptr<ModelRuntime>> sequences(const std::string& dir,
+                                                              const RuntimeOptions& options);
   ~ModelRuntime();
   ModelRuntime(const ModelRuntime&) = delete;
   ModelRuntime& operator=(const ModelRuntime&) = delete;
@@ -130,8 +137,16 @@ class ModelRuntime {
     mutable std::vector<float> tempered_;  // [n, vocab] rows tempered on the host
   };
 
+  ModelRuntime(std::shared_ptr<PassBackend> backend, const RuntimeOptions& options, int kv_base);
+  void allocate_rows(bool backend_rows);
+  // A pass of this runtime's sequence where its KV region starts (kv_base_ > 0: moved there).
+  const PassBatch& placed(const PassBatch& one);
+  void move_kv(std::vector<KvMove> moves);
+
   RuntimeOptions options_;
-  std::unique_ptr<PassBackend> backend_;
+  std::shared_ptr<PassBackend> backend_;
+  int kv_base_ = 0;     // the first cache slot of this runtime's KV region
+  BatchedPass placed_;  // its passes moved to kv_base_
   TreeKv kv_;
   std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
   float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back

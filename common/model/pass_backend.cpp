@@ -78,6 +78,23 @@ void fill_float_mask(const PassBatch& b, float* out, int64_t stride) {
   }
 }
 
+void fill_sequence_float_mask(const PassBatch& b, const PassSequence& s, int window, float* out,
+                              int64_t stride) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < s.rows; ++i) {
+    const int r = s.first_row + i;
+    float* row = out + i * stride;
+    std::fill(row, row + window, ninf);
+    std::fill(row, row + std::min(s.context, window), 0.0f);
+    const uint64_t* bits = b.tree_mask + static_cast<int64_t>(r) * b.mask_words;
+    for (int w = 0; w < b.mask_words; ++w)
+      for (uint64_t m = bits[w]; m; m &= m - 1) {
+        const int slot = s.context + w * kMaskWordBits + __builtin_ctzll(m);
+        if (slot < window) row[slot] = 0.0f;
+      }
+  }
+}
+
 bool parse_cuda_device(const std::string& device, int* ordinal) {
   if (device == "cuda") {
     *ordinal = 0;

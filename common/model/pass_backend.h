@@ -34,6 +34,12 @@ namespace rootspec {
 
 constexpr int kMaxTreeBucket = 64;  // largest row bucket: a pass runs at most this many rows
 constexpr int kWindowQuantum = 64;  // key windows are multiples of this many slots
+// Several sequences' KV regions start at multiples of this many slots (a CPU key panel holds 32
+// slots: a region's keys then start on a panel; BatchedRuntime rounds its regions up to it).
+constexpr int kKvRegionQuantum = 64;
+inline int kv_region_slots(int capacity) {
+  return (capacity + kKvRegionQuantum - 1) / kKvRegionQuantum * kKvRegionQuantum;
+}
 constexpr int kMaskWordBits = 64;
 
 // What a pass is for: a backend may run passes differently depending on what runs beside them.
@@ -96,6 +102,10 @@ int sequence_table(const PassBatch& batch, int32_t* table);
 // The batch's mask as float rows for kernels that add it to the scores: out[r, s] = 0 where
 // row r sees slot s, −inf elsewhere, for s < batch.window; [batch.bucket, stride].
 void fill_float_mask(const PassBatch& batch, float* out, int64_t stride);
+// The same for the rows of one sequence `s` of a several-sequence pass, each row's columns
+// relative to s.kv_base: out points at row s.first_row, column s.kv_base's; [s.rows, window].
+void fill_sequence_float_mask(const PassBatch& batch, const PassSequence& s, int window, float* out,
+                              int64_t stride);
 
 // One K/V row move of a KV commit. Moves come in order, and no source is the destination of an
 // earlier move, so copying them one by one is correct.

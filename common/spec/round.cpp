@@ -1,5 +1,6 @@
 #include "round.h"
 
+#include <algorithm>
 #include <cassert>
 #include <stdexcept>
 
@@ -121,6 +122,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const RequestOptions& o = *b.options;
     MemberRound& mr = rounds[m];
     mr.record = b.record ? b.record : &mr.unused;
+    mr.record->batch = n;
     mr.adaptive = o.autoregressive || !o.auto_rule ? nullptr : b.auto_decoder;
     assert(o.autoregressive || !o.auto_rule || b.auto_decoder);
     mr.plain = o.autoregressive || (mr.adaptive && !mr.adaptive->speculate());
@@ -187,6 +189,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.record->first_drawn = mr.plan.first_drawn;
     mr.record->tree_pass_skipped = mr.plan.skip_tree_pass;
     if (mr.plan.skip_tree_pass) continue;
+    const std::vector<int32_t>& depth = mr.plan.verify_tree.depth;
+    mr.record->tree_depth =
+        (depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end())) + (mr.plan.first_drawn ? 1 : 0);
     mr.tree = tree_pass_input(mr.plan);
     trees.push_back({m, &mr.tree, o.temperature});
   }

@@ -76,6 +76,9 @@ struct RoundRecord {
   int32_t tree_nodes = 0;           // nodes the tree pass scored below the anchor (0 when skipped)
   int32_t accepted = 0;             // accepted draft tokens, y included when followed into a tree pass
   int32_t emitted = 0;              // accepted + 1 (the continuation)
+  int32_t batch = 0;                // requests in the round (run_batched_round's batch; 1 alone)
+  int32_t tree_depth = 0;           // levels the round offered for acceptance: the verify tree's
+                                    // depth, + 1 for a drawn y (0 for ar and skipped tree passes)
   bool first_drawn = false;         // a root-based rule drew y from the root row
   bool tree_pass_skipped = false;   // y left the rule's tree: y alone was emitted
   bool pool_drafted_ahead = false;  // the pool was ready when the Commit came (draft-ahead hit)
@@ -98,6 +101,8 @@ void for_each_record_field(F&& f) {
   f("tree_nodes", &RoundRecord::tree_nodes);
   f("accepted", &RoundRecord::accepted);
   f("emitted", &RoundRecord::emitted);
+  f("batch", &RoundRecord::batch);
+  f("tree_depth", &RoundRecord::tree_depth);
   f("first_drawn", &RoundRecord::first_drawn);
   f("tree_pass_skipped", &RoundRecord::tree_pass_skipped);
   f("pool_drafted_ahead", &RoundRecord::pool_drafted_ahead);

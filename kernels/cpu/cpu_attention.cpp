@@ -289,6 +289,13 @@ void attend(const CpuAttention& a, int first, int last) {
 
 }  // namespace
 
+int64_t cpu_key_cache_offset(int64_t first_slot, int head_dim) {
+  assert(first_slot % kPanelColumns == 0);
+  return first_slot / kPanelColumns * head_dim * kPanelColumns;
+}
+
+int64_t cpu_value_cache_offset(int64_t first_slot) { return first_slot * kPanelColumns; }
+
 int64_t cpu_key_cache_floats(int n_kv_heads, int64_t capacity, int head_dim) {
   return n_kv_heads * KvLayout{capacity, head_dim}.key_head();
 }
@@ -317,6 +324,26 @@ void cpu_attention(const CpuAttention& a, CpuWorkers* workers) {
   const int items = a.n_heads * ((a.rows + kAttendRows - 1) / kAttendRows);
   if (!workers || a.rows < 2) return attend(a, 0, items);  // one row: not worth a hand-over
   workers->run(items, [&](int64_t item) { attend(a, static_cast<int>(item), static_cast<int>(item) + 1); });
+}
+
+void cpu_attention_sequences(const CpuAttention* calls, int n, CpuWorkers* workers) {
+  std::vector<int> first(n + 1, 0);  // [n + 1] each call's first work item in the shared list
+  for (int i = 0; i < n; ++i) {
+    const CpuAttention& a = calls[i];
+    assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
+    write_kv(a);
+    first[i + 1] = first[i] + a.n_heads * ((a.rows + kAttendRows - 1) / kAttendRows);
+  }
+  auto run = [&](int64_t item) {
+    const int i = static_cast<int>(std::upper_bound(first.begin(), first.end(), item) - first.begin()) - 1;
+    const int local = static_cast<int>(item) - first[i];
+    attend(calls[i], local, local + 1);
+  };
+  if (!workers || first[n] < 2) {
+    for (int64_t item = 0; item < first[n]; ++item) run(item);
+    return;
+  }
+  workers->run(first[n], run);
 }
 
 // silu(g) = g / (1 + e^−g), with e = e^−|g| from the vectorisable exp: g / (1 + e) for g ≥ 0 and

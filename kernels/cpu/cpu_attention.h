@@ -40,6 +40,17 @@ struct CpuAttention {
 // several rows.
 void cpu_attention(const CpuAttention& a, CpuWorkers* workers = nullptr);
 
+// Offsets (floats) of the caches at which slot `first_slot` begins, for a call over slots from
+// there on with the same capacity (one sequence's KV region of a batch); first_slot % 32 == 0.
+int64_t cpu_key_cache_offset(int64_t first_slot, int head_dim);
+int64_t cpu_value_cache_offset(int64_t first_slot);
+
+// Several sequences' attention of one layer (each call its own rows, window and KV region):
+// every call's (query head, block of rows) pairs in one list shared among `workers`, so that
+// many one-row sequences (a batch's root pass) spread over the cores as one sequence's rows do.
+// Each item computes what cpu_attention computes for it.
+void cpu_attention_sequences(const CpuAttention* calls, int n, CpuWorkers* workers = nullptr);
+
 // Floats of one layer's key and value caches in the layouts above.
 int64_t cpu_key_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
 int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);

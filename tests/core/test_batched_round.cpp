@@ -117,5 +117,38 @@ TEST(BatchedRoundPlantedBug, ARootRowLeakedIntoAnotherMembersSelectionIsCaught) 
   for (size_t m = 0; m < members.size(); ++m) EXPECT_GT(control[m].p_value, kMinP) << "control member " << m;
 }
 
+// A member whose pool never came (the drafter died or fell silent mid-round: the daemon's
+// RemoteDrafter then hands the round an empty pool, target_server.cpp) decodes that round from
+// the empty pool: root-based rules emit y alone, the others score the anchor alone and draw the
+// continuation from its row. Every rule and verifier keeps the target's law so.
+TEST(BatchedRoundLaw, MembersWhosePoolsNeverCameDecodeFromAnEmptyPoolAndKeepTheirLaw) {
+  const std::vector<testing::LawCase> members = {
+      member(Rule::RootDraw, Verifier::Residual, 1.0, 3),
+      member(Rule::Draft, Verifier::Tev, 0.7, 8),
+      member(Rule::RootDraw, Verifier::Predraw, 1.0, 8, /*auto_rule=*/true),
+      member(Rule::Pearl, Verifier::Residual, 0.7, 4),
+      member(Rule::Root, Verifier::Tev, 1.0, 1),
+      member(Rule::PearlTop1, Verifier::Predraw, 1.0, 5),
+      member(Rule::Draft, Verifier::Greedy, 0.0, 8),
+  };
+  const Pool none;
+  RoundHooks lost;
+  lost.plan = [&none](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
+    SelectionInputs empty = in;
+    empty.pool = &none;
+    return plan_round(rule, empty, root_token, rng);
+  };
+  lost.verify = [&none](Verifier v, const DraftTree& tree, const RowsView& rows, Rng& rng, const Pool*) {
+    EXPECT_EQ(tree.size(), 0) << "a tree selected from an empty pool has nodes";
+    return verify(v, tree, rows, rng, &none);
+  };
+  const auto results = testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 6060, &lost);
+  for (size_t m = 0; m < members.size(); ++m) {
+    std::printf("  member %zu (%s) from empty pools: chi-square p-value %.3g\n", m,
+                name_of(members[m]).c_str(), results[m].p_value);
+    EXPECT_GT(results[m].p_value, kMinP) << "member " << m << " (" << name_of(members[m]) << ")";
+  }
+}
+
 }  // namespace
 }  // namespace rootspec

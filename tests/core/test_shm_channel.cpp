@@ -1,4 +1,5 @@
-// ShmChannel: messages both ways, latest-wins mailboxes, the size limit, doorbell wake-ups
+// ShmChannel: messages both ways, queued mailboxes (in order, none lost, wrapping around, full
+// ones refused), the size limit, doorbell wake-ups
 // across threads and across processes (fork), and names that cannot be opened.
 #include <gtest/gtest.h>
 
@@ -37,19 +38,51 @@ TEST(ShmChannel, CarriesMessagesBothWays) {
   EXPECT_EQ(*got, "");
 }
 
-TEST(ShmChannel, TheLatestMessageWinsAndLargeOnesAreRefused) {
+// The pools of a batch's requests come back to back: every one is read, in order.
+TEST(ShmChannel, MessagesQueueInOrderAndLargeOnesAreRefused) {
   auto target = ShmChannel::create(ShmChannel::Side::kTarget);
   auto drafter = ShmChannel::open(target->name(), ShmChannel::Side::kDrafter);
-  ASSERT_TRUE(drafter->send("stale pool"));
-  ASSERT_TRUE(drafter->send("next request's pool"));
-  EXPECT_EQ(target->receive().value_or("none"), "next request's pool");
+  ASSERT_TRUE(drafter->send("pool of request 1"));
+  ASSERT_TRUE(drafter->send("pool of request 2"));
+  ASSERT_TRUE(drafter->send(""));
+  EXPECT_EQ(target->receive().value_or("none"), "pool of request 1");
+  EXPECT_EQ(target->receive().value_or("none"), "pool of request 2");
+  EXPECT_EQ(target->receive().value_or("none"), "");
   EXPECT_FALSE(target->receive().has_value());
 
   EXPECT_FALSE(target->send(std::string(ShmChannel::kMailboxBytes + 1, 'x')));
   EXPECT_FALSE(drafter->receive().has_value());  // nothing written
   const std::string full(ShmChannel::kMailboxBytes, 'y');
   ASSERT_TRUE(target->send(full));
+  EXPECT_FALSE(target->send("z")) << "a full queue took another message";
   EXPECT_EQ(drafter->receive().value_or(""), full);
+  ASSERT_TRUE(target->send("z"));
+  EXPECT_EQ(drafter->receive().value_or(""), "z");
+}
+
+// Messages of many sizes, sent faster than read, wrap around the ring many times: each is read
+// whole and in order, and a message that does not fit is refused until the reader makes room.
+TEST(ShmChannel, QueueWrapsAroundAndKeepsEveryMessageWhole) {
+  auto target = ShmChannel::create(ShmChannel::Side::kTarget);
+  auto drafter = ShmChannel::open(target->name(), ShmChannel::Side::kDrafter);
+  uint64_t sent = 0, read = 0, refused = 0;
+  auto message = [](uint64_t i) {
+    const size_t n = (i * 7919) % 700000 + (i % 3);  // up to ~0.7 MB, odd sizes among them
+    return std::string(n, static_cast<char>('a' + i % 26)) + std::to_string(i);
+  };
+  while (read < 200) {
+    if (sent < 200 && target->send(message(sent))) {
+      ++sent;
+      continue;
+    }
+    refused += sent < 200;
+    const auto got = drafter->receive();
+    ASSERT_TRUE(got.has_value()) << "nothing to read, yet message " << sent << " was refused";
+    ASSERT_EQ(*got, message(read)) << "message " << read;
+    ++read;
+  }
+  EXPECT_FALSE(drafter->receive().has_value());
+  EXPECT_GT(refused, 0u) << "the queue never filled: the test did not wrap around";
 }
 
 TEST(ShmChannel, DoorbellWakesASleeperAndTimesOut) {

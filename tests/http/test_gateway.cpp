@@ -449,6 +449,10 @@ TEST(Http, MetricsParseAndCountTheRequestsSent) {
   EXPECT_EQ(families["rootspec_accepted_tokens_per_round"]["type"], "histogram");
   EXPECT_EQ(value("rootspec_accepted_tokens_per_round", "rootspec_accepted_tokens_per_round_count"),
             value("rootspec_rounds", "rootspec_rounds_total"));
+  // Every round of every request ran in a batch of at least one.
+  EXPECT_EQ(value("rootspec_batch_size", "rootspec_batch_size_count"),
+            value("rootspec_rounds", "rootspec_rounds_total"));
+  EXPECT_GE(value("rootspec_batch_size", "rootspec_batch_size_bucket", {{"le", "1"}}), 0);
   for (const char* stage : {"root_pass", "pool_wait", "tree_pass", "verify", "commit"})
     EXPECT_GE(value("rootspec_round_stage_seconds", "rootspec_round_stage_seconds_count", {{"stage", stage}}),
               0)

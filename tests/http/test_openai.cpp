@@ -153,6 +153,8 @@ TEST(Metrics, ExpositionCountsAndBuckets) {
   d.tokens_per_second = 150;
   RoundRecord r;
   r.accepted = 3;
+  r.batch = 4;       // decoded beside three other requests
+  r.tree_depth = 4;  // a tree four deep, accepted three deep
   r.root_start_ns = 1000;
   r.root_end_ns = 1000 + 2000000;  // 2 ms
   d.trace = {r, r};
@@ -174,6 +176,14 @@ TEST(Metrics, ExpositionCountsAndBuckets) {
   EXPECT_TRUE(has("rootspec_round_stage_seconds_bucket{stage=\"root_pass\",le=\"0.001\"} 0"));
   EXPECT_TRUE(has("rootspec_queue_wait_seconds_bucket{le=\"0.005\"} 1"));
   EXPECT_TRUE(has("# TYPE rootspec_round_stage_seconds histogram"));
+  EXPECT_TRUE(has("rootspec_batch_size_bucket{le=\"2\"} 0"));
+  EXPECT_TRUE(has("rootspec_batch_size_bucket{le=\"4\"} 2"));
+  EXPECT_TRUE(has("rootspec_batch_size_sum 8"));
+  EXPECT_TRUE(has("rootspec_tree_depth_offered_total{depth=\"1\"} 2"));
+  EXPECT_TRUE(has("rootspec_tree_depth_offered_total{depth=\"4\"} 2"));
+  EXPECT_TRUE(has("rootspec_tree_depth_accepted_total{depth=\"3\"} 2"));
+  EXPECT_TRUE(has("rootspec_tree_depth_accepted_total{depth=\"4\"} 0"));
+  EXPECT_TRUE(has("rootspec_requests_running 1"));
   EXPECT_TRUE(m.text(nullptr).find("rootspec_target_up 0\n") != std::string::npos);
 }
 
