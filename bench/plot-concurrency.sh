@@ -33,7 +33,7 @@ plot_panels() {  # $1 = column (2: tokens/s, 3: TPOT), $2 = y label, $3 = output
   {
     printf 'set terminal pngcairo size %d,420 font "sans,10"\n' $((520 * n_temps))
     printf 'set output "%s"\nset multiplot layout 1,%d title "%s"\n' "$3" "$n_temps" "$4"
-    printf 'set logscale x 2\nset grid\nset key top left\nset xlabel "concurrent requests"\nset ylabel "%s"\n' "$2"
+    printf 'set logscale x 2\nset grid\nset key bottom right\nset yrange [0:*]\nset xlabel "concurrent requests"\nset ylabel "%s"\n' "$2"
     for t in $temps; do
       printf 'set title "T = %s"\n' "$t"
       plot="plot"

@@ -57,6 +57,7 @@ DrafterServer::Session& DrafterServer::take_session(uint64_t request) {
 
 void DrafterServer::end_sessions() {
   for (Session& s : sessions_) s.request = 0;
+  cancelled_before_prefill_.clear();
 }
 
 bool DrafterServer::refuse(const std::string& identity, const Header& about, const std::string& field,
@@ -210,6 +211,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         if (b.shape.expand * b.shape.depth > sessions_.front().rt->options().max_tree)
           return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
         if (h.request == 0) return refuse(identity, h, "request", "request id 0 is reserved");
+        const auto cancelled =
+            std::find(cancelled_before_prefill_.begin(), cancelled_before_prefill_.end(), h.request);
+        if (cancelled != cancelled_before_prefill_.end()) {  // its Cancel came first: it has ended
+          cancelled_before_prefill_.erase(cancelled);
+          spdlog::debug("request {}: Prefill after its Cancel; dropped", h.request);
+          return true;
+        }
         Session& s = take_session(h.request);
         s.draft->start(b.shape, b.draft_seed, b.draft_ahead);
         draft_and_send(identity, s, b.prompt);
@@ -235,7 +243,12 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
       }
       case MessageType::Cancel:
         msg->empty_body();
-        if (Session* s = session_of(h.request)) s->request = 0;
+        if (Session* s = session_of(h.request)) {
+          s->request = 0;
+        } else if (h.request != 0) {
+          cancelled_before_prefill_.push_back(h.request);
+          if (cancelled_before_prefill_.size() > kRememberedCancels) cancelled_before_prefill_.pop_front();
+        }
         return true;
       case MessageType::Shutdown:
         msg->empty_body();

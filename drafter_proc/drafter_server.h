@@ -4,6 +4,8 @@
 // appends the new tokens, grows the round's pool with tree passes over the drafter model and
 // sends the Pool at once. A request's session ends with the target's Cancel (sent when the
 // request ends), or, when every session is in use, the least recently used one is taken.
+// Each request's pool grows in passes of its own sequence, one request after another (not yet
+// in passes shared across the batch's requests).
 #pragma once
 
 #include <deque>
@@ -63,7 +65,13 @@ class DrafterServer {
   zmq::context_t ctx_;
   zmq::socket_t router_;
 
-  int target_pid_ = 0;                 // from Hello: the drafter exits when it is gone
+  int target_pid_ = 0;  // from Hello: the drafter exits when it is gone
+  // Cancels of requests with no session, newest last (at most kRememberedCancels): a request's
+  // Prefill that went over ZeroMQ (too large for the shared-memory queue, or the queue full) can
+  // arrive after its Cancel went through shared memory; such a Prefill is dropped, not given a
+  // session that nothing would end.
+  static constexpr size_t kRememberedCancels = 256;
+  std::deque<uint64_t> cancelled_before_prefill_;
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
   std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (Hello.shm), see shm_channel.h
   std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)

@@ -1,5 +1,6 @@
 #include "target_model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "model_scorer.h"
@@ -41,7 +42,8 @@ class BatchedTarget : public TargetModel {
   explicit BatchedTarget(BatchedRuntime& rt) : rt_(rt), scorer_(rt) {}
   int max_sequences() const override { return rt_.max_sequences(); }
   const ModelConfig& config() const override { return rt_.config(); }
-  int max_tree() const override { return rt_.max_tree(); }
+  // A batched tree pass holds whole trees of at most one pass each (BatchedRuntime::trees).
+  int max_tree() const override { return std::min(rt_.max_tree(), kMaxTreeBucket); }
   int open() override { return rt_.open(); }
   void close(int sequence) override { rt_.close(sequence); }
   void prefill(int sequence, const std::vector<int32_t>& tokens) override { rt_.prefill(sequence, tokens); }

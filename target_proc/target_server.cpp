@@ -169,7 +169,9 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     // instead of 14, and its next root pass began 32 µs after the Commit instead of 56.
     server_.drafter_->send(bytes,
                            [this](std::function<void()> ring) { server_.target_.hand_off(std::move(ring)); });
-    if (drafter_idle) server_.target_.share_root_pass_when(std::move(drafter_idle));
+    // Alone only: in a batch the drafter still drafts the other members' pools after ringing.
+    if (drafter_idle && server_.batch_.size() == 1)
+      server_.target_.share_root_pass_when(std::move(drafter_idle));
   }
 
   TargetServer& server_;
@@ -224,6 +226,7 @@ void TargetServer::reply_done(const std::string& client, uint64_t id, DoneBody d
 }
 
 void TargetServer::accept(const std::string& client, uint64_t id, const GenerateBody& body) {
+  if (shutdown_) return reply_error(client, id, "shutdown", "the target is shutting down");
   Pending p;
   p.client = client;
   p.id = id;

@@ -685,25 +685,9 @@ int main(int argc, char** argv) {
       if (g_interrupted || gone) break;
       const BenchPrompt& p = prompts[static_cast<size_t>(item.prompt)];
       const GridPoint& g = grid[static_cast<size_t>(item.combination)];
-      GenerateBody body;
-      if (p.has_ids) {
-        body.prompt_ids = p.prompt_ids;
-        body.has_prompt_ids = true;
-      } else {
-        body.prompt = p.prompt;
-      }
-      body.raw = false;  // the server applies the model's chat template when it has one
-      body.max_new_tokens = max_new_tokens;
-      body.temperature = g.temperature;
-      // "R+ahead": rule R with the drafter drafting ahead; a plain name asks for it off.
-      const bool ahead = ends_with(g.decoder, kAheadSuffix);
-      body.rule = ahead ? g.decoder.substr(0, g.decoder.size() - std::strlen(kAheadSuffix)) : g.decoder;
-      if (g.budget > 0) body.draft_ahead = ahead ? 1 : 0;
-      if (g.budget > 0) body.verifier = verifier;
-      body.budget = g.budget > 0 ? g.budget : -1;
-      body.seed = decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass);
-      body.stream = stream;
-      body.stop_at_eos = true;
+      const GenerateBody body =
+          request_body(p, g, max_new_tokens, verifier,
+                       decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream);
       Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
       if (o.kind == Outcome::kInterrupted) break;
       if (o.kind == Outcome::kDone) {

@@ -179,6 +179,11 @@ void DaemonConfig::validate() const {
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (target.max_batch < 1 || target.max_batch > kMaxBatch)
     throw ConfigError("target.max_batch: must be in [1, " + std::to_string(kMaxBatch) + "]");
+  // A batched tree pass holds whole trees of at most one pass (kMaxTreeBucket = 64 rows: the anchor
+  // and B nodes); batch one runs larger trees in several passes.
+  if (target.max_batch > 1 && decoding.budget > 63)
+    throw ConfigError(
+        "decoding.budget: at most 63 with target.max_batch > 1 (a batched tree pass holds 64 rows)");
   if (!(peer_timeout_s > 0)) throw ConfigError("limits.peer_timeout_s: must be positive");
   http.host_port();
   if (http.max_body_bytes < 1024) throw ConfigError("http.max_body_bytes: must be at least 1024");

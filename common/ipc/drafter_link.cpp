@@ -192,6 +192,9 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
       }
     } catch (const ProtocolError& e) {
       throw DrafterGone(std::string("bad pool from the drafter: ") + e.what());
+    } catch (const std::runtime_error& e) {  // a corrupt shared-memory queue (DrafterGone passes through)
+      if (dynamic_cast<const DrafterGone*>(&e)) throw;
+      throw DrafterGone(e.what());
     }
     if (shm_ && !spun) {
       // The pool is due about now (drafting takes about a root pass): spin for it before the

@@ -159,7 +159,10 @@ std::optional<std::string> ShmChannel::receive() {
     tail += cap - tail % cap;
     std::memcpy(&n, box.data + tail % cap, kLengthBytes);
   }
-  if (n > kMailboxBytes) throw std::runtime_error("shared memory " + name_ + ": a corrupt record");
+  if (n > kMailboxBytes) {
+    box.tail.store(head, std::memory_order_release);  // the queue is dropped, not read again
+    throw std::runtime_error("shared memory " + name_ + ": a corrupt record");
+  }
   const char* record = box.data + tail % cap + kLengthBytes;
   std::string out(record, record + n);
   box.tail.store(tail + record_bytes(n), std::memory_order_release);

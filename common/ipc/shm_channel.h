@@ -50,7 +50,8 @@ class ShmChannel {
   bool post(const std::string& bytes);
   // Rings the peer's doorbell (after sending it a message over ZeroMQ).
   void ring();
-  // The peer's oldest message not read yet, if any.
+  // The peer's oldest message not read yet, if any. Throws std::runtime_error (dropping what is
+  // queued) when the queue does not hold a well-formed record.
   std::optional<std::string> receive();
 
   // This side's doorbell count: take it before checking for messages, then wait(count, …).

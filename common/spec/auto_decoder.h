@@ -46,9 +46,15 @@
 // against ar is measured): where speculation runs even with ar, noise lets tries win now and
 // then, and each win brought the next tries close.
 //
-// Known limit, for the next step: the draft rule (no root pass; on two cores within a few % of
+// Known limits, for the next step: the draft rule (no root pass; on two cores within a few % of
 // root-draw once the Commit's wake-up came from the drafter's core,
-// bench/results/issue19-epyc-6/README.md) is not a candidate yet.
+// bench/results/issue19-epyc-6/README.md) is not a candidate yet. In a batch ([target]
+// max_batch > 1) each member's controller still decides alone from round times that are the
+// whole batch's (and include joining members' prefills), so `auto` does not decide at the
+// batch's scale: on the AMD EPYC VM it ran 3-36% below batched `ar` at 2-16 concurrent requests
+// (bench/results/concurrency-epyc/README.md). The re-derivation issue 40 asks for: one decision
+// per round for the batch, from the measured pass time against total rows
+// (bench/model/bench_batch_cost.cpp) and each member's pool, root row and acceptance.
 #pragma once
 
 #include <array>

@@ -65,6 +65,19 @@ TEST(DaemonConfig, ErrorsNameTheKey) {
             std::string::npos);
 }
 
+TEST(DaemonConfig, MaxBatchIsATargetKeyInItsRangeWithBudgetsOneBatchedPassHolds) {
+  EXPECT_EQ(DaemonConfig().target.max_batch, 1);
+  EXPECT_EQ(DaemonConfig::load("", {"target.max_batch=16"}).target.max_batch, 16);
+  EXPECT_EQ(error_of({"target.max_batch=16"}), "");
+  EXPECT_NE(error_of({"target.max_batch=0"}).find("target.max_batch: must be in [1, 64]"), std::string::npos);
+  EXPECT_NE(error_of({"target.max_batch=65"}).find("target.max_batch"), std::string::npos);
+  EXPECT_NE(error_of({"drafter.max_batch=2"}).find("unknown key"), std::string::npos);
+  EXPECT_EQ(error_of({"decoding.budget=64"}), "") << "batch one runs trees past one pass";
+  EXPECT_NE(error_of({"target.max_batch=2", "decoding.budget=64"}).find("decoding.budget"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"target.max_batch=2", "decoding.budget=63"}), "");
+}
+
 // Fuzzing finding (issue 17): 64-bit integers were narrowed to int, so 4294967304 loaded as 8
 // and passed validation.
 TEST(DaemonConfig, IntegersOutsideIntAreErrorsNotNarrowed) {

@@ -55,6 +55,22 @@ std::map<uint64_t, Reply> collect_all(Client& client, const std::vector<uint64_t
   return replies;
 }
 
+// Reads the Deltas of every request into `early` until request `id` has streamed one; false
+// when 20 s pass without a message.
+bool stream_until_first_delta(Client& client, uint64_t id, std::map<uint64_t, Reply>& early) {
+  while (early[id].deltas == 0) {
+    auto m = client.receive(20);
+    if (!m) return false;
+    const Message msg(m->data(), m->size());
+    if (msg.header().type != MessageType::Delta) continue;
+    const DeltaBody d = msg.delta();
+    Reply& r = early[msg.header().request];
+    r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
+    ++r.deltas;
+  }
+  return true;
+}
+
 struct Case {
   std::vector<int32_t> prompt;
   const char* rule;
@@ -128,16 +144,7 @@ TEST(DaemonBatch, ACancelledAndALateMemberLeaveAndTheOthersDecodeUndisturbed) {
   const uint64_t b = client.start(generate_body(prompt, "ar", "greedy", 1, 0.0, 0, 200));
   // Cancel the second once it streamed something.
   std::map<uint64_t, Reply> early;
-  while (early[cancelled].deltas == 0) {
-    auto m = client.receive(20);
-    ASSERT_TRUE(m) << "no Delta of the request to cancel";
-    const Message msg(m->data(), m->size());
-    if (msg.header().type != MessageType::Delta) continue;
-    const DeltaBody d = msg.delta();
-    Reply& r = early[msg.header().request];
-    r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
-    ++r.deltas;
-  }
+  ASSERT_TRUE(stream_until_first_delta(client, cancelled, early)) << "no Delta of the request to cancel";
   Header h;
   h.type = MessageType::Cancel;
   h.request = cancelled;
@@ -181,16 +188,7 @@ void drafter_fails_mid_batch(bool stop_only) {
   for (const char* rule : {"root-draw", "draft", "pearl", "root"})
     ids.push_back(client.start(generate_body(prompt, rule, "greedy", 8, 0.0, 0, 200)));
   std::map<uint64_t, Reply> early;
-  while (early[ids[0]].deltas == 0) {
-    auto m = client.receive(20);
-    ASSERT_TRUE(m) << "no first Delta";
-    const Message msg(m->data(), m->size());
-    if (msg.header().type != MessageType::Delta) continue;
-    const DeltaBody d = msg.delta();
-    Reply& r = early[msg.header().request];
-    r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
-    ++r.deltas;
-  }
+  ASSERT_TRUE(stream_until_first_delta(client, ids[0], early)) << "no first Delta";
   kill(pair.drafter_pid, SIGSTOP);
   const auto stopped = Clock::now();
   if (!stop_only) {
@@ -217,6 +215,21 @@ void drafter_fails_mid_batch(bool stop_only) {
 TEST(DaemonBatch, KilledDrafterMidBatchEveryMemberFinishesWithArExactly) { drafter_fails_mid_batch(false); }
 TEST(DaemonBatch, SilentDrafterMidBatchCostsOnePeerTimeoutAndEveryMemberFinishesExactly) {
   drafter_fails_mid_batch(true);
+}
+
+// A batched tree pass holds whole trees of at most 64 rows: a budget past 63 is refused with an
+// Error naming it (not a failure of the whole batch), and 63 decodes exactly.
+TEST(DaemonBatch, BudgetsPastOneBatchedTreePassAreRefusedAndTheLargestDecodesExactly) {
+  Pair pair({"target.max_batch=4"});
+  Reference ref;
+  Client client(pair.client_endpoint);
+  const auto prompt = test_prompts()[0];
+  const Reply refused = client.generate(generate_body(prompt, "root-draw", "greedy", 64, 0.0));
+  ASSERT_TRUE(refused.error) << "a budget of 64 was taken";
+  EXPECT_EQ(refused.error->field, "budget");
+  const Reply largest = client.generate(generate_body(prompt, "root-draw", "greedy", 63, 0.0));
+  ASSERT_TRUE(largest.done) << (largest.error ? largest.error->message : "timeout");
+  EXPECT_EQ(largest.done->tokens, ref.decode(prompt, "ar", "greedy", 1, 0.0, 0));
 }
 
 }  // namespace
