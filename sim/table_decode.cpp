@@ -145,7 +145,7 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
 std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
                                                      const std::vector<RequestOptions>& members,
                                                      const PoolShape& shape, int min_tokens, Rng& rng,
-                                                     const RoundHooks* hooks) {
+                                                     const RoundHooks* hooks, BatchAuto* batch_auto) {
   const std::vector<int32_t>& context = model.context();
   // Each member's own state, built when it joins.
   struct Member {
@@ -189,7 +189,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
     if (batch.empty() && round >= n) break;
     if (batch.empty()) continue;
     EachOwnScorer target(scorers);
-    run_batched_round(batch, target, hooks);
+    run_batched_round(batch, target, hooks, batch_auto);
     for (size_t k = 0; k < batch.size(); ++k) {
       Member& m = state[who[k]];
       m.emitted.insert(m.emitted.end(), batch[k].outcome.emitted.begin(), batch[k].outcome.emitted.end());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "auto_decoder.h"
+#include "batch_auto.h"
 #include "pool.h"
 #include "request.h"
 #include "round.h"
@@ -65,11 +66,13 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
 // round m (requests join at round boundaries) and leaves once it has emitted `min_tokens`, so
 // batches grow, mix and shrink. Each member's generator is seeded from `rng` (one draw each, in
 // member order) before any round; its drafter's stream then comes from its own generator, as in
-// table_decode. Returns each member's emitted tokens.
+// table_decode. With `batch_auto`, the `auto` members decide together at the batch's scale
+// (batch_auto.h). Returns each member's emitted tokens.
 std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
                                                      const std::vector<RequestOptions>& members,
                                                      const PoolShape& shape, int min_tokens, Rng& rng,
-                                                     const RoundHooks* hooks = nullptr);
+                                                     const RoundHooks* hooks = nullptr,
+                                                     BatchAuto* batch_auto = nullptr);
 
 // `auto` over table models: fixed costs (ms; a speculative round 0.30 + a tree pass of 0.15 +
 // 0.05 a row, ar 0.20) under which, on small tables, speculation and ar are about as fast and

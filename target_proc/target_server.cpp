@@ -441,7 +441,7 @@ void TargetServer::run_round_of_batch() {
     sequences.push_back(d.sequence);
   }
   if (members.empty()) return;
-  run_batched_round(members, target_.scorer(sequences));
+  run_batched_round(members, target_.scorer(sequences), nullptr, &batch_auto_);
   // The round is whole; when it found the drafter gone (a pool that did not come, a Commit not
   // taken) every member speculating goes on with ar from here.
   settle_link();

@@ -26,6 +26,7 @@
 #include <zmq.hpp>
 
 #include "auto_decoder.h"
+#include "batch_auto.h"
 #include "chat_template.h"
 #include "daemon_config.h"
 #include "drafter_link.h"
@@ -91,6 +92,7 @@ class TargetServer {
   const DaemonConfig& config_;
   TargetModel& target_;
   AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
+  BatchAuto batch_auto_;      // …and in a batch, the batch's decision (batch_auto.h)
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
   zmq::context_t ctx_;

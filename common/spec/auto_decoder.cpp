@@ -238,8 +238,26 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   observe_wall(r, first_token, wall);
 }
 
+void AutoController::set_batch_mode(int mode) {
+  if (mode >= 0) {
+    speculate_ = mode == 1;
+    batched_ = true;
+  } else if (batched_) {
+    batched_ = false;
+    in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured
+    after_plain_ = false;
+    stretch_ = Stretch::Other;
+  }
+}
+
 void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, double wall) {
   const AutoOptions& o = costs_.options();
+  if (batched_) {  // the batch decides (set_batch_mode): this round is counted, not measured
+    (r.pool_received_ns != 0 ? spec_rounds_ : ar_rounds_) += 1;
+    tokens_ += std::max(r.emitted, 1);
+    expected_tokens_ = 0;
+    return;
+  }
   double stalled_model_ms = -1;  // a stalled try round: the model's time for it (below)
   if (speculate_) {
     ++spec_rounds_;

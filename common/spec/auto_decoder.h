@@ -298,6 +298,13 @@ class AutoController {
   void start_clock();
   // Whether the next round speculates (else: ar).
   bool speculate() const { return speculate_; }
+  // In a batch whose `auto` members decide together (batch_auto.h): from the next round on this
+  // request speculates (mode 1) or decodes plainly (0) as the batch decided; −1 hands the choice
+  // back to this controller, which goes on from the mode the batch left it in. While the batch
+  // decides, a round's time is the batch's, not this request's: observe() counts the round and
+  // leaves the cost model and the mode alone (the budget is still chosen here).
+  void set_batch_mode(int mode);
+  bool batch_decides() const { return batched_; }
   // A speculative round, its pool and root row in `in` (budget = the request's B, the most this
   // may choose): the budget of its root-draw tree.
   int choose_budget(const SelectionInputs& in);
@@ -331,6 +338,7 @@ class AutoController {
   AutoCostModel& costs_;
   AutoCostModel::Acceptance& acc_;
   bool speculate_ = true;
+  bool batched_ = false;  // the batch decides the mode (set_batch_mode)
   int budget_ = 0;
   double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   double expected_skip_ = 0;               // …the chance s that its draw leaves level one

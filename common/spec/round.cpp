@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "auto_decoder.h"
+#include "batch_auto.h"
 #include "clock.h"
 
 namespace rootspec {
@@ -90,8 +91,10 @@ void EachOwnScorer::tree_rows(const std::vector<Tree>& trees, std::vector<RowsVi
   for (const Tree& t : trees) rows.push_back(scorers_[t.member]->tree_rows(*t.input, t.temperature));
 }
 
-void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks) {
+void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks,
+                       BatchAuto* batch_auto) {
   const int n = static_cast<int>(batch.size());
+  const int64_t round_start = monotonic_ns();
   // Each member's round as it goes: only its own pool, root row, plan and generator.
   struct MemberRound {
     RoundRecord unused;
@@ -134,6 +137,33 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     // decoding's one pass.
     if (mr.plain || rule_draws_first(mr.rule)) roots.push_back({m, b.root_token, o.temperature, mr.plain});
   }
+  // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
+  // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
+  bool batch_measures = false, batch_speculates = false;
+  if (batch_auto) {
+    bool any_auto = false;
+    for (int m = 0; m < n; ++m) {
+      if (!rounds[m].adaptive) continue;
+      any_auto = true;
+      if (rounds[m].adaptive->batch_decides()) batch_measures = true, batch_speculates |= !rounds[m].plain;
+    }
+    const int next = any_auto && n >= 2 ? (batch_auto->decide(n) ? 1 : 0) : -1;
+    for (int m = 0; m < n; ++m)
+      if (rounds[m].adaptive) rounds[m].adaptive->set_batch_mode(next);
+  }
+  // Measures this round for the batch's decision (when its `auto` members followed one) at its end.
+  struct MeasureAtEnd {
+    BatchAuto* gate;
+    const std::vector<BatchMember>& batch;
+    bool speculated;
+    int64_t start;
+    ~MeasureAtEnd() {
+      if (!gate) return;
+      int tokens = 0;
+      for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
+      gate->observe(static_cast<int>(batch.size()), speculated, tokens, (monotonic_ns() - start) / 1e6);
+    }
+  } measure{batch_measures ? batch_auto : nullptr, batch, batch_speculates, round_start};
   if (!roots.empty()) {
     std::vector<RowsView> rows;
     const int64_t start = monotonic_ns();

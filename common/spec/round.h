@@ -228,8 +228,13 @@ struct BatchMember {
 // root-draw's budget from the pool and the root row and learns from the round before the drafter
 // is told. Each member's law is the target's whatever shares its round (paper 000 §3–4: nothing
 // of another member enters a member's selection or verification).
+//
+// With `batch_auto` and two or more members, the `auto` members decide together at the batch's
+// scale (batch_auto.h): the next round's mode is taken as this round starts, from past rounds,
+// and this round's rate (all members' tokens over its time) is measured for it.
+class BatchAuto;
 void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
-                       const RoundHooks* hooks = nullptr);
+                       const RoundHooks* hooks = nullptr, BatchAuto* batch_auto = nullptr);
 
 // The batch of one: a single request's round.
 RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,

@@ -72,7 +72,8 @@ inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& 
 inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& model,
                                                            const std::vector<LawCase>& members, int n,
                                                            int runs, uint64_t seed,
-                                                           const RoundHooks* hooks = nullptr) {
+                                                           const RoundHooks* hooks = nullptr,
+                                                           BatchAuto* batch_auto = nullptr) {
   const int V = model.vocab();
   std::vector<RequestOptions> options;
   std::vector<std::vector<int64_t>> counts;
@@ -82,7 +83,7 @@ inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& mod
   }
   Rng rng(seed);
   for (int r = 0; r < runs; ++r) {
-    const auto out = table_decode_batch(model, options, members.front().shape, n, rng, hooks);
+    const auto out = table_decode_batch(model, options, members.front().shape, n, rng, hooks, batch_auto);
     for (size_t m = 0; m < members.size(); ++m) {
       int64_t index = 0;
       for (int i = 0; i < n; ++i) index = index * V + out[m][i];

@@ -117,6 +117,35 @@ TEST(BatchedRoundPlantedBug, ARootRowLeakedIntoAnotherMembersSelectionIsCaught) 
   for (size_t m = 0; m < members.size(); ++m) EXPECT_GT(control[m].p_value, kMinP) << "control member " << m;
 }
 
+// `auto` at the batch's scale (batch_auto.h): the `auto` members of a batch speculate or decode
+// plainly together, as the batch's measured rates decide from past rounds (here switching every
+// round or two: probes of one round, gaps of one), beside members of fixed rules. Each keeps its
+// target's law, and both modes ran.
+TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
+  const std::vector<testing::LawCase> members = {
+      member(Rule::RootDraw, Verifier::Residual, 1.0, 8, /*auto_rule=*/true),
+      member(Rule::RootDraw, Verifier::Tev, 0.7, 4, /*auto_rule=*/true),
+      member(Rule::Draft, Verifier::Residual, 1.0, 8),
+      member(Rule::RootDraw, Verifier::Predraw, 1.0, 3, /*auto_rule=*/true),
+      plain(1.0),
+  };
+  BatchAutoOptions o;
+  o.probe_rounds = 1;
+  o.first_gap = 1;
+  o.max_gap = 2;
+  o.settle_rounds = 0;
+  BatchAuto gate(o);
+  const auto results =
+      testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 7070, nullptr, &gate);
+  for (size_t m = 0; m < members.size(); ++m) {
+    std::printf("  member %zu (%s), auto deciding with the batch: chi-square p-value %.3g\n", m,
+                name_of(members[m]).c_str(), results[m].p_value);
+    EXPECT_GT(results[m].p_value, kMinP) << "member " << m << " (" << name_of(members[m]) << ")";
+  }
+  EXPECT_GT(gate.rate(true, 3), 0) << "the batch never speculated";
+  EXPECT_GT(gate.rate(false, 3), 0) << "the batch never decoded plainly";
+}
+
 // A member whose pool never came (the drafter died or fell silent mid-round: the daemon's
 // RemoteDrafter then hands the round an empty pool, target_server.cpp) decodes that round from
 // the empty pool: root-based rules emit y alone, the others score the anchor alone and draw the
