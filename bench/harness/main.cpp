@@ -49,6 +49,7 @@
 #include "bench_order.h"
 #include "bench_stats.h"
 #include "concurrency.h"
+#include "daemon_config.h"
 #include "decode_record.h"
 #include "pair_launcher.h"
 #include "prompt_set.h"
@@ -69,8 +70,6 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_signal(int) { g_interrupted = true; }
-
-constexpr int kMaxBatchForBench = 64;  // daemon_config.h kMaxBatch
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -486,7 +485,7 @@ int main(int argc, char** argv) {
     if (!levels.empty() && !batch_set)
       lo.sets.push_back(
           "target.max_batch=" +
-          std::to_string(std::min(kMaxBatchForBench, *std::max_element(levels.begin(), levels.end()))));
+          std::to_string(std::min(kMaxBatch, *std::max_element(levels.begin(), levels.end()))));
     lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
     lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
     std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config

@@ -59,7 +59,6 @@ class BatchAuto {
   bool speculating() const { return speculate_; }
   // The estimated rate (tokens per ms) of a mode at a batch size; 0 when nothing is measured.
   double rate(bool speculative, int members) const;
-  int gap() const { return gap_; }
 
  private:
   struct Rate {
