@@ -73,20 +73,71 @@ void DrafterServer::send_to_target(const std::string& identity, const std::strin
   if (shm_) shm_->ring();
 }
 
-void DrafterServer::draft_and_send(const std::string& identity, Session& s,
-                                   const std::vector<int32_t>& tokens) {
-  PoolBody body;
-  body.draft_start_ns = monotonic_ns();
-  s.last_used_ns = body.draft_start_ns;
-  body.drafted_ahead = s.draft->draft(tokens, body.pool);
-  body.draft_end_ns = monotonic_ns();
-  if (body.drafted_ahead) body.draft_start_ns = s.ahead_start_ns, body.draft_end_ns = s.ahead_end_ns;
+void DrafterServer::begin_draft(const std::string& identity, Session& s, const std::vector<int32_t>& tokens) {
+  s.identity = identity;
+  s.ahead_due = false;
+  s.body = PoolBody{};
+  s.body.draft_start_ns = monotonic_ns();
+  s.last_used_ns = s.body.draft_start_ns;
+  if (s.draft->begin_draft(tokens, s.body.pool)) {
+    s.body.drafted_ahead = true;
+    s.body.draft_start_ns = s.ahead_start_ns, s.body.draft_end_ns = s.ahead_end_ns;
+    send_drafted(s);
+  }
+}
+
+bool DrafterServer::draft_step() {
+  std::vector<Session*> drafting;
+  std::vector<DraftSession*> steps;
+  for (Session& s : sessions_)
+    if (s.request != 0 && s.draft->drafting()) drafting.push_back(&s), steps.push_back(s.draft.get());
+  if (drafting.empty()) return false;
+  try {
+    draft_step_together(steps);
+  } catch (const std::exception& e) {
+    // Each of these requests ends here: the target hears why (its rounds go on without pools).
+    for (Session* s : drafting) {
+      Header h;
+      h.request = s->request;
+      h.round = s->next_round;
+      refuse(s->identity, h, "", std::string("drafter failure: ") + e.what());
+      s->request = 0;
+    }
+    return true;
+  }
+  for (Session* s : drafting) {
+    if (s->draft->drafting() || s->request == 0) continue;  // 0: a failed pool channel ended it
+    s->body.draft_end_ns = monotonic_ns();
+    Header h;
+    h.request = s->request;
+    h.round = s->next_round;
+    try {
+      send_drafted(*s);
+    } catch (const std::exception& e) {  // the pool channel failed (send_pool)
+      refuse(s->identity, h, "", std::string("drafter failure: ") + e.what());
+    }
+  }
+  return true;
+}
+
+void DrafterServer::send_drafted(Session& s) {
   Header h;
   h.type = MessageType::Pool;
   h.request = s.request;
   h.round = s.next_round++;
-  send_pool(identity, h, body);
-  if (s.draft->draft_ahead_on()) draft_ahead(s, body.pool);
+  send_pool(s.identity, h, s.body);
+  s.ahead_due = s.draft->draft_ahead_on();
+}
+
+bool DrafterServer::draft_ahead_due() {
+  for (Session& s : sessions_) {
+    if (!s.ahead_due) continue;
+    s.ahead_due = false;
+    if (s.request == 0) continue;
+    draft_ahead(s, s.body.pool);
+    return true;
+  }
+  return false;
 }
 
 void DrafterServer::send_pool(const std::string& identity, const Header& h, const PoolBody& body) {
@@ -218,9 +269,10 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
           spdlog::debug("request {}: Prefill after its Cancel; dropped", h.request);
           return true;
         }
+        if (b.prompt.empty()) return refuse(identity, h, "body.prompt", "no tokens");
         Session& s = take_session(h.request);
         s.draft->start(b.shape, b.draft_seed, b.draft_ahead);
-        draft_and_send(identity, s, b.prompt);
+        begin_draft(identity, s, b.prompt);
         return true;
       }
       case MessageType::Commit: {
@@ -231,6 +283,10 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
           return refuse(
               identity, h, "round",
               "expected round " + std::to_string(s->next_round) + ", got " + std::to_string(h.round));
+        if (s->draft->drafting())
+          return refuse(identity, h, "round",
+                        "a Commit before the pool of round " + std::to_string(h.round) + " was sent");
+        if (b.tokens.empty()) return refuse(identity, h, "body.tokens", "no tokens");
         for (size_t i = 0; i < b.tokens.size(); ++i)
           if (b.tokens[i] >= vocab_)
             return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]",
@@ -238,7 +294,7 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         if (s->rt->length() + static_cast<int>(b.tokens.size()) >
             config_.max_context + s->draft->shape().depth + 2)
           return refuse(identity, h, "body.tokens", "the drafter's context is full");
-        draft_and_send(identity, *s, b.tokens);
+        begin_draft(identity, *s, b.tokens);
         return true;
       }
       case MessageType::Cancel:
@@ -264,43 +320,39 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
   }
 }
 
+std::optional<DrafterServer::HeldMessage> DrafterServer::next_message() {
+  if (!held_.empty()) {  // read during a draft-ahead
+    HeldMessage m = std::move(held_.front());
+    held_.pop_front();
+    return m;
+  }
+  // With shared memory every message of the target comes through its queue once the segment is
+  // open (ZeroMQ carries the Hello, before it, and any message too large for the queue).
+  if (shm_)
+    if (auto bytes = shm_->receive()) return HeldMessage{target_identity_, std::move(*bytes)};
+  if (auto frame = recv_routed(router_))
+    return HeldMessage{frame->identity,
+                       std::string(static_cast<const char*>(frame->payload.data()), frame->payload.size())};
+  return std::nullopt;
+}
+
 int DrafterServer::run() {
   DisconnectWatch watch(ctx_, router_, "drafter");
   spdlog::info("ready on {} (model {}, vocab {})", config_.drafter_endpoint, config_.drafter.model, vocab_);
   bool rang = false;  // the last doorbell wait ended with a ring
   for (;;) {
-    if (!held_.empty()) {  // read during a draft-ahead
-      const HeldMessage m = std::move(held_.front());
-      held_.pop_front();
-      if (!handle(m.identity, m.bytes.data(), m.bytes.size())) {
+    // The target rings the doorbell after each message. The drafter sleeps on it and never
+    // spins: its core runs a share of the tree pass then.
+    const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
+    if (auto m = next_message()) {
+      if (!handle(m->identity, m->bytes.data(), m->bytes.size())) {
         spdlog::info("shutdown");
         return 0;
       }
       continue;
     }
-    // With shared memory every message of the target comes through the mailbox once the
-    // segment is open (ZeroMQ carries the Hello, before it, and any message too large for the
-    // mailbox), and the target rings the doorbell after each message. The drafter sleeps on
-    // the doorbell and never spins: its core runs a share of the tree pass then.
-    const uint32_t bell = shm_ ? shm_->bell() : 0;  // before looking: a later ring ends the wait
-    if (shm_) {
-      if (const auto bytes = shm_->receive()) {
-        if (!handle(target_identity_, bytes->data(), bytes->size())) {
-          spdlog::info("shutdown");
-          return 0;
-        }
-        continue;
-      }
-    }
-    bool handled_any = false;
-    while (auto frame = recv_routed(router_)) {
-      handled_any = true;
-      if (!handle(frame->identity, frame->payload.data(), frame->payload.size())) {
-        spdlog::info("shutdown");
-        return 0;
-      }
-    }
-    if (handled_any) continue;
+    // Nothing waits: a step of every pool being drafted, then draft-ahead.
+    if (draft_step() || draft_ahead_due()) continue;
     // Is the target still there? With shared memory, only after a doorbell wait that no ring
     // ended: the check reads /proc (~25 µs on the AMD EPYC VM), and right after a Pool the
     // target's helpers want this core for the tree pass.

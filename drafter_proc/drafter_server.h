@@ -4,12 +4,19 @@
 // appends the new tokens, grows the round's pool with tree passes over the drafter model and
 // sends the Pool at once. A request's session ends with the target's Cancel (sent when the
 // request ends), or, when every session is in use, the least recently used one is taken.
-// Each request's pool grows in passes of its own sequence, one request after another (not yet
-// in passes shared across the batch's requests).
+//
+// The requests of a batch draft together: every message waiting is read first (a batch's
+// Commits come one after another as the target verifies its members), then one step of every
+// pool being drafted runs in passes shared across the sessions (draft_step_together,
+// runtime_drafter.h: a prefill chunk or an expansion step each), and so on until each pool is
+// whole; a pool goes out as soon as it is, and a Commit read between two steps joins at the
+// next. Draft-ahead runs only when no pool is being drafted and no message waits.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 #include <zmq.hpp>
 
@@ -45,14 +52,29 @@ class DrafterServer {
     uint32_t next_round = 0;                       // round the next Commit must carry
     int64_t last_used_ns = 0;                      // the least recently used is taken when all are
     int64_t ahead_start_ns = 0, ahead_end_ns = 0;  // the last draft-ahead (a hit's drafting times)
+    std::string identity;                          // the target's, for the Pool being drafted
+    PoolBody body;                                 // the Pool being drafted, or the last sent
+    bool ahead_due = false;                        // draft ahead below the Pool just sent
   };
   Session* session_of(uint64_t request);
   // A session for a new request: a free one, else the least recently used (its request lost).
   Session& take_session(uint64_t request);
   void end_sessions();  // a Hello starts over: no request is open
-  // Appends `tokens` to the session's context, grows the pool and sends it.
-  // Then, with draft-ahead on, grows the pool of the most probable next Commit.
-  void draft_and_send(const std::string& identity, Session& s, const std::vector<int32_t>& tokens);
+  // The next message waiting (held ones first, then shared memory, then ZeroMQ), if any.
+  struct HeldMessage {
+    std::string identity, bytes;
+  };
+  std::optional<HeldMessage> next_message();
+  // Appends `tokens` to the session's context and starts its pool (sent at once when drafted
+  // ahead); draft_step() grows it.
+  void begin_draft(const std::string& identity, Session& s, const std::vector<int32_t>& tokens);
+  // One step of every session's pool being drafted, in shared passes; sends the pools that are
+  // whole. False: none was being drafted.
+  bool draft_step();
+  // Sends the session's pool; with draft-ahead on, its draft ahead is due.
+  void send_drafted(Session& s);
+  // Drafts ahead for one session whose pool went out (draft_ahead); false: none due.
+  bool draft_ahead_due();
   void send_pool(const std::string& identity, const Header& h, const PoolBody& body);
   void draft_ahead(Session& s, const Pool& sent);  // runtime_drafter.h: DraftSession::draft_ahead
   // A Commit of `s`'s request and the round expected next whose tokens are its draft-ahead guess.
@@ -75,10 +97,7 @@ class DrafterServer {
   std::shared_ptr<PoolChannel> nccl_;  // pools over NCCL when the target asked for it
   std::unique_ptr<ShmChannel> shm_;    // messages through shared memory (Hello.shm), see shm_channel.h
   std::string target_identity_;        // the target's ZeroMQ identity (replies to shm messages)
-  struct HeldMessage {
-    std::string identity, bytes;
-  };
-  std::deque<HeldMessage> held_;  // read while drafting ahead, not handled yet
+  std::deque<HeldMessage> held_;       // read while drafting ahead, not handled yet
 };
 
 }  // namespace rootspec

@@ -441,7 +441,9 @@ void TargetServer::run_round_of_batch() {
     sequences.push_back(d.sequence);
   }
   if (members.empty()) return;
-  run_batched_round(members, target_.scorer(sequences), nullptr, &batch_auto_);
+  bool any_auto_samples = false;
+  for (const BatchMember& m : members) any_auto_samples |= m.auto_decoder && m.options->temperature > 0;
+  run_batched_round(members, target_.scorer(sequences), nullptr, &batch_auto_[any_auto_samples ? 1 : 0]);
   // The round is whole; when it found the drafter gone (a pool that did not come, a Commit not
   // taken) every member speculating goes on with ar from here.
   settle_link();

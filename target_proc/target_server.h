@@ -18,6 +18,7 @@
 // again once it came.
 #pragma once
 
+#include <array>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -92,7 +93,11 @@ class TargetServer {
   const DaemonConfig& config_;
   TargetModel& target_;
   AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
-  BatchAuto batch_auto_;      // …and in a batch, the batch's decision (batch_auto.h)
+  // …and in a batch, the batch's decision (batch_auto.h), with rates kept apart for batches whose
+  // `auto` members all decode greedily [0] and those where some sample [1]: a round accepts about
+  // twice the tokens at T = 0 as at T = 1 on the shipped pair, so greedy batches' rates misled
+  // sampling ones (bench/results/concurrency-epyc).
+  std::array<BatchAuto, 2> batch_auto_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
   zmq::context_t ctx_;

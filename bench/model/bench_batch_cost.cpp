@@ -6,17 +6,22 @@
 //   root k      one root pass over k sequences (k rows): a batched plain or root pass
 //   tree k×n    one tree pass over k trees of n nodes (the anchor + B: k·n rows)
 // Median of --repeats passes each, in ms, and per row; one run on this machine, no claim elsewhere.
+// With --drafter, the drafter of the config instead: the pools of k requests (the config's [pool]
+// shape at full depth, each below a 3-token Commit), drafted one after another (each alone, as
+// the drafter did before it shared passes) and together (draft_step_together: shared passes).
 //   build/bench/model/rootspec-batch-cost [--config configs/small-cpu.toml] [--batches 1,2,4,8,16]
-//       [--budgets 4,8] [--context 128] [--repeats 200]
+//       [--budgets 4,8] [--context 128] [--repeats 200] [--drafter]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "batched_runtime.h"
 #include "daemon_config.h"
 #include "option_lists.h"
+#include "runtime_drafter.h"
 
 using namespace rootspec;
 
@@ -38,6 +43,56 @@ double median_ms(int repeats, F&& pass) {
   return median(ms);
 }
 
+// The --drafter table: k sessions' pools one after another and together.
+int time_drafter(const DaemonConfig& config, const std::vector<int>& batches, int context, int repeats) {
+  RuntimeOptions o;
+  o.device = config.drafter.device;
+  o.dtype = config.drafter.dtype;
+  o.max_context = std::max(context + 64, 256);
+  o.max_sequences = *std::max_element(batches.begin(), batches.end());
+  std::vector<std::unique_ptr<ModelRuntime>> runtimes = ModelRuntime::sequences(config.drafter.model, o);
+  PoolShape shape = config.pool;
+  shape.adaptive_depth = false;
+  std::vector<std::unique_ptr<DraftSession>> sessions;
+  std::vector<int32_t> prompt(context);
+  for (int i = 0; i < context; ++i) prompt[i] = (i * 37 + 11) % runtimes[0]->vocab_size();
+  for (auto& rt : runtimes) {
+    sessions.push_back(std::make_unique<DraftSession>(*rt));
+    sessions.back()->start(shape, 1);
+    Pool unused;
+    sessions.back()->draft(prompt, unused);
+  }
+  const std::vector<int32_t> commit = {5, 17, 42};
+  std::printf("drafter %s (%s), context %d, pools of %d candidates; median of %d\n",
+              config.drafter.model.c_str(), runtimes[0]->backend_name(), context, shape.expected_size(),
+              repeats);
+  std::printf("%-8s %14s %14s %10s\n", "requests", "in turn ms", "together ms", "ratio");
+  std::vector<Pool> pools(runtimes.size());
+  for (int k : batches) {
+    auto back_to_context = [&] {
+      for (int q = 0; q < k; ++q) runtimes[q]->truncate(context);
+    };
+    const double in_turn = median_ms(repeats, [&] {
+      for (int q = 0; q < k; ++q) sessions[q]->draft(commit, pools[q]);
+      back_to_context();
+    });
+    const double together = median_ms(repeats, [&] {
+      std::vector<DraftSession*> drafting;
+      for (int q = 0; q < k; ++q)
+        if (!sessions[q]->begin_draft(commit, pools[q])) drafting.push_back(sessions[q].get());
+      while (!drafting.empty()) {
+        draft_step_together(drafting);
+        drafting.erase(
+            std::remove_if(drafting.begin(), drafting.end(), [](DraftSession* s) { return !s->drafting(); }),
+            drafting.end());
+      }
+      back_to_context();
+    });
+    std::printf("%-8d %14.3f %14.3f %10.2f\n", k, in_turn, together, in_turn / together);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "passes timed per figure (the median is shown)")
       ->capture_default_str();
   app.add_flag("--roots-only", roots_only, "time the root passes only");
+  bool drafter = false;
+  app.add_flag("--drafter", drafter, "time the drafter's pools, alone and in shared passes");
   CLI11_PARSE(app, argc, argv);
   std::vector<int> batches, budgets;
   try {
@@ -63,6 +120,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const DaemonConfig config = DaemonConfig::load(config_path, {});
+  if (drafter) return time_drafter(config, batches, context, repeats);
   RuntimeOptions o;
   o.device = config.target.device;
   o.dtype = config.target.dtype;

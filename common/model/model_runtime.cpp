@@ -37,8 +37,11 @@ std::vector<std::unique_ptr<ModelRuntime>> ModelRuntime::sequences(const std::st
   const int region = kv_region_slots(TreeKv::capacity_for(options.max_context, options.max_tree));
   std::shared_ptr<PassBackend> backend = make_pass_backend(dir, options, options.max_sequences * region);
   std::vector<std::unique_ptr<ModelRuntime>> out;
-  for (int q = 0; q < options.max_sequences; ++q)
+  auto shared_rows = std::make_shared<std::vector<float>>();
+  for (int q = 0; q < options.max_sequences; ++q) {
     out.push_back(std::unique_ptr<ModelRuntime>(new ModelRuntime(backend, options, q * region)));
+    out.back()->shared_rows_ = shared_rows;
+  }
   return out;
 }
 
@@ -89,12 +92,14 @@ RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, 
   return RowsView{host_rows_, n, vocab};
 }
 
+int ModelRuntime::prefill_chunk() const { return std::min(kMaxTreeBucket, options_.max_tree); }
+
 RowsView ModelRuntime::prefill(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw std::invalid_argument("prefill: no tokens");
   kv_.check_room(static_cast<int>(tokens.size()), "prefill");
   kv_.discard_tree();
   RowsView last;
-  const size_t chunk = static_cast<size_t>(std::min(kMaxTreeBucket, options_.max_tree));
+  const size_t chunk = static_cast<size_t>(prefill_chunk());
   for (size_t done = 0; done < tokens.size(); done += chunk) {
     const int n = static_cast<int>(std::min(chunk, tokens.size() - done));
     std::vector<int32_t> part(tokens.begin() + done, tokens.begin() + done + n);
@@ -209,6 +214,110 @@ TopKRowsView ModelRuntime::extend_tree_top_k(const std::vector<int32_t>& tokens,
     throw std::invalid_argument("top-k rows: k = " + std::to_string(k) + " is outside [1, vocab]");
   const int first = kv_.add_nodes(tokens, parents);
   return run_nodes_top_k(tokens, first, k);
+}
+
+void ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k) {
+  if (parts.empty()) return;
+  if (parts.size() == 1) {  // a runtime's own call (any runtime, not only sequences())
+    SharedPart& p = parts.front();
+    ModelRuntime& rt = *p.rt;
+    if (!p.parents) {
+      if (top_k > 0) throw std::invalid_argument("run_shared: top-k rows of a prefill chunk");
+      p.rows = rt.prefill(*p.tokens);
+    } else if (top_k > 0) {
+      p.top = p.new_tree ? rt.tree_pass_top_k(*p.tokens, *p.parents, top_k)
+                         : rt.extend_tree_top_k(*p.tokens, *p.parents, top_k);
+    } else {
+      p.rows = p.new_tree ? rt.tree_pass(*p.tokens, *p.parents) : rt.extend_tree(*p.tokens, *p.parents);
+    }
+    return;
+  }
+  const std::shared_ptr<PassBackend>& backend = parts.front().rt->backend_;
+  std::vector<int> firsts(parts.size());  // each part's first tree slot
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SharedPart& p = parts[i];
+    ModelRuntime& rt = *p.rt;
+    if (rt.backend_ != backend || !rt.shared_rows_)
+      throw std::logic_error("run_shared: the parts' runtimes are not sequences of one backend");
+    for (size_t j = 0; j < i; ++j)
+      if (parts[j].rt == p.rt) throw std::logic_error("run_shared: two parts of one runtime");
+    const int n = static_cast<int>(p.tokens->size());
+    if (n < 1) throw std::invalid_argument("run_shared: a part without nodes");
+    if (!p.parents) {
+      if (n > rt.prefill_chunk())
+        throw std::invalid_argument("run_shared: a prefill chunk past prefill_chunk()");
+      if (top_k > 0) throw std::invalid_argument("run_shared: top-k rows of a prefill chunk");
+      rt.kv_.check_room(n, "prefill");
+      rt.kv_.discard_tree();
+      std::vector<int32_t> chain(n);
+      for (int k = 0; k < n; ++k) chain[k] = k - 1;
+      firsts[i] = rt.kv_.add_nodes(*p.tokens, chain);
+    } else {
+      if (n > kMaxTreeBucket) throw std::invalid_argument("run_shared: a tree part past one pass");
+      if (top_k < 0 || top_k > rt.vocab_size())
+        throw std::invalid_argument("top-k rows: k = " + std::to_string(top_k) + " is outside [1, vocab]");
+      if (p.new_tree) rt.kv_.discard_tree();
+      firsts[i] = rt.kv_.add_nodes(*p.tokens, *p.parents);
+    }
+  }
+  // Whole parts in order, as many as fit a pass.
+  for (size_t begin = 0, rows = 0, end = 0; begin < parts.size(); begin = end, rows = 0) {
+    for (end = begin; end < parts.size() && rows + parts[end].tokens->size() <= kMaxTreeBucket; ++end)
+      rows += parts[end].tokens->size();
+    run_shared_pass(parts, firsts, begin, end, top_k);
+  }
+}
+
+void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& firsts,
+                                   size_t begin, size_t end, int top_k) {
+  ModelRuntime& lead = *parts[begin].rt;
+  PassBackend& backend = *lead.backend_;
+  const int vocab = lead.vocab_size();
+  BatchedPass& pass = lead.placed_;  // any of the runtimes' (each placed() clears it first)
+  pass.clear();
+  bool any_tree = false;
+  for (size_t i = begin; i < end; ++i) {
+    SharedPart& p = parts[i];
+    const int n = static_cast<int>(p.tokens->size());
+    pass.add(p.rt->kv_.batch(p.tokens->data(), firsts[i], n, n), p.rt->kv_base_);
+    any_tree |= p.parents != nullptr;
+  }
+  const PassBatch& batch = pass.batch(backend.row_bucket(pass.rows()));
+  const PassKind kind = any_tree ? PassKind::Tree : PassKind::Prefill;
+  if (top_k > 0) {
+    std::vector<int32_t> tokens(static_cast<size_t>(batch.bucket) * top_k);  // [bucket, k]
+    std::vector<float> probs(tokens.size());                                 // [bucket, k]
+    backend.forward_top_k(batch, kind, top_k, tokens.data(), probs.data());
+    for (size_t i = begin, row = 0; i < end; ++i) {
+      SharedPart& p = parts[i];
+      ModelRuntime& rt = *p.rt;
+      const size_t n = p.tokens->size();
+      rt.top_tokens_.assign(tokens.begin() + row * top_k, tokens.begin() + (row + n) * top_k);
+      rt.top_probs_.assign(probs.begin() + row * top_k, probs.begin() + (row + n) * top_k);
+      p.top = TopKRowsView{rt.top_tokens_.data(), rt.top_probs_.data(), static_cast<int>(n), top_k};
+      row += n;
+    }
+    return;
+  }
+  std::vector<float>& rows = *lead.shared_rows_;  // [bucket, vocab]
+  rows.resize(static_cast<size_t>(batch.bucket) * vocab);
+  backend.forward(batch, kind, rows.data());
+  for (size_t i = begin, row = 0; i < end; ++i) {
+    SharedPart& p = parts[i];
+    ModelRuntime& rt = *p.rt;
+    const int n = static_cast<int>(p.tokens->size());
+    if (p.parents) {
+      std::copy_n(rows.begin() + row * vocab, static_cast<size_t>(n) * vocab, rt.host_rows_);
+      p.rows = RowsView{rt.host_rows_, n, vocab};
+    } else {
+      std::vector<int32_t> path(n);
+      for (int k = 0; k < n; ++k) path[k] = k;
+      rt.move_kv(rt.kv_.commit(path));  // a chain from slot length(): no moves
+      std::copy_n(rows.begin() + (row + n - 1) * vocab, vocab, rt.host_rows_);
+      p.rows = RowsView{rt.host_rows_, 1, vocab};
+    }
+    row += n;
+  }
 }
 
 int ModelRuntime::device_top_k() const { return backend_->device_top_k(); }

@@ -97,6 +97,26 @@ class ModelRuntime {
                                  int k);
   // The largest k the backend takes on the device (0: none; pass_backend.h).
   int device_top_k() const;
+
+  // Passes shared by runtimes of one backend (sequences(): the drafter's requests of a batch).
+  // Each part adds nodes to its own runtime: a prefill chunk (`parents` null: a chain appended
+  // to the context, ≤ prefill_chunk() tokens, as prefill() cuts it) or tree nodes (extend_tree;
+  // tree_pass with `new_tree`). Parts run in as few passes of ≤ kMaxTreeBucket rows as whole
+  // parts allow, each row under its own sequence's mask over its own KV region; on a
+  // batch-invariant backend every part's rows are bit for bit those of its runtime's own call.
+  // top_k = 0: `rows` gets the part's logits ([n, vocab]; a prefill chunk's last row only,
+  // [1, vocab]); top_k > 0 (tree parts only): `top` gets each row's top k (extend_tree_top_k).
+  // Valid until the part's runtime's next call.
+  struct SharedPart {
+    ModelRuntime* rt = nullptr;
+    const std::vector<int32_t>* tokens = nullptr;
+    const std::vector<int32_t>* parents = nullptr;  // null: a prefill chunk
+    bool new_tree = false;
+    RowsView rows;     // out (top_k = 0)
+    TopKRowsView top;  // out (top_k > 0)
+  };
+  static void run_shared(std::vector<SharedPart>& parts, int top_k = 0);
+  int prefill_chunk() const;     // tokens of one prefill pass
   bool batch_invariant() const;  // pass_backend.h
   // Appends the tree nodes `path` (a path from the context: path[0] has parent −1 and each
   // next node is a child of the previous) to the context, moving their K/V to positions
@@ -143,10 +163,15 @@ class ModelRuntime {
   const PassBatch& placed(const PassBatch& one);
   void move_kv(std::vector<KvMove> moves);
 
+  // One pass over parts [begin, end) of run_shared (their nodes added already).
+  static void run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& firsts, size_t begin,
+                              size_t end, int top_k);
+
   RuntimeOptions options_;
   std::shared_ptr<PassBackend> backend_;
-  int kv_base_ = 0;     // the first cache slot of this runtime's KV region
-  BatchedPass placed_;  // its passes moved to kv_base_
+  std::shared_ptr<std::vector<float>> shared_rows_;  // [64, vocab] run_shared's pass rows (one per backend)
+  int kv_base_ = 0;                                  // the first cache slot of this runtime's KV region
+  BatchedPass placed_;                               // its passes moved to kv_base_
   TreeKv kv_;
   std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
   float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back

@@ -25,13 +25,13 @@ void RuntimeDrafter::begin_round(const float* root_logits) {
   tree_started_ = false;
 }
 
-void RuntimeDrafter::forwarded(const Pool& pool, const std::vector<int>& nodes, std::vector<int32_t>& tokens,
-                               std::vector<int32_t>& parents, std::vector<size_t>& at) {
-  tokens.clear(), parents.clear(), at.clear();
+void RuntimeDrafter::plan_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass) {
+  pass.tokens.clear(), pass.parents.clear(), pass.at.clear();
+  pass.new_tree = !tree_started_;
   const int base = tree_started_ ? rt_.tree_size() : 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const int v = nodes[i];
-    if (v == kRoot) continue;
+    if (v == kRoot) continue;  // its row is root_logits_
     assert(v >= 0 && v < pool.size());
     const int p = pool.parent[v];
     int tree_parent = -1;
@@ -42,10 +42,34 @@ void RuntimeDrafter::forwarded(const Pool& pool, const std::vector<int>& nodes, 
                                std::to_string(p));
       tree_parent = it->second;
     }
-    tree_of_pool_[v] = base + static_cast<int>(tokens.size());
-    tokens.push_back(pool.token[v]);
-    parents.push_back(tree_parent);
-    at.push_back(i);
+    tree_of_pool_[v] = base + static_cast<int>(pass.tokens.size());
+    pass.tokens.push_back(pool.token[v]);
+    pass.parents.push_back(tree_parent);
+    pass.at.push_back(i);
+  }
+  if (!pass.tokens.empty()) tree_started_ = true;  // the pass runs next
+}
+
+void RuntimeDrafter::step_rows(const std::vector<int>& nodes, const StepPass& pass, const RowsView& pass_rows,
+                               std::vector<float>& out) {
+  out.resize(nodes.size() * static_cast<size_t>(vocab_));
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] == kRoot) std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
+  for (size_t j = 0; j < pass.at.size(); ++j)
+    cpu_softmax(pass_rows.row(static_cast<int>(j)), vocab_,
+                out.data() + pass.at[j] * vocab_);  // the draft rows at T = 1
+}
+
+void RuntimeDrafter::step_top_k(const std::vector<int>& nodes, const StepPass& pass,
+                                const TopKRowsView& pass_top, int k, std::vector<int32_t>& tokens,
+                                std::vector<float>& probs) {
+  tokens.resize(nodes.size() * static_cast<size_t>(k));
+  probs.resize(tokens.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] == kRoot) top_k_of_logits(root_logits_.data(), vocab_, k, &tokens[i * k], &probs[i * k]);
+  for (size_t j = 0; j < pass.at.size(); ++j) {
+    std::copy_n(pass_top.tokens + j * k, k, &tokens[pass.at[j] * k]);
+    std::copy_n(pass_top.probs + j * k, k, &probs[pass.at[j] * k]);
   }
 }
 
@@ -55,39 +79,26 @@ void RuntimeDrafter::check_abandon() const {
 
 void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
   check_abandon();
-  out.resize(nodes.size() * static_cast<size_t>(vocab_));
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i] == kRoot) std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
-  std::vector<int32_t> tokens, parents;
-  std::vector<size_t> at;  // out row of each forwarded node
-  forwarded(pool, nodes, tokens, parents, at);
-  if (tokens.empty()) return;
-  const RowsView rows = tree_started_ ? rt_.extend_tree(tokens, parents) : rt_.tree_pass(tokens, parents);
-  tree_started_ = true;
-  for (size_t j = 0; j < at.size(); ++j)
-    cpu_softmax(rows.row(static_cast<int>(j)), vocab_,
-                out.data() + at[j] * vocab_);  // the draft rows at T = 1
+  StepPass pass;
+  plan_step(pool, nodes, pass);
+  RowsView rows;
+  if (!pass.tokens.empty())
+    rows =
+        pass.new_tree ? rt_.tree_pass(pass.tokens, pass.parents) : rt_.extend_tree(pass.tokens, pass.parents);
+  step_rows(nodes, pass, rows, out);
 }
 
 bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k,
                                  std::vector<int32_t>& tokens, std::vector<float>& probs) {
-  if (!top_k_on_host_ && rt_.device_top_k() < k) return false;
+  if (!offers_top_k(k)) return false;
   check_abandon();
-  tokens.resize(nodes.size() * static_cast<size_t>(k));
-  probs.resize(tokens.size());
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i] == kRoot) top_k_of_logits(root_logits_.data(), vocab_, k, &tokens[i * k], &probs[i * k]);
-  std::vector<int32_t> pass_tokens, parents;
-  std::vector<size_t> at;  // row of each forwarded node
-  forwarded(pool, nodes, pass_tokens, parents, at);
-  if (pass_tokens.empty()) return true;
-  const TopKRowsView top = tree_started_ ? rt_.extend_tree_top_k(pass_tokens, parents, k)
-                                         : rt_.tree_pass_top_k(pass_tokens, parents, k);
-  tree_started_ = true;
-  for (size_t j = 0; j < at.size(); ++j) {
-    std::copy_n(top.tokens + j * k, k, &tokens[at[j] * k]);
-    std::copy_n(top.probs + j * k, k, &probs[at[j] * k]);
-  }
+  StepPass pass;
+  plan_step(pool, nodes, pass);
+  TopKRowsView top;
+  if (!pass.tokens.empty())
+    top = pass.new_tree ? rt_.tree_pass_top_k(pass.tokens, pass.parents, k)
+                        : rt_.extend_tree_top_k(pass.tokens, pass.parents, k);
+  step_top_k(nodes, pass, top, k, tokens, probs);
   return true;
 }
 
@@ -100,18 +111,9 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
   last_chain_.clear();
   chain_commits_.clear();
   depth_ = AdaptivePoolDepth(shape);
-}
-
-void DraftSession::append_and_grow(const std::vector<int32_t>& tokens, int depth, Pool& pool) {
-  assert(!tokens.empty());
-  // The guess's own two calls (see the class comment), where one call could differ.
-  const bool split = ahead_on_ && tokens.size() > 1 && !rt_.batch_invariant();
-  if (split) rt_.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 1));
-  const RowsView last = rt_.prefill(split ? std::vector<int32_t>{tokens.back()} : tokens);
-  drafter_.begin_round(last.row(0));  // the drafter's row at the new C
-  PoolShape shape = shape_;
-  shape.depth = depth;
-  grow_pool(drafter_, shape, pool, &rng_);
+  growing_ = nullptr;
+  chunks_.clear();
+  growth_.reset();
 }
 
 void DraftSession::drop_guess() {
@@ -146,6 +148,13 @@ int DraftSession::guess_length(int chain_length) const {
 }
 
 bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
+  if (begin_draft(tokens, pool)) return true;
+  while (drafting()) draft_step_together({this});
+  return false;
+}
+
+bool DraftSession::begin_draft(const std::vector<int32_t>& tokens, Pool& pool) {
+  assert(!drafting() && !tokens.empty());
   if (ahead_on_) learn_commit_length(tokens);
   const int depth = depth_.next();  // before `tokens` are learnt, as for a pool drafted ahead
   bool ahead = false;
@@ -160,10 +169,103 @@ bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
       drop_guess();
     }
   }
-  if (!ahead) append_and_grow(tokens, depth, pool);
   depth_.learn(static_cast<int>(tokens.size()));  // the Commit that followed the last pool
   depth_.sent(depth);
-  return ahead;
+  if (ahead) return true;
+  if (rt_.length() + static_cast<int>(tokens.size()) > rt_.options().max_context)
+    throw std::invalid_argument("drafter: context of " + std::to_string(rt_.length() + tokens.size()) +
+                                " exceeds max_context " + std::to_string(rt_.options().max_context));
+  // The tokens in prefill()'s chunks; with draft-ahead on where one call could differ, the
+  // guess's own two calls (see the class comment).
+  chunks_.clear();
+  const bool split = ahead_on_ && tokens.size() > 1 && !rt_.batch_invariant();
+  const size_t chunk = static_cast<size_t>(rt_.prefill_chunk());
+  const size_t body = split ? tokens.size() - 1 : tokens.size();
+  for (size_t done = 0; done < body; done += chunk)
+    chunks_.emplace_back(tokens.begin() + done, tokens.begin() + std::min(body, done + chunk));
+  if (split) chunks_.push_back({tokens.back()});
+  growing_ = &pool;
+  growing_depth_ = depth;
+  return false;
+}
+
+void DraftSession::plan_part(ModelRuntime::SharedPart& part, int& top_k) {
+  assert(drafting());
+  part = ModelRuntime::SharedPart{};
+  part.rt = &rt_;
+  if (!chunks_.empty()) {
+    part.tokens = &chunks_.front();
+    top_k = 0;
+    return;
+  }
+  const std::vector<int>& frontier = growth_->frontier();
+  step_top_k_ = growth_->top_k_only() && drafter_.offers_top_k(growth_->k());
+  drafter_.plan_step(*growing_, frontier, step_);
+  assert(!step_.tokens.empty());  // settle() took the steps without a pass
+  part.tokens = &step_.tokens;
+  part.parents = &step_.parents;
+  part.new_tree = step_.new_tree;
+  top_k = step_top_k_ ? growth_->k() : 0;
+}
+
+void DraftSession::take_part(const ModelRuntime::SharedPart& part) {
+  if (!chunks_.empty()) {
+    chunks_.pop_front();
+    if (chunks_.empty()) start_growth(part.rows.row(0));  // the drafter's row at the new C
+    return;
+  }
+  const std::vector<int>& frontier = growth_->frontier();
+  if (step_top_k_) {
+    drafter_.step_top_k(frontier, step_, part.top, growth_->k(), step_tokens_, step_probs_);
+    growth_->take_top_k(step_tokens_.data(), step_probs_.data());
+  } else {
+    drafter_.step_rows(frontier, step_, part.rows, step_rows_);
+    growth_->take_rows(step_rows_.data());
+  }
+  settle();
+}
+
+void DraftSession::start_growth(const float* root_logits) {
+  drafter_.begin_round(root_logits);
+  PoolShape shape = shape_;
+  shape.depth = growing_depth_;
+  growth_.emplace(shape, drafter_.vocab_size(), *growing_, &rng_);
+  settle();
+}
+
+void DraftSession::settle() {
+  while (!growth_->done()) {
+    const std::vector<int>& frontier = growth_->frontier();
+    if (std::any_of(frontier.begin(), frontier.end(), [](int v) { return v != kRoot; })) return;
+    drafter_.plan_step(*growing_, frontier, step_);  // no pass: the root's row
+    if (growth_->top_k_only() && drafter_.offers_top_k(growth_->k())) {
+      drafter_.step_top_k(frontier, step_, TopKRowsView{}, growth_->k(), step_tokens_, step_probs_);
+      growth_->take_top_k(step_tokens_.data(), step_probs_.data());
+    } else {
+      drafter_.step_rows(frontier, step_, RowsView{}, step_rows_);
+      growth_->take_rows(step_rows_.data());
+    }
+  }
+  growth_.reset();
+  growing_ = nullptr;
+}
+
+void draft_step_together(const std::vector<DraftSession*>& sessions) {
+  std::vector<ModelRuntime::SharedPart> parts(sessions.size());  // [sessions]
+  std::vector<int> top_k(sessions.size());                       // [sessions] 0: logits rows
+  for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->plan_part(parts[i], top_k[i]);
+  // A pass per kind of rows the parts want (logits, or each k of top-k rows).
+  std::vector<uint8_t> done(sessions.size(), 0);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<size_t> group;
+    std::vector<ModelRuntime::SharedPart> together;
+    for (size_t j = i; j < sessions.size(); ++j)
+      if (!done[j] && top_k[j] == top_k[i]) group.push_back(j), together.push_back(parts[j]), done[j] = 1;
+    ModelRuntime::run_shared(together, top_k[i]);
+    for (size_t g = 0; g < group.size(); ++g) parts[group[g]] = together[g];
+  }
+  for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->take_part(parts[i]);
 }
 
 bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& abandon) {
@@ -193,7 +295,7 @@ bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& ab
   guess_.assign(chain.begin(), chain.begin() + std::min<size_t>(n, chain.size()));
   drafter_.set_abandon(abandon);
   try {
-    // C + guess then holds what append_and_grow(guess) would append: the same two prefills.
+    // C + guess then holds what draft(guess) would append: the same two prefills (begin_draft).
     if (n > static_cast<int>(chain.size())) {
       const RowsView end = rt_.prefill(chain);
       const float* row = end.row(0);

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,16 +35,29 @@ class RuntimeDrafter : public DraftModel {
   bool draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k, std::vector<int32_t>& tokens,
                    std::vector<float>& probs) override;
 
+  // A step of pool growth in a pass shared with other drafters (draft_step_together below):
+  // plan_step() says what the pass over `nodes` adds to the runtime's tree (no tokens: the step
+  // needs no pass, kRoot alone); step_rows() / step_top_k() make the step's rows from the pass's
+  // (ModelRuntime::run_shared), as draft_rows / draft_top_k do from their own pass.
+  struct StepPass {
+    std::vector<int32_t> tokens, parents;  // the pass's new tree nodes
+    std::vector<size_t> at;                // index in `nodes` of each pass row
+    bool new_tree = false;                 // the round's first pass: tree_pass, not extend_tree
+  };
+  void plan_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass);
+  void step_rows(const std::vector<int>& nodes, const StepPass& pass, const RowsView& pass_rows,
+                 std::vector<float>& out);  // out: [nodes, vocab]
+  void step_top_k(const std::vector<int>& nodes, const StepPass& pass, const TopKRowsView& pass_top, int k,
+                  std::vector<int32_t>& tokens, std::vector<float>& probs);  // [nodes, k] each
+  // draft_top_k is offered for k (see the constructor).
+  bool offers_top_k(int k) const { return top_k_on_host_ || rt_.device_top_k() >= k; }
+
   // Polled before each pass; when it returns true the pass throws DraftAbandoned instead
   // (draft-ahead gives way to the target's next message). Empty: never.
   void set_abandon(std::function<bool()> abandon) { abandon_ = std::move(abandon); }
 
  private:
   void check_abandon() const;
-  // The tree-pass inputs for the pool nodes among `nodes` (kRoot's row is root_logits_):
-  // tokens, parents (runtime tree nodes) and, for each, its index in `nodes`.
-  void forwarded(const Pool& pool, const std::vector<int>& nodes, std::vector<int32_t>& tokens,
-                 std::vector<int32_t>& parents, std::vector<size_t>& at);
 
   ModelRuntime& rt_;
   int vocab_;
@@ -79,6 +94,12 @@ struct DraftAbandoned {};
 // (test_runtime_drafter checks it): the pool stays a function of the committed context and the
 // drafter's own stream, never of the target's draws (paper 000 §3), and a request decodes the
 // same whether a guess hit, missed or was abandoned.
+//
+// Several sessions over one backend (ModelRuntime::sequences: the drafter's requests of a batch)
+// draft together in shared passes: begin_draft() each, then draft_step_together() while any is
+// drafting(). A step is one pass for all: each session's next prefill chunk of the tokens it
+// appends, or its next expansion step. draft() is begin_draft() and those steps alone, so on a
+// batch-invariant backend a pool drafted together is bit for bit the pool drafted alone.
 class DraftSession {
  public:
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}
@@ -88,6 +109,10 @@ class DraftSession {
   // Appends `tokens` to C and grows the pool below the new C into `pool`. Returns true when
   // that pool was drafted ahead (`tokens` were the guess).
   bool draft(const std::vector<int32_t>& tokens, Pool& pool);
+  // draft() in steps: true when the pool is ready at once (drafted ahead); otherwise `pool` is
+  // grown by draft_step_together() calls until drafting() is false. `pool` must outlive them.
+  bool begin_draft(const std::vector<int32_t>& tokens, Pool& pool);
+  bool drafting() const { return growing_ != nullptr; }
   // With draft-ahead on: guesses the next Commit from `sent` (the pool just sent) and grows
   // the pool below it. `abandon` is polled between passes; when it turns true the guess is
   // dropped. Returns whether a pool is ready for the guess.
@@ -102,9 +127,15 @@ class DraftSession {
   const AheadCounts& ahead_counts() const { return counts_; }
 
  private:
-  // Appends `tokens` (as two prefills with draft-ahead on where the backend is not batch
-  // invariant, see above) and grows `pool` below.
-  void append_and_grow(const std::vector<int32_t>& tokens, int depth, Pool& pool);
+  friend void draft_step_together(const std::vector<DraftSession*>& sessions);
+  // This step's part of the shared pass; top_k: 0 for logits rows, else the k of top-k rows.
+  void plan_part(ModelRuntime::SharedPart& part, int& top_k);
+  void take_part(const ModelRuntime::SharedPart& part);
+  // The appended tokens' last row is in: the pool's growth starts below it.
+  void start_growth(const float* root_logits);
+  // Takes the growth's steps that need no pass (the root's row is at hand); ends the draft when
+  // the pool is whole.
+  void settle();
   // Back to C as it was before the guess (cache and generator).
   void drop_guess();
   // Counts the Commit's length when it followed the last pool's chain; the guess takes the most
@@ -128,6 +159,21 @@ class DraftSession {
   // The next pool's depth comes from the Commits before the one it follows, so that a pool
   // drafted ahead has the depth draft() gives it for that Commit.
   AdaptivePoolDepth depth_;
+
+  // The draft in steps (begin_draft): the chunks still to append, then the pool's growth.
+  Pool* growing_ = nullptr;                  // the pool being drafted (null: none)
+  int growing_depth_ = 0;                    // its depth
+  std::deque<std::vector<int32_t>> chunks_;  // prefill chunks still to append, each one pass
+  std::optional<PoolGrowth> growth_;
+  RuntimeDrafter::StepPass step_;     // the growth step in the current shared pass
+  bool step_top_k_ = false;           // …reads top-k rows
+  std::vector<float> step_rows_;      // [frontier, vocab]
+  std::vector<int32_t> step_tokens_;  // [frontier, k]
+  std::vector<float> step_probs_;     // [frontier, k]
 };
+
+// One step of every drafting session in passes they share (as few as ModelRuntime::run_shared
+// needs: ≤ 64 rows each, logits and each k of top-k rows apart): sessions of one backend.
+void draft_step_together(const std::vector<DraftSession*>& sessions);
 
 }  // namespace rootspec

@@ -26,9 +26,10 @@
 // The decision for the next round is taken when a round starts, from past rounds only, before
 // any member's drafter hears whether a pool is wanted: exact (paper 000 §3; tests/core).
 //
-// Limits of this first step: one BatchAuto per target, its rates keyed by batch size only (not
-// by the members' temperatures or budgets); all `auto` members share one mode; `draft` is not a
-// candidate; each member's budget is still its own controller's choice.
+// Limits of this first step: rates are keyed by batch size only, not by the members' budgets or
+// exact temperatures (the target keeps one BatchAuto for batches whose `auto` members are all
+// greedy and one for those where some sample: target_server.h); all `auto` members share one
+// mode; `draft` is not a candidate; each member's budget is still its own controller's choice.
 #pragma once
 
 #include <array>

@@ -203,46 +203,69 @@ std::vector<int> add_children(Pool& pool, int parent, const float* row, int voca
 }
 }  // namespace
 
-void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng) {
-  assert(shape.top_k >= 1 && shape.depth >= 1 && shape.expand >= 1);
-  const int vocab = drafter.vocab_size();
-  pool.clear();
-  pool.rheo_m = shape.rheo_m;
-  const int K = std::min(shape.top_k, vocab);
-  // A top-k pool reads only each row's top K: the drafter may hand just those over.
-  const bool top_k_only = shape.rheo_m < 0 && !(shape.sparse > 0 && shape.sparse < vocab);
-  std::vector<float> rows;   // [frontier, vocab] draft probabilities
-  std::vector<int32_t> top;  // [frontier, K] the rows' top K tokens (draft_top_k)
-  std::vector<float> top_p;  // [frontier, K] their probabilities
-  // The children of every node of `frontier` (kRoot at step one), from one drafter call.
-  auto children_of = [&](const std::vector<int>& frontier) {
-    std::vector<int> fresh;
-    if (top_k_only && drafter.draft_top_k(pool, frontier, K, top, top_p)) {
-      assert(top.size() == frontier.size() * static_cast<size_t>(K) && top_p.size() == top.size());
-      for (size_t f = 0; f < frontier.size(); ++f)
-        for (int j = 0; j < K; ++j)
-          fresh.push_back(pool.add(top[f * K + j], frontier[f], safe_log(top_p[f * K + j])));
-      return fresh;
-    }
-    drafter.draft_rows(pool, frontier, rows);
-    assert(rows.size() == frontier.size() * static_cast<size_t>(vocab));
-    for (size_t f = 0; f < frontier.size(); ++f) {
-      const auto added = add_children(pool, frontier[f], rows.data() + f * vocab, vocab, shape, rng);
-      fresh.insert(fresh.end(), added.begin(), added.end());
-    }
-    return fresh;
-  };
+PoolGrowth::PoolGrowth(const PoolShape& shape, int vocab, Pool& pool, Rng* rng)
+    : shape_(shape),
+      vocab_(vocab),
+      k_(std::min(shape.top_k, vocab)),
+      top_k_only_(shape.rheo_m < 0 && !(shape.sparse > 0 && shape.sparse < vocab)),
+      pool_(pool),
+      rng_(rng) {
+  assert(shape.top_k >= 1 && shape.depth >= 1 && shape.expand >= 1 && vocab >= 1);
+  pool_.clear();
+  pool_.rheo_m = shape.rheo_m;
+  frontier_ = {kRoot};
+}
 
-  std::vector<int> fresh = children_of({kRoot});
-  for (int d = 2; d <= shape.depth; ++d) {
-    // Forward the best `expand` of the newest candidates, in rank order.
-    sort_ranked(pool, fresh);
-    std::vector<int> frontier(fresh.begin(), fresh.begin() + std::min<int>(shape.expand, fresh.size()));
-    for (int v : frontier) pool.expanded[v] = 1;
-    fresh = children_of(frontier);
+void PoolGrowth::take_rows(const float* rows) {
+  assert(!done());
+  std::vector<int> fresh;
+  for (size_t f = 0; f < frontier_.size(); ++f) {
+    const auto added = add_children(pool_, frontier_[f], rows + f * vocab_, vocab_, shape_, rng_);
+    fresh.insert(fresh.end(), added.begin(), added.end());
   }
-  pool.row_start.resize(pool.size() + 1, -1);
-  pool.row_len.resize(pool.size() + 1, 0);
+  advance(std::move(fresh));
+}
+
+void PoolGrowth::take_top_k(const int32_t* tokens, const float* probs) {
+  assert(!done() && top_k_only_);
+  std::vector<int> fresh;
+  for (size_t f = 0; f < frontier_.size(); ++f)
+    for (int j = 0; j < k_; ++j)
+      fresh.push_back(pool_.add(tokens[f * k_ + j], frontier_[f], safe_log(probs[f * k_ + j])));
+  advance(std::move(fresh));
+}
+
+void PoolGrowth::advance(std::vector<int> fresh) {
+  frontier_.clear();
+  if (++step_depth_ <= shape_.depth) {
+    // Forward the best `expand` of the newest candidates, in rank order.
+    sort_ranked(pool_, fresh);
+    frontier_.assign(fresh.begin(), fresh.begin() + std::min<size_t>(shape_.expand, fresh.size()));
+    for (int v : frontier_) pool_.expanded[v] = 1;
+  }
+  if (done()) {
+    pool_.row_start.resize(pool_.size() + 1, -1);
+    pool_.row_len.resize(pool_.size() + 1, 0);
+  }
+}
+
+void grow_pool(DraftModel& drafter, const PoolShape& shape, Pool& pool, Rng* rng) {
+  PoolGrowth growth(shape, drafter.vocab_size(), pool, rng);
+  std::vector<float> rows;   // [frontier, vocab] draft probabilities
+  std::vector<int32_t> top;  // [frontier, k] the rows' top k tokens (draft_top_k)
+  std::vector<float> top_p;  // [frontier, k] their probabilities
+  while (!growth.done()) {
+    const std::vector<int>& frontier = growth.frontier();
+    // A top-k pool reads only each row's top k: the drafter may hand just those over.
+    if (growth.top_k_only() && drafter.draft_top_k(pool, frontier, growth.k(), top, top_p)) {
+      assert(top.size() == frontier.size() * static_cast<size_t>(growth.k()) && top_p.size() == top.size());
+      growth.take_top_k(top.data(), top_p.data());
+    } else {
+      drafter.draft_rows(pool, frontier, rows);
+      assert(rows.size() == frontier.size() * static_cast<size_t>(drafter.vocab_size()));
+      growth.take_rows(rows.data());
+    }
+  }
 }
 
 bool rheo_tail_row(const Pool& pool, int u, int vocab, std::vector<float>& out) {

@@ -123,6 +123,36 @@ class DraftModel {
   }
 };
 
+// grow_pool one expansion step at a time, for a drafter that scores several pools' frontiers in
+// one pass (the drafter's requests of a batch: draft_step_together, runtime_drafter.h):
+// frontier() lists the nodes whose draft rows the next step needs (step one: kRoot alone);
+// take_rows() or take_top_k() adds their children and moves on. grow_pool is this loop over one
+// DraftModel, so a pool grown in steps is the pool grow_pool grows from the same rows.
+class PoolGrowth {
+ public:
+  // Empties `pool` and starts growing it; `rng` as grow_pool's (Rheo pools; kept by the caller).
+  PoolGrowth(const PoolShape& shape, int vocab, Pool& pool, Rng* rng = nullptr);
+  bool done() const { return frontier_.empty(); }
+  const std::vector<int>& frontier() const { return frontier_; }
+  // The pool reads only each row's k() most probable tokens (a top-k pool, no sparse rows):
+  // take_top_k may stand for take_rows.
+  bool top_k_only() const { return top_k_only_; }
+  int k() const { return k_; }
+  void take_rows(const float* rows);                           // [frontier, vocab] draft probabilities
+  void take_top_k(const int32_t* tokens, const float* probs);  // [frontier, k] best first (DraftModel)
+
+ private:
+  void advance(std::vector<int> fresh);  // the next frontier from the step's new candidates
+
+  PoolShape shape_;
+  int vocab_, k_;
+  bool top_k_only_;
+  Pool& pool_;
+  Rng* rng_;
+  int step_depth_ = 1;         // depth of the children the next step adds
+  std::vector<int> frontier_;  // [≤ expand] nodes whose rows the next step reads
+};
+
 // Grows the EAGLE-3 pool below the committed context: the top_k most probable tokens at the
 // root (ties → lower token id); then depth−1 steps, each forwarding the `expand` most recently
 // chosen nodes, adding the top_k children of each, and choosing the `expand` new candidates

@@ -2,7 +2,8 @@
 // sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
 // rows grow the same pool. DraftSession with draft-ahead: every pool it hands over (drafted
 // ahead, after a miss, after an abandoned guess) is bit for bit the pool of a session that
-// never drafts ahead. Adaptive pool depth follows the Commits.
+// never drafts ahead. Adaptive pool depth follows the Commits. Sessions drafting together in
+// shared passes grow the pools each grows alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,9 @@
 #include "model_fixtures.h"
 #include "rows.h"
 #include "runtime_drafter.h"
+#if ROOTSPEC_WITH_CUDA
+#include "cuda_backend.h"
+#endif
 
 namespace rootspec {
 namespace {
@@ -310,6 +314,102 @@ TEST(DraftAhead, RheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
   rheo.rheo_m = 2;
   check_draft_ahead(rheo, 22);
 }
+
+// Four sessions over one backend (ModelRuntime::sequences, the drafter's requests of a batch)
+// drafting together in shared passes: top-k, sparse, Rheo and adaptive-depth pools of different
+// shapes, prompts of 3 to 150 tokens (several prefill chunks), sessions joining a few steps into
+// the others' growth, one with draft-ahead's split appends. Each pool equals the pool the same
+// session drafts alone on a runtime of its own: bit for bit on a batch-invariant backend, within
+// float32 rounding (same tokens) on the Cuda backend, whose top-k rows the shared passes use.
+void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
+  set_torch_threads(1);
+  TempDir dir("draft-together");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 41);
+  constexpr int kSessions = 4;
+  o.max_context = 320;
+  o.max_tree = 80;
+  o.max_sequences = kSessions;
+  std::vector<std::unique_ptr<ModelRuntime>> shared = ModelRuntime::sequences(d, o);
+  o.max_sequences = 1;
+  PoolShape shapes[kSessions] = {{3, 4, 3}, {4, 5, 4}, {4, 3, 3}, {5, 6, 2}};
+  shapes[1].sparse = 6;
+  shapes[2].rheo_m = 2;
+  shapes[3].adaptive_depth = true;
+  const int prompt_lengths[kSessions] = {3, 150, 70, 9};
+  const int join_step[kSessions] = {0, 0, 2, 5};  // steps of the others before a session begins
+  std::vector<std::unique_ptr<ModelRuntime>> own;
+  std::vector<std::unique_ptr<DraftSession>> together, alone;
+  for (int q = 0; q < kSessions; ++q) {
+    own.push_back(std::make_unique<ModelRuntime>(d, o));
+    together.push_back(std::make_unique<DraftSession>(*shared[q]));
+    alone.push_back(std::make_unique<DraftSession>(*own[q]));
+    together[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3);
+    alone[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3);
+  }
+  std::mt19937 gen(9);
+  const int V = shared[0]->vocab_size();
+  std::vector<std::vector<int32_t>> commits(kSessions);
+  for (int q = 0; q < kSessions; ++q) commits[q] = testing::random_tokens(gen, prompt_lengths[q], V);
+  int shared_steps = 0, own_steps = 0;
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<Pool> got(kSessions), want(kSessions);
+    for (int q = 0; q < kSessions; ++q) {
+      EXPECT_FALSE(alone[q]->begin_draft(commits[q], want[q]));
+      while (alone[q]->drafting()) draft_step_together({alone[q].get()}), ++own_steps;
+    }
+    std::vector<uint8_t> begun(kSessions, 0);
+    for (int step = 0;; ++step) {
+      for (int q = 0; q < kSessions; ++q) {
+        if (begun[q] || step < join_step[q]) continue;
+        begun[q] = 1;
+        EXPECT_FALSE(together[q]->begin_draft(commits[q], got[q]));
+      }
+      std::vector<DraftSession*> drafting;
+      for (auto& t : together)
+        if (t->drafting()) drafting.push_back(t.get());
+      if (drafting.empty() && step >= join_step[kSessions - 1]) break;
+      if (!drafting.empty()) draft_step_together(drafting), ++shared_steps;
+    }
+    for (int q = 0; q < kSessions; ++q) {
+      SCOPED_TRACE("session " + std::to_string(q));
+      ASSERT_GT(got[q].size(), 0);
+      ASSERT_EQ(shared[q]->length(), own[q]->length());
+      EXPECT_EQ(got[q].token, want[q].token);
+      EXPECT_EQ(got[q].parent, want[q].parent);
+      EXPECT_EQ(got[q].expanded, want[q].expanded);
+      EXPECT_EQ(got[q].sampled, want[q].sampled);
+      if (bit_for_bit) {
+        expect_same_pool(got[q], want[q]);
+      } else {
+        for (int u = 0; u < got[q].size(); ++u)
+          ASSERT_NEAR(got[q].logq[u], want[q].logq[u], 1e-4) << "node " << u;
+      }
+      // The next Commit: the pool's first candidate, then 0 to 3 tokens of the target's.
+      commits[q] = {got[q].token[0]};
+      const std::vector<int32_t> more = testing::random_tokens(gen, static_cast<int>(gen() % 4), V);
+      commits[q].insert(commits[q].end(), more.begin(), more.end());
+    }
+  }
+  // Shared passes: fewer steps for all than for each alone.
+  EXPECT_LT(shared_steps, own_steps * 2 / 3) << shared_steps << " shared, " << own_steps << " alone";
+}
+
+TEST(DraftTogether, PoolsDraftedInSharedPassesAreThoseEachSessionDraftsAlone) {
+  RuntimeOptions o;
+  check_draft_together(o, /*bit_for_bit=*/true);
+}
+
+#if ROOTSPEC_WITH_CUDA
+TEST(DraftTogether, CudaTopKPoolsDraftedInSharedPassesAreThoseEachSessionDraftsAlone) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  RuntimeOptions o;
+  o.device = "cuda";
+  o.cuda_graphs = false;
+  check_draft_together(o, /*bit_for_bit=*/false);
+}
+#endif
 
 }  // namespace
 }  // namespace rootspec
