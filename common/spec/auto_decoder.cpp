@@ -238,16 +238,23 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   observe_wall(r, first_token, wall);
 }
 
-void AutoController::set_batch_mode(int mode) {
-  if (mode >= 0) {
-    speculate_ = mode == 1;
-    batched_ = true;
-  } else if (batched_) {
-    batched_ = false;
-    in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured
-    after_plain_ = false;
-    stretch_ = Stretch::Other;
-  }
+void AutoController::set_batch_mode(int arm, const BatchArm& how) {
+  batched_ = true;
+  batch_arm_ = arm;
+  speculate_ = how.speculate;
+  batch_rule_ = how.rule;
+  batch_cap_ = how.budget_cap;
+}
+
+void AutoController::end_batch_mode() {
+  if (!batched_) return;
+  batched_ = false;
+  batch_arm_ = -1;
+  batch_rule_ = Rule::RootDraw;
+  batch_cap_ = 0;
+  in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured
+  after_plain_ = false;
+  stretch_ = Stretch::Other;
 }
 
 void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, double wall) {

@@ -46,14 +46,12 @@
 // against ar is measured): where speculation runs even with ar, noise lets tries win now and
 // then, and each win brought the next tries close.
 //
-// Known limits, for the next step: the draft rule (no root pass; on two cores within a few % of
-// root-draw once the Commit's wake-up came from the drafter's core,
+// Known limits, for the next step: alone, the draft rule (no root pass; on two cores within a
+// few % of root-draw once the Commit's wake-up came from the drafter's core,
 // bench/results/issue19-epyc-6/README.md) is not a candidate yet. In a batch ([target]
-// max_batch > 1) each member's controller still decides alone from round times that are the
-// whole batch's (and include joining members' prefills), so `auto` does not decide at the
-// batch's scale: on the AMD EPYC VM it ran 3-36% below batched `ar` at 2-16 concurrent requests
-// (bench/results/concurrency-epyc/README.md). The re-derivation issue 40 asks for: one decision
-// per round for the batch, from the measured pass time against total rows
+// max_batch > 1) the `auto` members follow the batch's arm (batch_auto.h: plain, root-draw with
+// the budget chosen here, draft, smaller budget caps), chosen from the batch's measured rates;
+// not yet a rule and budget per member from the measured pass time against total rows
 // (bench/model/bench_batch_cost.cpp) and each member's pool, root row and acceptance.
 #pragma once
 
@@ -62,6 +60,7 @@
 #include <map>
 #include <vector>
 
+#include "batch_auto.h"
 #include "round.h"
 #include "selection.h"
 
@@ -299,14 +298,21 @@ class AutoController {
   // Whether the next round speculates (else: ar).
   bool speculate() const { return speculate_; }
   // In a batch whose `auto` members decide together (batch_auto.h): from the next round on this
-  // request speculates (mode 1) or decodes plainly (0) as the batch decided; −1 hands the choice
-  // back to this controller, which goes on from the mode the batch left it in. While the batch
-  // decides, a round's time is the batch's, not this request's: observe() counts the round and
-  // leaves the cost model and the mode alone (the budget is still chosen here).
-  void set_batch_mode(int mode);
+  // request follows the batch's arm `arm` (plain decoding, or its rule within its budget cap).
+  // While the batch decides, a round's time is the batch's, not this request's: observe() counts
+  // the round and leaves the cost model and the mode alone (root-draw's budget is still chosen
+  // here, within the arm's cap). end_batch_mode() hands the choice back to this controller, which
+  // goes on from the mode the batch left it in.
+  void set_batch_mode(int arm, const BatchArm& how);
+  void end_batch_mode();
   bool batch_decides() const { return batched_; }
-  // A speculative round, its pool and root row in `in` (budget = the request's B, the most this
-  // may choose): the budget of its root-draw tree.
+  // The next round's arm, rule (root-draw, or the batch's arm's) and budget cap (0: none), read
+  // as that round starts (set_batch_mode then sets the round after's).
+  int batch_arm() const { return batched_ ? batch_arm_ : -1; }
+  Rule rule() const { return batched_ ? batch_rule_ : Rule::RootDraw; }
+  int budget_cap() const { return batched_ ? batch_cap_ : 0; }
+  // A speculative root-draw round, its pool and root row in `in` (budget = the most this may
+  // choose: the request's B, or the batch's cap): the budget of its tree.
   int choose_budget(const SelectionInputs& in);
   // A tree pass was verified: what each node of `tree` whose parent was reached did
   // (`accepted_nodes`, VerifyResult's) teaches the per-edge guess (Acceptance::edge_acceptance).
@@ -339,6 +345,9 @@ class AutoController {
   AutoCostModel::Acceptance& acc_;
   bool speculate_ = true;
   bool batched_ = false;  // the batch decides the mode (set_batch_mode)
+  int batch_arm_ = -1;    // …its arm: BatchAuto's index, rule and budget cap
+  Rule batch_rule_ = Rule::RootDraw;
+  int batch_cap_ = 0;
   int budget_ = 0;
   double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   double expected_skip_ = 0;               // …the chance s that its draw leaves level one

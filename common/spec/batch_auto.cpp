@@ -2,13 +2,37 @@
 
 #include <algorithm>
 #include <cassert>
+#include <stdexcept>
 
 namespace rootspec {
 
-double BatchAuto::rate(bool speculative, int members) const {
+std::vector<BatchArm> default_batch_arms() {
+  return {
+      {false, Rule::RootDraw, 0},  // plain decoding
+      {true, Rule::RootDraw, 0},   // root-draw, B from each member's controller
+      {true, Rule::Draft, 0},      // draft at the request's B
+      {true, Rule::Draft, 4},      // small trees: where a batch's tree rows cost
+      {true, Rule::RootDraw, 2},
+  };
+}
+
+BatchAuto::BatchAuto(BatchAutoOptions options) : opt_(std::move(options)), rates_(opt_.arms.size()) {
+  const auto plain =
+      std::find_if(opt_.arms.begin(), opt_.arms.end(), [](const BatchArm& a) { return !a.speculate; });
+  if (plain == opt_.arms.end()) throw std::invalid_argument("BatchAuto: no plain arm");
+  for (const BatchArm& a : opt_.arms)
+    if (a.speculate && a.rule != Rule::RootDraw && a.rule != Rule::Draft)
+      throw std::invalid_argument("BatchAuto: an arm's rule is neither root-draw nor draft");
+  if (opt_.first_arm < 0 || opt_.first_arm >= arms())
+    throw std::invalid_argument("BatchAuto: no such first arm");
+  current_ = before_probe_ = opt_.first_arm;
+}
+
+double BatchAuto::rate(int arm, int members) const {
+  const auto& of_arm = rates_.at(arm);
   members = std::clamp(members, 1, kMaxMembers);
-  auto measured = [&](int n) { return at(speculative, n).rounds > 0; };
-  auto of = [&](int n) { return at(speculative, n).tokens / at(speculative, n).ms; };
+  auto measured = [&](int n) { return of_arm[n].rounds > 0; };
+  auto of = [&](int n) { return of_arm[n].tokens / of_arm[n].ms; };
   if (measured(members)) return of(members);
   int below = members - 1, above = members + 1;
   while (below >= 1 && !measured(below)) --below;
@@ -23,44 +47,65 @@ double BatchAuto::rate(bool speculative, int members) const {
   return 0;
 }
 
-bool BatchAuto::decide(int members) {
-  if (gap_ <= 0) gap_ = opt_.first_gap;
-  const int measured_rounds = opt_.settle_rounds + opt_.probe_rounds;
-  const double current = rate(speculate_, members), other = rate(!speculate_, members);
-  auto switch_mode = [&](bool probe) {
-    speculate_ = !speculate_;
-    probing_ = probe;
-    in_mode_ = 0;
-  };
-  if (probing_) {
-    if (in_mode_ < measured_rounds) return speculate_;  // the probe runs its rounds
-    probing_ = false;
-    // The probed mode stays if it beat the one before by the margin; else back, and the next
-    // probe waits twice as long.
-    const bool won = other <= 0 || current > other * (1 + opt_.margin);
-    gap_ = won ? opt_.first_gap : std::min(opt_.max_gap, gap_ * 2);
-    if (!won) switch_mode(false);
-    return speculate_;
-  }
-  if (other <= 0) {  // the other mode is not measured at any size yet: probe it once this one is
-    if (in_mode_ >= measured_rounds) switch_mode(true);
-    return speculate_;
-  }
-  if (current > 0 && other > current * (1 + opt_.margin)) {
-    switch_mode(false);  // at this size the other mode runs faster (the batch grew or shrank)
-  } else if (in_mode_ >= opt_.settle_rounds + gap_) {
-    switch_mode(true);  // the other mode is due for a new measurement
-  }
-  return speculate_;
+bool BatchAuto::measured_near(int arm, int members) const {
+  members = std::clamp(members, 1, kMaxMembers);
+  for (int n = std::max(1, (members + 1) / 2); n <= std::min(kMaxMembers, 2 * members); ++n)
+    if (rates_.at(arm)[n].rounds > 0) return true;
+  return false;
 }
 
-void BatchAuto::observe(int members, bool speculated, int tokens, double wall_ms) {
-  assert(members >= 1);
+void BatchAuto::switch_to(int arm, bool probe) {
+  if (probe) before_probe_ = current_;
+  current_ = arm;
+  probing_ = probe;
+  exploring_ = false;
+  in_mode_ = 0;
+}
+
+int BatchAuto::decide(int members) {
+  if (gap_ <= 0) gap_ = opt_.first_gap;
+  const int measured_rounds = opt_.settle_rounds + opt_.probe_rounds;
+  if (probing_) {
+    if (in_mode_ < measured_rounds) return current_;  // the probe runs its rounds
+    probing_ = false;
+    // The probed arm stays if it beat the one before by the margin; else back, and the next
+    // probe waits twice as long.
+    const double before = rate(before_probe_, members);
+    const bool won = before <= 0 || rate(current_, members) > before * (1 + opt_.margin);
+    if (!exploring_) gap_ = won ? opt_.first_gap : std::min(opt_.max_gap, gap_ * 2);
+    if (!won) switch_to(before_probe_, false);
+    return current_;
+  }
+  // An arm not measured near this size yet: tried once this one is measured.
+  for (int a = 0; a < arms(); ++a) {
+    if (a == current_ || measured_near(a, members)) continue;
+    if (in_mode_ >= measured_rounds) {
+      switch_to(a, true);
+      exploring_ = true;  // a first measurement: its loss does not lengthen the gap
+    }
+    return current_;
+  }
+  int best = current_;
+  for (int a = 0; a < arms(); ++a)
+    if (rate(a, members) > rate(best, members)) best = a;
+  const double here = rate(current_, members);
+  if (best != current_ && here > 0 && rate(best, members) > here * (1 + opt_.margin)) {
+    switch_to(best, false);  // at this size another arm runs faster (the batch grew or shrank)
+  } else if (in_mode_ >= opt_.settle_rounds + gap_ && arms() > 1) {
+    next_probe_ = (next_probe_ + 1) % arms();
+    if (next_probe_ == current_) next_probe_ = (next_probe_ + 1) % arms();
+    switch_to(next_probe_, true);  // the arms not in use are due for a new measurement, in turn
+  }
+  return current_;
+}
+
+void BatchAuto::observe(int members, int arm, int tokens, double wall_ms) {
+  assert(members >= 1 && arm >= 0 && arm < arms());
   members = std::min(members, kMaxMembers);
-  const bool measured = in_mode_ >= opt_.settle_rounds && speculated == speculate_ && wall_ms > 0;
+  const bool measured = in_mode_ >= opt_.settle_rounds && arm == current_ && wall_ms > 0;
   ++in_mode_;
   if (!measured) return;
-  Rate& r = (speculated ? spec_ : plain_)[members];
+  Rate& r = rates_[arm][members];
   if (r.rounds == 0) {
     r.tokens = tokens;
     r.ms = wall_ms;

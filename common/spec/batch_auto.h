@@ -1,41 +1,59 @@
-// BatchAuto: `auto` deciding at the batch's scale (issue 40), the first step. In a round of
-// several requests the `auto` members speculate or decode plainly together, chosen for the batch
-// as a whole from measured rates: tokens the whole batch emitted per ms of round, at this batch
-// size, in rounds where the `auto` members speculated against rounds where they decoded
-// plainly. Each member's controller (auto_decoder.h) still chooses its budget from its pool and
-// root row when the batch speculates; alone (a batch of one) it decides as before.
+// BatchAuto: `auto` deciding at the batch's scale (issue 40). In a round of several requests the
+// `auto` members follow one arm together: plain decoding, or a speculative rule (root-draw or
+// draft) with a budget, chosen for the batch as a whole from measured rates: tokens the whole
+// batch emitted per ms of round, at this batch size, in rounds where the `auto` members followed
+// that arm. Alone (a batch of one) each member's controller decides as before (auto_decoder.h).
 //
-// Why by measurement and per batch size: a batched plain pass is cheap per token where one row
-// is bound by reading the weights (a GPU, or a CPU up to a few rows), and a tree pass's rows are
-// not free where the arithmetic binds (two CPU cores: 8 sequences' root pass ~0.8 ms, 8 trees of
-// 9 rows 4.3-6.3 ms on the AMD EPYC VM, bench/results/concurrency-epyc/batch-cost.txt). Whether
-// speculation pays thus depends on the machine and the batch size; the rates say it.
+// Why by measurement, per arm and per batch size: a batched plain pass is cheap per token where
+// one row is bound by reading the weights (a GPU, or a CPU up to a few rows), and a tree pass's
+// rows are not free where the arithmetic binds (two CPU cores: 8 sequences' root pass ~0.8 ms, 8
+// trees of 9 rows 4.3-6.3 ms on the AMD EPYC VM, bench/results/concurrency-epyc/batch-cost.txt),
+// so smaller trees may pay where larger ones do not; and whether the target's root pass hides
+// inside drafting (root-draw) or not (draft then wins: issue 40's Intel figures) is the machine's.
+// The rates say all of it, including what no model here would know (helper threads, the
+// drafter's shared passes, the members' acceptance at their temperatures).
 //
 // The model, and the reason for each constant:
-//   rate(mode, n) = tokens / ms of rounds of n members in that mode, each a running mean
+//   arms (default_batch_arms): plain; root-draw with each member's controller choosing B (its
+//     model of E(B) from the pool and root row, auto_decoder.h); draft at the request's B; draft
+//     at B ≤ 4 and root-draw at B ≤ 2 (trees of a few rows, for batches whose rows cost);
+//   rate(arm, n) = tokens / ms of rounds of n members following the arm, each a running mean
 //     (smoothing 0.05: ~20 rounds; tokens and time averaged apart, so fast rounds do not weigh
-//     more, Jensen); a size not measured yet in a mode borrows the nearest measured sizes' rates,
-//     linearly in n between two (no cliff at a size: the estimate moves with n);
-//   the mode switches when the other one's rate beats the current one's by `margin` (5%: below
-//     this VM's drift between rounds, so noise alone does not flip it);
-//   the other mode is measured again after `gap` rounds in one mode, for `probe_rounds` rounds
-//     (16: a batch's round times vary ±20% on two cores); a probe that loses doubles the gap (up
-//     to 1 024 rounds: probes then cost < 2% of the rounds), one that wins resets it (64);
+//     more, Jensen); a size not measured yet borrows the nearest measured sizes' rates, linearly
+//     in n between two (no cliff at a size: the estimate moves with n);
+//   an arm not measured within a factor two of the batch's size is tried once the current one
+//     is (16 rounds each: a batch's round times vary ±20% on two cores): rates borrowed from far
+//     sizes guide the choice but do not stand for a measurement;
+//   the batch moves to the arm with the best rate at its size when it beats the current one's by
+//     `margin` (5%: below this VM's drift between rounds, so noise alone does not flip it);
+//   after `gap` rounds on one arm, the next other arm in turn is measured again for
+//     `probe_rounds` rounds; a probe that loses doubles the gap (up to 1 024 rounds: probes then
+//     cost < 2% of the rounds), one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
 //     with the tokens it was not sent, as in auto_decoder.h.
 // The decision for the next round is taken when a round starts, from past rounds only, before
 // any member's drafter hears whether a pool is wanted: exact (paper 000 §3; tests/core).
 //
-// Limits of this first step: rates are keyed by batch size only, not by the members' budgets or
-// exact temperatures (the target keeps one BatchAuto for batches whose `auto` members are all
-// greedy and one for those where some sample: target_server.h); all `auto` members share one
-// mode; `draft` is not a candidate; each member's budget is still its own controller's choice.
+// Limits: rates are keyed by batch size and arm only, not by the members' exact temperatures or
+// budgets (the target keeps one BatchAuto for batches whose `auto` members are all greedy and one
+// for those where some sample: target_server.h); all `auto` members of a batch follow one arm.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <vector>
+
+#include "selection.h"
 
 namespace rootspec {
+
+// What the `auto` members of a batch do in a round.
+struct BatchArm {
+  bool speculate = false;      // false: plain decoding (rule and budget unused)
+  Rule rule = Rule::RootDraw;  // root-draw or draft
+  int budget_cap = 0;  // most B (≤ the request's); 0: root-draw's controller's B, draft's the request's
+};
+std::vector<BatchArm> default_batch_arms();  // the arms named above, plain first, then root-draw
 
 struct BatchAutoOptions {
   double smoothing = 0.05;
@@ -44,36 +62,46 @@ struct BatchAutoOptions {
   int first_gap = 64;
   int max_gap = 1024;
   int settle_rounds = 2;
+  std::vector<BatchArm> arms = default_batch_arms();  // plain must be among them
+  int first_arm = 1;                                  // the arm a batch starts with
 };
 
 class BatchAuto {
  public:
   static constexpr int kMaxMembers = 64;
-  explicit BatchAuto(BatchAutoOptions options = {}) : opt_(options) {}
+  explicit BatchAuto(BatchAutoOptions options = {});
 
-  // Whether the `auto` members of the next round of about `members` requests (≥ 2) speculate.
-  bool decide(int members);
-  // A round is over: `members` requests in it, whether its `auto` members speculated, the
-  // tokens all of them emitted and its time.
-  void observe(int members, bool speculated, int tokens, double wall_ms);
+  // The arm the `auto` members of the next round of about `members` requests (≥ 2) follow.
+  int decide(int members);
+  // A round is over: `members` requests in it, the arm its `auto` members followed, the tokens
+  // all of them emitted and its time.
+  void observe(int members, int arm, int tokens, double wall_ms);
 
-  bool speculating() const { return speculate_; }
-  // The estimated rate (tokens per ms) of a mode at a batch size; 0 when nothing is measured.
-  double rate(bool speculative, int members) const;
+  int arms() const { return static_cast<int>(opt_.arms.size()); }
+  const BatchArm& arm(int a) const { return opt_.arms.at(a); }
+  int current() const { return current_; }
+  bool speculating() const { return arm(current_).speculate; }
+  // The estimated rate (tokens per ms) of an arm at a batch size; 0 when nothing is measured.
+  double rate(int arm, int members) const;
 
  private:
   struct Rate {
     double tokens = 0, ms = 0;
     int rounds = 0;
   };
-  const Rate& at(bool speculative, int members) const { return (speculative ? spec_ : plain_)[members]; }
+  void switch_to(int arm, bool probe);
+  // The arm was measured at a size within a factor two of `members`.
+  bool measured_near(int arm, int members) const;
 
   BatchAutoOptions opt_;
-  std::array<Rate, kMaxMembers + 1> plain_{}, spec_{};  // [members]
-  bool speculate_ = true;                               // the mode the `auto` members run in
-  bool probing_ = false;                                // the current stretch measures the other mode
-  int in_mode_ = 0;                                     // rounds since the last switch
-  int gap_ = 0;                                         // rounds before the next probe (0: first_gap)
+  std::vector<std::array<Rate, kMaxMembers + 1>> rates_;  // [arm][members]
+  int current_ = 0;                                       // the arm the `auto` members follow
+  int before_probe_ = 0;                                  // …and the one before a probe
+  bool probing_ = false;                                  // the current stretch measures a probe
+  bool exploring_ = false;                                // …an arm's first near this size
+  int in_mode_ = 0;                                       // rounds since the last switch
+  int gap_ = 0;                                           // rounds before the next probe (0: first_gap)
+  int next_probe_ = 0;                                    // arms are probed in turn
 };
 
 }  // namespace rootspec

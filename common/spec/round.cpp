@@ -102,6 +102,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     AutoController* adaptive = nullptr;
     bool plain = false;
     Rule rule = Rule::Draft;
+    int budget_cap = 0;  // `auto` in a batch: its arm's most B (0: none)
     SelectionInputs in;
     const Pool* pool = nullptr;
     std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
@@ -129,7 +130,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.adaptive = o.autoregressive || !o.auto_rule ? nullptr : b.auto_decoder;
     assert(o.autoregressive || !o.auto_rule || b.auto_decoder);
     mr.plain = o.autoregressive || (mr.adaptive && !mr.adaptive->speculate());
-    mr.rule = mr.adaptive ? Rule::RootDraw : o.rule;
+    mr.rule = mr.adaptive ? mr.adaptive->rule() : o.rule;
+    mr.budget_cap = mr.adaptive ? mr.adaptive->budget_cap() : 0;
     mr.in.vocab = target.vocab_size();
     mr.in.budget = o.budget;
     assert(mr.plain || b.drafter);
@@ -139,31 +141,36 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
   }
   // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
   // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
-  bool batch_measures = false, batch_speculates = false;
+  int round_arm = -1;  // the batch's arm this round's `auto` members follow (−1: none)
   if (batch_auto) {
     bool any_auto = false;
     for (int m = 0; m < n; ++m) {
       if (!rounds[m].adaptive) continue;
       any_auto = true;
-      if (rounds[m].adaptive->batch_decides()) batch_measures = true, batch_speculates |= !rounds[m].plain;
+      if (rounds[m].adaptive->batch_decides()) round_arm = rounds[m].adaptive->batch_arm();
     }
-    const int next = any_auto && n >= 2 ? (batch_auto->decide(n) ? 1 : 0) : -1;
-    for (int m = 0; m < n; ++m)
-      if (rounds[m].adaptive) rounds[m].adaptive->set_batch_mode(next);
+    const int next = any_auto && n >= 2 ? batch_auto->decide(n) : -1;
+    for (int m = 0; m < n; ++m) {
+      if (!rounds[m].adaptive) continue;
+      if (next >= 0)
+        rounds[m].adaptive->set_batch_mode(next, batch_auto->arm(next));
+      else
+        rounds[m].adaptive->end_batch_mode();
+    }
   }
   // Measures this round for the batch's decision (when its `auto` members followed one) at its end.
   struct MeasureAtEnd {
     BatchAuto* gate;
     const std::vector<BatchMember>& batch;
-    bool speculated;
+    int arm;
     int64_t start;
     ~MeasureAtEnd() {
       if (!gate) return;
       int tokens = 0;
       for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
-      gate->observe(static_cast<int>(batch.size()), speculated, tokens, (monotonic_ns() - start) / 1e6);
+      gate->observe(static_cast<int>(batch.size()), arm, tokens, (monotonic_ns() - start) / 1e6);
     }
-  } measure{batch_measures ? batch_auto : nullptr, batch, batch_speculates, round_start};
+  } measure{round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start};
   if (!roots.empty()) {
     std::vector<RowsView> rows;
     const int64_t start = monotonic_ns();
@@ -211,7 +218,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
       mr.in.pool_path_probs = &mr.pool_path_probs;
     }
     const int64_t t0 = monotonic_ns();
-    if (mr.adaptive) mr.in.budget = mr.adaptive->choose_budget(mr.in);
+    if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);  // the batch's arm
+    if (mr.adaptive && mr.rule == Rule::RootDraw) mr.in.budget = mr.adaptive->choose_budget(mr.in);
     mr.record->budget = mr.in.budget;
     mr.plan = hooks && hooks->plan ? hooks->plan(mr.rule, mr.in, b.root_token, *b.rng)
                                    : plan_round(mr.rule, mr.in, b.root_token, *b.rng);
