@@ -38,13 +38,21 @@ DrafterServer::Session& DrafterServer::take_session(uint64_t request) {
     if (s.request == 0) taken = &s;
   }
   if (!taken) {
+    // The least recently used, one not mid-draft if any is: a pool under way would never come.
     taken = &*std::min_element(sessions_.begin(), sessions_.end(), [](const Session& a, const Session& b) {
+      if (a.draft->drafting() != b.draft->drafting()) return !a.draft->drafting();
       return a.last_used_ns < b.last_used_ns;
     });
     spdlog::warn(
         "all {} sessions are in use (the target's max_batch is larger than the drafter's?): "
         "request {} ends here for request {}",
         sessions_.size(), taken->request, request);
+    if (taken->draft->drafting()) {  // its pool will not come: the target hears so now
+      Header h;
+      h.request = taken->request;
+      h.round = taken->next_round;
+      refuse(taken->identity, h, "request", "the drafter's sessions are all in use");
+    }
   }
   if (taken->draft->draft_ahead_on()) {
     const auto& c = taken->draft->ahead_counts();
@@ -95,7 +103,8 @@ bool DrafterServer::draft_step() {
   try {
     draft_step_together(steps);
   } catch (const std::exception& e) {
-    // Each of these requests ends here: the target hears why (its rounds go on without pools).
+    // A shared pass failed, so every request in it ends here: the target hears why (it degrades
+    // every member speculating, as for any drafter failure: drafter_link.cpp).
     for (Session* s : drafting) {
       Header h;
       h.request = s->request;
@@ -279,13 +288,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         const CommitBody b = msg->commit();
         Session* s = session_of(h.request);
         if (!s) return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
+        if (s->draft->drafting())
+          return refuse(identity, h, "round",
+                        "a Commit before the pool of round " + std::to_string(s->next_round) + " was sent");
         if (h.round != s->next_round)
           return refuse(
               identity, h, "round",
               "expected round " + std::to_string(s->next_round) + ", got " + std::to_string(h.round));
-        if (s->draft->drafting())
-          return refuse(identity, h, "round",
-                        "a Commit before the pool of round " + std::to_string(h.round) + " was sent");
         if (b.tokens.empty()) return refuse(identity, h, "body.tokens", "no tokens");
         for (size_t i = 0; i < b.tokens.size(); ++i)
           if (b.tokens[i] >= vocab_)

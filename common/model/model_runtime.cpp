@@ -233,10 +233,9 @@ void ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k) {
     return;
   }
   const std::shared_ptr<PassBackend>& backend = parts.front().rt->backend_;
-  std::vector<int> firsts(parts.size());  // each part's first tree slot
-  for (size_t i = 0; i < parts.size(); ++i) {
-    SharedPart& p = parts[i];
-    ModelRuntime& rt = *p.rt;
+  for (size_t i = 0; i < parts.size(); ++i) {  // every part checked before any KV changes
+    const SharedPart& p = parts[i];
+    const ModelRuntime& rt = *p.rt;
     if (rt.backend_ != backend || !rt.shared_rows_)
       throw std::logic_error("run_shared: the parts' runtimes are not sequences of one backend");
     for (size_t j = 0; j < i; ++j)
@@ -248,14 +247,23 @@ void ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k) {
         throw std::invalid_argument("run_shared: a prefill chunk past prefill_chunk()");
       if (top_k > 0) throw std::invalid_argument("run_shared: top-k rows of a prefill chunk");
       rt.kv_.check_room(n, "prefill");
-      rt.kv_.discard_tree();
-      std::vector<int32_t> chain(n);
-      for (int k = 0; k < n; ++k) chain[k] = k - 1;
-      firsts[i] = rt.kv_.add_nodes(*p.tokens, chain);
     } else {
       if (n > kMaxTreeBucket) throw std::invalid_argument("run_shared: a tree part past one pass");
       if (top_k < 0 || top_k > rt.vocab_size())
         throw std::invalid_argument("top-k rows: k = " + std::to_string(top_k) + " is outside [1, vocab]");
+    }
+  }
+  std::vector<int> firsts(parts.size());  // each part's first tree slot
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SharedPart& p = parts[i];
+    ModelRuntime& rt = *p.rt;
+    if (!p.parents) {
+      rt.kv_.discard_tree();
+      const int n = static_cast<int>(p.tokens->size());
+      std::vector<int32_t> chain(n);
+      for (int k = 0; k < n; ++k) chain[k] = k - 1;
+      firsts[i] = rt.kv_.add_nodes(*p.tokens, chain);
+    } else {
       if (p.new_tree) rt.kv_.discard_tree();
       firsts[i] = rt.kv_.add_nodes(*p.tokens, *p.parents);
     }

@@ -169,9 +169,10 @@ class ModelRuntime {
 
   RuntimeOptions options_;
   std::shared_ptr<PassBackend> backend_;
-  std::shared_ptr<std::vector<float>> shared_rows_;  // [64, vocab] run_shared's pass rows (one per backend)
-  int kv_base_ = 0;                                  // the first cache slot of this runtime's KV region
-  BatchedPass placed_;                               // its passes moved to kv_base_
+  std::shared_ptr<std::vector<float>>
+      shared_rows_;     // [bucket, vocab] run_shared's pass rows (one per backend)
+  int kv_base_ = 0;     // the first cache slot of this runtime's KV region
+  BatchedPass placed_;  // its passes moved to kv_base_
   TreeKv kv_;
   std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
   float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back

@@ -25,7 +25,7 @@ void RuntimeDrafter::begin_round(const float* root_logits) {
   tree_started_ = false;
 }
 
-void RuntimeDrafter::plan_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass) {
+void RuntimeDrafter::start_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass) {
   pass.tokens.clear(), pass.parents.clear(), pass.at.clear();
   pass.new_tree = !tree_started_;
   const int base = tree_started_ ? rt_.tree_size() : 0;
@@ -80,7 +80,7 @@ void RuntimeDrafter::check_abandon() const {
 void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) {
   check_abandon();
   StepPass pass;
-  plan_step(pool, nodes, pass);
+  start_step(pool, nodes, pass);
   RowsView rows;
   if (!pass.tokens.empty())
     rows =
@@ -93,7 +93,7 @@ bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes
   if (!offers_top_k(k)) return false;
   check_abandon();
   StepPass pass;
-  plan_step(pool, nodes, pass);
+  start_step(pool, nodes, pass);
   TopKRowsView top;
   if (!pass.tokens.empty())
     top = pass.new_tree ? rt_.tree_pass_top_k(pass.tokens, pass.parents, k)
@@ -155,6 +155,11 @@ bool DraftSession::draft(const std::vector<int32_t>& tokens, Pool& pool) {
 
 bool DraftSession::begin_draft(const std::vector<int32_t>& tokens, Pool& pool) {
   assert(!drafting() && !tokens.empty());
+  // Checked before anything changes: C after the tokens (a missed guess is dropped first).
+  const int after = (guess_.empty() ? rt_.length() : guess_from_) + static_cast<int>(tokens.size());
+  if (tokens != guess_ && after > rt_.options().max_context)
+    throw std::invalid_argument("drafter: context of " + std::to_string(after) + " exceeds max_context " +
+                                std::to_string(rt_.options().max_context));
   if (ahead_on_) learn_commit_length(tokens);
   const int depth = depth_.next();  // before `tokens` are learnt, as for a pool drafted ahead
   bool ahead = false;
@@ -172,9 +177,6 @@ bool DraftSession::begin_draft(const std::vector<int32_t>& tokens, Pool& pool) {
   depth_.learn(static_cast<int>(tokens.size()));  // the Commit that followed the last pool
   depth_.sent(depth);
   if (ahead) return true;
-  if (rt_.length() + static_cast<int>(tokens.size()) > rt_.options().max_context)
-    throw std::invalid_argument("drafter: context of " + std::to_string(rt_.length() + tokens.size()) +
-                                " exceeds max_context " + std::to_string(rt_.options().max_context));
   // The tokens in prefill()'s chunks; with draft-ahead on where one call could differ, the
   // guess's own two calls (see the class comment).
   chunks_.clear();
@@ -200,7 +202,7 @@ void DraftSession::plan_part(ModelRuntime::SharedPart& part, int& top_k) {
   }
   const std::vector<int>& frontier = growth_->frontier();
   step_top_k_ = growth_->top_k_only() && drafter_.offers_top_k(growth_->k());
-  drafter_.plan_step(*growing_, frontier, step_);
+  drafter_.start_step(*growing_, frontier, step_);
   assert(!step_.tokens.empty());  // settle() took the steps without a pass
   part.tokens = &step_.tokens;
   part.parents = &step_.parents;
@@ -237,7 +239,7 @@ void DraftSession::settle() {
   while (!growth_->done()) {
     const std::vector<int>& frontier = growth_->frontier();
     if (std::any_of(frontier.begin(), frontier.end(), [](int v) { return v != kRoot; })) return;
-    drafter_.plan_step(*growing_, frontier, step_);  // no pass: the root's row
+    drafter_.start_step(*growing_, frontier, step_);  // no pass: the root's row
     if (growth_->top_k_only() && drafter_.offers_top_k(growth_->k())) {
       drafter_.step_top_k(frontier, step_, TopKRowsView{}, growth_->k(), step_tokens_, step_probs_);
       growth_->take_top_k(step_tokens_.data(), step_probs_.data());
@@ -254,14 +256,18 @@ void draft_step_together(const std::vector<DraftSession*>& sessions) {
   std::vector<ModelRuntime::SharedPart> parts(sessions.size());  // [sessions]
   std::vector<int> top_k(sessions.size());                       // [sessions] 0: logits rows
   for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->plan_part(parts[i], top_k[i]);
-  // A pass per kind of rows the parts want (logits, or each k of top-k rows).
+  // A pass per kind of rows the parts want (logits, or each k of top-k rows); a part wider than
+  // one pass (a frontier of more than 64 nodes) in its runtime's own passes.
+  auto alone = [&](size_t i) { return parts[i].tokens->size() > static_cast<size_t>(kMaxTreeBucket); };
   std::vector<uint8_t> done(sessions.size(), 0);
   for (size_t i = 0; i < sessions.size(); ++i) {
     if (done[i]) continue;
     std::vector<size_t> group;
     std::vector<ModelRuntime::SharedPart> together;
-    for (size_t j = i; j < sessions.size(); ++j)
-      if (!done[j] && top_k[j] == top_k[i]) group.push_back(j), together.push_back(parts[j]), done[j] = 1;
+    for (size_t j = i; j < sessions.size(); ++j) {
+      if (done[j] || top_k[j] != top_k[i] || alone(j) != alone(i) || (alone(i) && j != i)) continue;
+      group.push_back(j), together.push_back(parts[j]), done[j] = 1;
+    }
     ModelRuntime::run_shared(together, top_k[i]);
     for (size_t g = 0; g < group.size(); ++g) parts[group[g]] = together[g];
   }

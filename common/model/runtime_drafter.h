@@ -36,15 +36,16 @@ class RuntimeDrafter : public DraftModel {
                    std::vector<float>& probs) override;
 
   // A step of pool growth in a pass shared with other drafters (draft_step_together below):
-  // plan_step() says what the pass over `nodes` adds to the runtime's tree (no tokens: the step
-  // needs no pass, kRoot alone); step_rows() / step_top_k() make the step's rows from the pass's
-  // (ModelRuntime::run_shared), as draft_rows / draft_top_k do from their own pass.
+  // start_step() books the pass over `nodes` as the runtime's tree will hold it and says what
+  // the pass adds (no tokens: the step needs no pass, kRoot alone); the pass must follow.
+  // step_rows() / step_top_k() make the step's rows from the pass's (ModelRuntime::run_shared),
+  // as draft_rows / draft_top_k do from their own pass.
   struct StepPass {
     std::vector<int32_t> tokens, parents;  // the pass's new tree nodes
     std::vector<size_t> at;                // index in `nodes` of each pass row
     bool new_tree = false;                 // the round's first pass: tree_pass, not extend_tree
   };
-  void plan_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass);
+  void start_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass);
   void step_rows(const std::vector<int>& nodes, const StepPass& pass, const RowsView& pass_rows,
                  std::vector<float>& out);  // out: [nodes, vocab]
   void step_top_k(const std::vector<int>& nodes, const StepPass& pass, const TopKRowsView& pass_top, int k,
@@ -99,7 +100,12 @@ struct DraftAbandoned {};
 // draft together in shared passes: begin_draft() each, then draft_step_together() while any is
 // drafting(). A step is one pass for all: each session's next prefill chunk of the tokens it
 // appends, or its next expansion step. draft() is begin_draft() and those steps alone, so on a
-// batch-invariant backend a pool drafted together is bit for bit the pool drafted alone.
+// batch-invariant backend a pool drafted together is bit for bit the pool drafted alone. On
+// others (Cuda) a pool's rounding depends on which sessions shared its passes, a matter of
+// timing: the pool is still a function of what the target committed and the drafter's own
+// draws, never of the target's draws for the round (exact in law), but the same request may
+// decode differently from run to run there, and draft-ahead's "the same whether a guess hit"
+// holds only alone.
 class DraftSession {
  public:
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}

@@ -238,9 +238,10 @@ void AutoController::observe(const RoundRecord& r, int32_t first_token) {
   observe_wall(r, first_token, wall);
 }
 
-void AutoController::set_batch_mode(int arm, const BatchArm& how) {
+void AutoController::set_batch_mode(int arm, const BatchArm& how, const BatchAuto* gate) {
   batched_ = true;
   batch_arm_ = arm;
+  batch_gate_ = gate;
   speculate_ = how.speculate;
   batch_rule_ = how.rule;
   batch_cap_ = how.budget_cap;
@@ -250,6 +251,7 @@ void AutoController::end_batch_mode() {
   if (!batched_) return;
   batched_ = false;
   batch_arm_ = -1;
+  batch_gate_ = nullptr;
   batch_rule_ = Rule::RootDraw;
   batch_cap_ = 0;
   in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured

@@ -303,12 +303,13 @@ class AutoController {
   // the round and leaves the cost model and the mode alone (root-draw's budget is still chosen
   // here, within the arm's cap). end_batch_mode() hands the choice back to this controller, which
   // goes on from the mode the batch left it in.
-  void set_batch_mode(int arm, const BatchArm& how);
+  void set_batch_mode(int arm, const BatchArm& how, const BatchAuto* gate);
   void end_batch_mode();
   bool batch_decides() const { return batched_; }
   // The next round's arm, rule (root-draw, or the batch's arm's) and budget cap (0: none), read
   // as that round starts (set_batch_mode then sets the round after's).
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
+  const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
   Rule rule() const { return batched_ ? batch_rule_ : Rule::RootDraw; }
   int budget_cap() const { return batched_ ? batch_cap_ : 0; }
   // A speculative root-draw round, its pool and root row in `in` (budget = the most this may
@@ -348,6 +349,7 @@ class AutoController {
   int batch_arm_ = -1;    // …its arm: BatchAuto's index, rule and budget cap
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;
+  const BatchAuto* batch_gate_ = nullptr;
   int budget_ = 0;
   double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   double expected_skip_ = 0;               // …the chance s that its draw leaves level one

@@ -73,13 +73,15 @@ int BatchAuto::decide(int members) {
     const double before = rate(before_probe_, members);
     const bool won = before <= 0 || rate(current_, members) > before * (1 + opt_.margin);
     if (!exploring_) gap_ = won ? opt_.first_gap : std::min(opt_.max_gap, gap_ * 2);
+    exploring_ = false;
     if (!won) switch_to(before_probe_, false);
     return current_;
   }
-  // An arm not measured near this size yet: tried once this one is measured.
+  // An arm not measured near this size yet: tried once this one is measured here (a rate
+  // borrowed from a far size would judge the trial unfairly: a batch's rate grows with its size).
   for (int a = 0; a < arms(); ++a) {
     if (a == current_ || measured_near(a, members)) continue;
-    if (in_mode_ >= measured_rounds) {
+    if (in_mode_ >= measured_rounds && measured_near(current_, members)) {
       switch_to(a, true);
       exploring_ = true;  // a first measurement: its loss does not lengthen the gap
     }
@@ -102,8 +104,9 @@ int BatchAuto::decide(int members) {
 void BatchAuto::observe(int members, int arm, int tokens, double wall_ms) {
   assert(members >= 1 && arm >= 0 && arm < arms());
   members = std::min(members, kMaxMembers);
-  const bool measured = in_mode_ >= opt_.settle_rounds && arm == current_ && wall_ms > 0;
-  ++in_mode_;
+  if (arm != current_) return;  // the round a switch was decided in still ran the arm before
+  const bool measured = in_mode_ >= opt_.settle_rounds && wall_ms > 0;
+  ++in_mode_;  // rounds of the current arm since the switch
   if (!measured) return;
   Rate& r = rates_[arm][members];
   if (r.rounds == 0) {

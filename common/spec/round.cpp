@@ -147,13 +147,14 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     for (int m = 0; m < n; ++m) {
       if (!rounds[m].adaptive) continue;
       any_auto = true;
-      if (rounds[m].adaptive->batch_decides()) round_arm = rounds[m].adaptive->batch_arm();
+      // Measured only by the gate that chose it (the target keeps one per kind of batch).
+      if (rounds[m].adaptive->batch_gate() == batch_auto) round_arm = rounds[m].adaptive->batch_arm();
     }
     const int next = any_auto && n >= 2 ? batch_auto->decide(n) : -1;
     for (int m = 0; m < n; ++m) {
       if (!rounds[m].adaptive) continue;
       if (next >= 0)
-        rounds[m].adaptive->set_batch_mode(next, batch_auto->arm(next));
+        rounds[m].adaptive->set_batch_mode(next, batch_auto->arm(next), batch_auto);
       else
         rounds[m].adaptive->end_batch_mode();
     }

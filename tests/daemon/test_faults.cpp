@@ -1,9 +1,11 @@
 // Faults with real processes: a killed or stopped drafter (the target goes on with ar and takes up
-// a new drafter), a killed target, a client that goes away, malformed messages on every socket,
-// and the launcher restarting a drafter, restarting the pair (--restart) or tearing it down.
-#include <cstdint>
+// a new drafter), a killed target, a client that goes away, malformed messages on every socket, a
+// drafter session taken over mid-draft, and the launcher restarting a drafter, restarting the pair
+// (--restart) or tearing it down.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <cstdint>
 
 #include <msgpack.hpp>
 
@@ -195,6 +197,50 @@ TEST(Faults, MalformedMessagesOnEverySocketGetAnErrorAndServingGoesOn) {
   EXPECT_EQ(r.done->tokens.size(), 24u);
 }
 
+// A drafter whose sessions are all in use (here its one: max_batch 1) takes the least recently
+// used for a new request's Prefill; when that session's pool is mid-draft, the request it held
+// hears so at once (an Error naming it), so that no target waits peer_timeout_s for a pool that
+// will not come. Here the test is the target: both Prefills wait while the drafter is stopped,
+// so the second is read between the first's begin and its first step.
+TEST(Faults, ASessionTakenOverMidDraftEndsItsRequestWithAnError) {
+  Pair pair;
+  Client drafter(pair.drafter_endpoint());
+  Header hello;
+  hello.type = MessageType::Hello;
+  drafter.send(encode(hello, HelloBody{static_cast<int32_t>(getpid()), 256, "", ""}));
+  const auto ready = drafter.receive(20);
+  ASSERT_TRUE(ready) << "no Ready";
+  ASSERT_EQ(Message(ready->data(), ready->size()).header().type, MessageType::Ready);
+  std::vector<int32_t> prompt(250);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 7 + 3) % 256);
+  auto prefill = [&](uint64_t request) {
+    Header h;
+    h.type = MessageType::Prefill;
+    h.request = request;
+    return encode(h, PrefillBody{prompt, PoolShape{}, 1, false});
+  };
+  kill(pair.drafter_pid, SIGSTOP);
+  drafter.send(prefill(1));
+  drafter.send(prefill(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pair.drafter_pid, SIGCONT);
+  std::optional<ErrorBody> error_for_first;
+  bool pool_for_first = false, pool_for_second = false;
+  for (const auto start = Clock::now(); !pool_for_second && seconds_since(start) < 20;) {
+    const auto m = drafter.receive(0.5);
+    if (!m) continue;
+    const Message msg(m->data(), m->size());
+    const Header& h = msg.header();
+    if (h.type == MessageType::Error && h.request == 1) error_for_first = msg.error();
+    if (h.type == MessageType::Pool) (h.request == 1 ? pool_for_first : pool_for_second) = true;
+  }
+  EXPECT_TRUE(pool_for_second) << "no pool for the request that took the session";
+  EXPECT_FALSE(pool_for_first) << "a pool for the request whose session was taken";
+  ASSERT_TRUE(error_for_first) << "the request whose session was taken mid-draft heard nothing";
+  EXPECT_EQ(error_for_first->field, "request");
+  EXPECT_NE(error_for_first->message.find("in use"), std::string::npos) << error_for_first->message;
+}
+
 // `launch/rootspec up` on a fresh random-pair config in its own folder, once the pair is up:
 // the launcher's pid (−1 if the pair did not come up) and the pids of the pair it started.
 struct LaunchedPair {
@@ -345,7 +391,8 @@ TEST(Faults, LauncherRunsTwoProcessesOnOneGpuUnderMpsAndStopsIt) {
   const LaunchedPair p({"--set", "target.device=cuda:0", "--set", "drafter.device=cuda:0"});
   setenv("PATH", path.c_str(), 1);
   ASSERT_GT(p.launcher, 0);
-  EXPECT_NE(read_file(p.log).find("both processes on cuda:0: started the MPS control daemon"), std::string::npos)
+  EXPECT_NE(read_file(p.log).find("both processes on cuda:0: started the MPS control daemon"),
+            std::string::npos)
       << read_file(p.log);
   EXPECT_EQ(read_file(calls), "start " + p.dir + "/run/mps/pipe\n");
   p.down();
@@ -359,7 +406,8 @@ TEST(Faults, LauncherSaysWhenTwoProcessesOnOneGpuHaveNoMps) {
   const LaunchedPair p({"--set", "target.device=cuda:0", "--set", "drafter.device=cuda:0"});
   setenv("PATH", path.c_str(), 1);
   ASSERT_GT(p.launcher, 0);
-  EXPECT_NE(read_file(p.log).find("both processes on cuda:0 and no MPS here"), std::string::npos) << read_file(p.log);
+  EXPECT_NE(read_file(p.log).find("both processes on cuda:0 and no MPS here"), std::string::npos)
+      << read_file(p.log);
   p.down();
 }
 

@@ -315,28 +315,30 @@ TEST(DraftAhead, RheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
   check_draft_ahead(rheo, 22);
 }
 
-// Four sessions over one backend (ModelRuntime::sequences, the drafter's requests of a batch)
+// Five sessions over one backend (ModelRuntime::sequences, the drafter's requests of a batch)
 // drafting together in shared passes: top-k, sparse, Rheo and adaptive-depth pools of different
-// shapes, prompts of 3 to 150 tokens (several prefill chunks), sessions joining a few steps into
-// the others' growth, one with draft-ahead's split appends. Each pool equals the pool the same
+// shapes (one with a frontier wider than a pass), prompts of 3 to 150 tokens (several prefill
+// chunks), sessions joining a few steps into the others' growth, one with draft-ahead's split
+// appends. Each pool equals the pool the same
 // session drafts alone on a runtime of its own: bit for bit on a batch-invariant backend, within
 // float32 rounding (same tokens) on the Cuda backend, whose top-k rows the shared passes use.
 void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
   set_torch_threads(1);
   TempDir dir("draft-together");
   const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 41);
-  constexpr int kSessions = 4;
+  constexpr int kSessions = 5;
   o.max_context = 320;
   o.max_tree = 80;
   o.max_sequences = kSessions;
   std::vector<std::unique_ptr<ModelRuntime>> shared = ModelRuntime::sequences(d, o);
   o.max_sequences = 1;
-  PoolShape shapes[kSessions] = {{3, 4, 3}, {4, 5, 4}, {4, 3, 3}, {5, 6, 2}};
+  // The last: a frontier of 70 nodes at its third level, wider than one pass (its own passes).
+  PoolShape shapes[kSessions] = {{3, 4, 3}, {4, 5, 4}, {4, 3, 3}, {5, 6, 2}, {10, 3, 70}};
   shapes[1].sparse = 6;
   shapes[2].rheo_m = 2;
   shapes[3].adaptive_depth = true;
-  const int prompt_lengths[kSessions] = {3, 150, 70, 9};
-  const int join_step[kSessions] = {0, 0, 2, 5};  // steps of the others before a session begins
+  const int prompt_lengths[kSessions] = {3, 150, 70, 9, 12};
+  const int join_step[kSessions] = {0, 0, 2, 5, 1};  // steps of the others before a session begins
   std::vector<std::unique_ptr<ModelRuntime>> own;
   std::vector<std::unique_ptr<DraftSession>> together, alone;
   for (int q = 0; q < kSessions; ++q) {
@@ -368,7 +370,7 @@ void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
       std::vector<DraftSession*> drafting;
       for (auto& t : together)
         if (t->drafting()) drafting.push_back(t.get());
-      if (drafting.empty() && step >= join_step[kSessions - 1]) break;
+      if (drafting.empty() && step >= *std::max_element(join_step, join_step + kSessions)) break;
       if (!drafting.empty()) draft_step_together(drafting), ++shared_steps;
     }
     for (int q = 0; q < kSessions; ++q) {
