@@ -216,15 +216,19 @@ void DraftSession::take_part(const ModelRuntime::SharedPart& part) {
     if (chunks_.empty()) start_growth(part.rows.row(0));  // the drafter's row at the new C
     return;
   }
+  take_step(part.rows, part.top);
+  settle();
+}
+
+void DraftSession::take_step(const RowsView& pass_rows, const TopKRowsView& pass_top) {
   const std::vector<int>& frontier = growth_->frontier();
   if (step_top_k_) {
-    drafter_.step_top_k(frontier, step_, part.top, growth_->k(), step_tokens_, step_probs_);
+    drafter_.step_top_k(frontier, step_, pass_top, growth_->k(), step_tokens_, step_probs_);
     growth_->take_top_k(step_tokens_.data(), step_probs_.data());
   } else {
-    drafter_.step_rows(frontier, step_, part.rows, step_rows_);
+    drafter_.step_rows(frontier, step_, pass_rows, step_rows_);
     growth_->take_rows(step_rows_.data());
   }
-  settle();
 }
 
 void DraftSession::start_growth(const float* root_logits) {
@@ -239,14 +243,9 @@ void DraftSession::settle() {
   while (!growth_->done()) {
     const std::vector<int>& frontier = growth_->frontier();
     if (std::any_of(frontier.begin(), frontier.end(), [](int v) { return v != kRoot; })) return;
+    step_top_k_ = growth_->top_k_only() && drafter_.offers_top_k(growth_->k());
     drafter_.start_step(*growing_, frontier, step_);  // no pass: the root's row
-    if (growth_->top_k_only() && drafter_.offers_top_k(growth_->k())) {
-      drafter_.step_top_k(frontier, step_, TopKRowsView{}, growth_->k(), step_tokens_, step_probs_);
-      growth_->take_top_k(step_tokens_.data(), step_probs_.data());
-    } else {
-      drafter_.step_rows(frontier, step_, RowsView{}, step_rows_);
-      growth_->take_rows(step_rows_.data());
-    }
+    take_step(RowsView{}, TopKRowsView{});
   }
   growth_.reset();
   growing_ = nullptr;
@@ -265,7 +264,7 @@ void draft_step_together(const std::vector<DraftSession*>& sessions) {
     std::vector<size_t> group;
     std::vector<ModelRuntime::SharedPart> together;
     for (size_t j = i; j < sessions.size(); ++j) {
-      if (done[j] || top_k[j] != top_k[i] || alone(j) != alone(i) || (alone(i) && j != i)) continue;
+      if (done[j] || (j != i && (alone(i) || alone(j) || top_k[j] != top_k[i]))) continue;
       group.push_back(j), together.push_back(parts[j]), done[j] = 1;
     }
     ModelRuntime::run_shared(together, top_k[i]);

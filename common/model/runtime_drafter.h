@@ -137,6 +137,8 @@ class DraftSession {
   // This step's part of the shared pass; top_k: 0 for logits rows, else the k of top-k rows.
   void plan_part(ModelRuntime::SharedPart& part, int& top_k);
   void take_part(const ModelRuntime::SharedPart& part);
+  // The growth step's rows from its pass (none for kRoot alone), as step_top_k_ says.
+  void take_step(const RowsView& pass_rows, const TopKRowsView& pass_top);
   // The appended tokens' last row is in: the pool's growth starts below it.
   void start_growth(const float* root_logits);
   // Takes the growth's steps that need no pass (the root's row is at hand); ends the draft when
