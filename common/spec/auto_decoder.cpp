@@ -35,8 +35,15 @@ constexpr double kPartSmoothing = 0.1;
 // fitted on a cold start or a slow spell chose small trees, which lost every try at T = 0).
 constexpr double kTryFitWeight = 0.25;
 
+// Alone, draft is tried only where root-draw's root pass outlasts drafting by more than this
+// share of a root-draw round: below it, draft's time saving is within the noise of a round, and
+// it emits fewer tokens (no drawn y).
+constexpr double kUnhiddenShare = 0.03;
+
 // A running mean of n samples that turns into one following the last ~1 / kPartSmoothing.
 void follow(double& mean, int& n, double x) { mean += std::max(kPartSmoothing, 1.0 / ++n) * (x - mean); }
+
+int rule_index(Rule rule) { return rule == Rule::Draft ? 1 : 0; }
 }  // namespace
 
 double AutoCostModel::smooth(double old, double x, int n, double smoothing) const {
@@ -84,11 +91,57 @@ double AutoCostModel::ar_ms() const {
   return ar_n_ > 0 ? ar_ms_ : root_ms_;
 }
 
-void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
-  if (r.root_end_ns > r.root_start_ns)
-    root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_, kPartSmoothing);
+double AutoCostModel::common_ms() const {
+  return opt_.fixed_costs ? opt_.fixed_base - opt_.fixed_root_unhidden : common_ms_;
+}
+
+double AutoCostModel::root_unhidden_ms() const {
+  return opt_.fixed_costs ? opt_.fixed_root_unhidden : unhidden_ms_;
+}
+
+void AutoCostModel::add_rule_round(const RoundRecord& r, double wall_ms) {
+  if (opt_.fixed_costs) {
+    ++common_n_;  // fixed: nothing to learn
+    return;
+  }
+  if (wall_ms <= 0) return;
   const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
-  if (wall_ms > 0) base_ms_ = smooth(base_ms_, std::max(wall_ms - tree, 0.0), ++base_n_, kPartSmoothing);
+  const bool root = r.root_start_ns != 0 && r.root_end_ns >= r.root_start_ns;
+  double unhidden = -1;  // this round's unhidden root pass, ms (−1: unknown)
+  if (root) {
+    // The pool was whole at the drafter's draft_end_ns (the same monotonic clock; its transit
+    // is µs); the target reads it only after its root pass, so pool_received_ns cannot say.
+    if (r.draft_end_ns != 0)
+      unhidden = std::max<int64_t>(0, r.root_end_ns - std::max(r.draft_end_ns, r.root_start_ns)) / 1e6;
+    if (r.commit_sent_ns != 0 && r.root_start_ns >= r.commit_sent_ns)
+      root_lead_ms_ = smooth(root_lead_ms_, (r.root_start_ns - r.commit_sent_ns) / 1e6, ++root_lead_n_,
+                             kPartSmoothing);
+  } else if (r.draft_end_ns != 0 && r.commit_sent_ns != 0 && root_n_ > 0 && root_lead_n_ > 0) {
+    // A draft round: what a root pass of the measured length, started as root-draw's start
+    // after the Commit, would have run beyond the drafting.
+    const double root_end = root_lead_ms_ + root_ms_;
+    const double drafted = (r.draft_end_ns - r.commit_sent_ns) / 1e6;
+    unhidden = std::clamp(root_end - std::max(drafted, root_lead_ms_), 0.0, root_ms_);
+  }
+  // No cut of outliers here (smooth() cuts at 3× the mean): a mean near 0, where the root pass
+  // hides, would cut every later sample to nothing; a sample is at most a root pass anyway.
+  if (unhidden >= 0) {
+    if (root && root_n_ > 0) unhidden = std::min(unhidden, kOutlier * root_ms_);
+    unhidden_ms_ += std::max(kPartSmoothing, 1.0 / ++unhidden_n_) * (unhidden - unhidden_ms_);
+  }
+  const double common = wall_ms - tree - (root ? (unhidden >= 0 ? unhidden : unhidden_ms_) : 0.0);
+  common_ms_ = smooth(common_ms_, std::max(common, 0.0), ++common_n_, kPartSmoothing);
+}
+
+void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
+  const bool root = r.root_end_ns > r.root_start_ns;
+  if (root) root_ms_ = smooth(root_ms_, (r.root_end_ns - r.root_start_ns) / 1e6, ++root_n_, kPartSmoothing);
+  const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
+  // The base is root-draw's (choose_budget's model): a draft round's, with the part of a root
+  // pass that its drafting would not have hidden.
+  const double unhidden = root || r.first_drawn ? 0.0 : root_unhidden_ms();
+  if (wall_ms > 0)
+    base_ms_ = smooth(base_ms_, std::max(wall_ms - tree + unhidden, 0.0), ++base_n_, kPartSmoothing);
   ++since_ar_;
   if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
     const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
@@ -129,7 +182,7 @@ void AutoCostModel::restart_ar() {
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature, int max_tokens)
-    : costs_(costs), acc_(costs.acceptance(temperature)) {
+    : costs_(costs), acc_(costs.acceptance(temperature)), rule_(acc_.rule) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
   // Start in the mode the last request at this temperature ended in: speculation that lost is
   // tried again after the gap reached there, not at once; a try that the last request ended
@@ -272,7 +325,8 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     ++spec_rounds_;
     if (in_mode_ == 0) try_measured_ = 0;
     if (o.fixed_costs)
-      wall = costs_.speculative_base_ms() + (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
+      wall = costs_.speculative_base_ms() - (r.first_drawn ? 0.0 : o.fixed_root_unhidden) +
+             (r.tree_pass_skipped ? 0.0 : costs_.tree_ms(r.tree_nodes + 1));
     // A try's first rounds (AutoOptions::try_warmup_rounds) wait for a drafter that must take
     // in the tokens it was not sent and run on cold caches, and so do a request's first rounds
     // after the prefills: costs of switching and of starting, not of speculating (ar's first
@@ -315,6 +369,7 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
       const bool stalled = after_plain_ && expected_tokens_ > 0 && model_settled && ms > kStall * predicted;
       if (!stalled) {
         costs_.add_speculative(r, wall);
+        learn_rule_round(r, wall);
         const double tokens = expected_tokens_ > 0 ? expected_tokens_ * acc_.token_scale() : r.emitted;
         const double weight = after_plain_ ? 1.0 / ++try_measured_ : o.smoothing;
         const double w = acc_.spec_ms > 0 ? weight : 1.0;
@@ -431,12 +486,65 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     const int most = cold ? std::min(o.cold_max_probe_gap, o.max_probe_gap) : o.max_probe_gap;
     acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), most);
   }
+  // Alone, the next speculative round's rule (a try of speculation against ar too: it
+  // measures speculation as it runs, the better rule once known).
+  if (speculate_ && was_speculating) choose_rule();
   acc_.plain = !speculate_ && !refreshing_ar_;  // where the next request at this temperature starts
   if (speculate_ != was_speculating) {
     stretch_ = speculate_ && after_plain_ ? Stretch::Try : Stretch::Other;
     start_ms_ = steady_ms_ = 0;
     stretch_tokens_ = 0;
   }
+}
+
+double AutoController::predicted_rule_rate(Rule rule) const {
+  const AutoCostModel::Acceptance::RuleRounds& of = acc_.rules[rule_index(rule)];
+  if (of.rounds == 0 || !costs_.measured_rules()) return 0;
+  const double ms =
+      costs_.common_ms() + (rule == Rule::RootDraw ? costs_.root_unhidden_ms() : 0.0) + of.tree_ms;
+  return of.tokens / std::max(ms, 1e-6);
+}
+
+void AutoController::learn_rule_round(const RoundRecord& r, double wall) {
+  const Rule ran = r.first_drawn ? Rule::RootDraw : Rule::Draft;  // `auto` runs no other rule
+  costs_.add_rule_round(r, wall);
+  AutoCostModel::Acceptance::RuleRounds& of = acc_.rules[rule_index(ran)];
+  const double tree = r.tree_pass_skipped         ? 0.0
+                      : costs_.options().fixed_costs ? costs_.tree_ms(r.tree_nodes + 1)
+                                                     : r.tree_pass_ns / 1e6;
+  // The rounds since the rule last changed weigh as their plain mean (a try's rounds replace
+  // what the rule did on texts long gone), then as the running window (AutoOptions::smoothing).
+  // (A round of the other rule, the first after a batch chose it, weighs as one of the window.)
+  const bool current = ran == rule_;
+  const double smoothing = costs_.options().smoothing;
+  const double w = of.rounds == 0 ? 1.0
+                   : current      ? std::max(smoothing, 1.0 / (acc_.rule_rounds + 1))
+                                  : smoothing;
+  ++of.rounds;
+  of.tokens += w * (std::max(r.emitted, 1) - of.tokens);
+  of.tree_ms += w * (tree - of.tree_ms);
+  if (current) ++acc_.rule_rounds;
+}
+
+void AutoController::choose_rule() {
+  const AutoOptions& o = costs_.options();
+  if (acc_.rule_rounds < o.rule_try_rounds) return;  // the rule's first rounds measure it
+  const Rule other = rule_ == Rule::RootDraw ? Rule::Draft : Rule::RootDraw;
+  const double here = predicted_rule_rate(rule_), there = predicted_rule_rate(other);
+  bool change = false;
+  if (there <= 0) {
+    // The other rule never ran at this temperature: draft is tried only where the root pass
+    // does not hide inside drafting (the header's model).
+    const AutoCostModel::Acceptance::RuleRounds& root_draw = acc_.rules[rule_index(Rule::RootDraw)];
+    const double round_ms = costs_.common_ms() + costs_.root_unhidden_ms() + root_draw.tree_ms;
+    change = other == Rule::RootDraw || costs_.root_unhidden_ms() > kUnhiddenShare * round_ms;
+  } else {
+    change = there > here * (1 + o.rule_margin) ||
+             (acc_.rule_rounds >= o.rule_refresh_rounds && there > here * (1 - o.rule_close));
+  }
+  if (!change) return;
+  rule_ = acc_.rule = other;
+  acc_.rule_rounds = 0;
 }
 
 int AutoController::close_refresh_rounds() const {

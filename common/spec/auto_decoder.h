@@ -46,13 +46,34 @@
 // against ar is measured): where speculation runs even with ar, noise lets tries win now and
 // then, and each win brought the next tries close.
 //
-// Known limits, for the next step: alone, the draft rule (no root pass; on two cores within a
-// few % of root-draw once the Commit's wake-up came from the drafter's core,
-// bench/results/issue19-epyc-6/README.md) is not a candidate yet. In a batch ([target]
-// max_batch > 1) the `auto` members follow the batch's arm (batch_auto.h: plain, root-draw with
-// the budget chosen here, draft, smaller budget caps), chosen from the batch's measured rates;
-// not yet a rule and budget per member from the measured pass time against total rows
-// (bench/model/bench_batch_cost.cpp) and each member's pool, root row and acceptance.
+// The rule of a speculative round (alone; issue 40): root-draw, or draft at the request's B (no
+// root pass: the target only waits for the pool). Root-draw's root pass runs while the drafter
+// drafts (paper 000 App. D.14); what it costs is the part that drafting does not hide:
+//   unhidden = max(0, root pass's end − max(the pool's end of drafting, root pass's start)),
+// measured in root-draw rounds from the pair's stage stamps (RoundRecord: one monotonic clock on
+// both processes), and in draft rounds as what a root pass of the measured length, started as
+// root-draw's start after the Commit, would have outlasted the drafting that ran. So
+//   time(root-draw) = common + unhidden + tree(root-draw),  time(draft) = common + tree(draft),
+// with common (every round's time less its tree pass and, for root-draw, its unhidden part)
+// and unhidden from every speculative round of either rule, tree(rule) the rule's mean tree
+// pass per round (0 when skipped), and each rule's tokens per round measured where it ran, per
+// temperature (draft emits the continuation and what is accepted of its tree; root-draw also
+// the drawn y, exact, and a tree chosen with the root row). The rule with the higher predicted
+// rate runs; the other takes over only when it beats it by rule_margin (5%: below a round's
+// noise over its window). Where the root pass hides inside drafting (unhidden under 3% of the
+// round: the AMD EPYC VM's shipped pair, where the two rules ran within a few % of each other,
+// bench/results/issue19-epyc-6/README.md) draft cannot save time and is not tried; where it does
+// not (the Intel VM of issue 40: a 0.32 ms root pass beside 0.14 ms of drafting, 0.18 ms a
+// round), draft is tried for rule_try_rounds and kept while its rate wins. The rule not running
+// is measured again after rule_refresh_rounds where its predicted rate is within rule_close:
+// its tokens per round are those of texts long gone.
+//
+// Known limits, for the next step: draft runs at the request's B (its tokens for smaller B are
+// not modelled). In a batch ([target] max_batch > 1) the `auto` members follow the batch's arm
+// (batch_auto.h: plain, root-draw with the budget chosen here, draft, smaller budget caps),
+// chosen from the batch's measured rates; not yet a rule and budget per member from the
+// measured pass time against total rows (bench/model/bench_batch_cost.cpp) and each member's
+// pool, root row and acceptance.
 #pragma once
 
 #include <array>
@@ -160,11 +181,21 @@ struct AutoOptions {
   // bench/results/issue19-epyc-9). Confirmation (confirm_rounds) still ends a try that wins its
   // probe on noise where speculation loses.
   double win_margin = 0.02;
+  // Alone, root-draw or draft (the header's model): a rule runs at least rule_try_rounds
+  // measured rounds before the other may take over (a try of draft measures its tokens per
+  // round: 16 rounds, as a batch arm's probe); the other must beat it by rule_margin; the rule
+  // not running is tried again after rule_refresh_rounds where it is predicted within
+  // rule_close (a try that loses costs under 16 rounds at < 10% in 512: < 0.3%).
+  int rule_try_rounds = 16;
+  double rule_margin = 0.05;
+  int rule_refresh_rounds = 512;
+  double rule_close = 0.10;
   // Deterministic costs instead of measured ones (ms; the law tests, rootspec-sim): when
   // fixed_costs is set, a speculative round costs fixed_base + fixed_tree_a + fixed_tree_b · rows
-  // (no tree pass: fixed_base) and an ar round fixed_ar.
+  // (no tree pass: fixed_base), less fixed_root_unhidden without a root pass (draft), and an ar
+  // round fixed_ar.
   bool fixed_costs = false;
-  double fixed_base = 0, fixed_tree_a = 0, fixed_tree_b = 0, fixed_ar = 0;
+  double fixed_base = 0, fixed_tree_a = 0, fixed_tree_b = 0, fixed_ar = 0, fixed_root_unhidden = 0;
 };
 
 // What one machine and pair cost, kept up to date as requests run (the target keeps one for its
@@ -177,6 +208,13 @@ class AutoCostModel {
   double tree_ms(int rows) const;      // a tree pass of `rows` rows (anchor included)
   double speculative_base_ms() const;  // a speculative round without its tree pass
   double ar_ms() const;                // a round of plain decoding
+  // Alone, the rule's model (the header): a speculative round's time besides its tree pass and
+  // root-draw's unhidden root pass, and that unhidden part (0 until measured).
+  double common_ms() const;
+  double root_unhidden_ms() const;
+  bool measured_rules() const { return opt_.fixed_costs || common_n_ > 0; }
+  // One measured speculative round of either rule: its stage stamps teach unhidden and common.
+  void add_rule_round(const RoundRecord& r, double wall_ms);
   bool measured_ar() const { return ar_n_ > 0; }
   int speculative_rounds_since_ar() const { return since_ar_; }
   int speculative_rounds_measured() const { return base_n_; }  // by the process, any temperature
@@ -227,6 +265,15 @@ class AutoCostModel {
     // AutoOptions::ar_refresh_close_rounds): doubled by each refresh that speculation survives.
     int close_refresh_rounds = 0;
     bool plain = false;  // the last round decoded plainly (an ar refresh aside): where a request starts
+    // Alone, per rule (0: root-draw, 1: draft): tokens and tree pass time per round, running
+    // means (the header's model); and the rule the last request ended in, where the next starts.
+    struct RuleRounds {
+      double tokens = 0, tree_ms = 0;
+      int rounds = 0;
+    };
+    std::array<RuleRounds, 2> rules{};
+    Rule rule = Rule::RootDraw;
+    int rule_rounds = 0;  // measured speculative rounds since the rule last changed, across requests
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
     // exact only up to k, so the rate scales it by their ratio, a slow correction that keeps the
@@ -274,6 +321,8 @@ class AutoCostModel {
   AutoOptions opt_;
   double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;
   int root_n_ = 0, base_n_ = 0, ar_n_ = 0;
+  double common_ms_ = 0, unhidden_ms_ = 0, root_lead_ms_ = 0;  // the rule's model (add_rule_round)
+  int common_n_ = 0, unhidden_n_ = 0, root_lead_n_ = 0;
   std::vector<double> ar_first_;  // [≤ ar_refresh_measured] ar's first rounds since a (re)start
   double ar_before_ = 0;          // ar's time when the last refresh began (0: none yet)
   int since_ar_ = 0;              // speculative rounds measured since the last plain one
@@ -310,7 +359,10 @@ class AutoController {
   // as that round starts (set_batch_mode then sets the round after's).
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
   const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
-  Rule rule() const { return batched_ ? batch_rule_ : Rule::RootDraw; }
+  Rule rule() const { return batched_ ? batch_rule_ : rule_; }
+  // Alone: the predicted rate (tokens per ms) of a speculative round under `rule` at this
+  // temperature (the header's model); 0 where its tokens were not measured yet.
+  double predicted_rule_rate(Rule rule) const;
   int budget_cap() const { return batched_ ? batch_cap_ : 0; }
   // A speculative root-draw round, its pool and root row in `in` (budget = the most this may
   // choose: the request's B, or the batch's cap): the budget of its tree.
@@ -341,11 +393,16 @@ class AutoController {
   void count_try(bool won);  // a settled try was decided: Acceptance::won_share
   // Speculative rounds before ar's time is measured afresh while speculation wins closely.
   int close_refresh_rounds() const;
+  // Alone, a measured speculative round: what it teaches the rule's model; then the next
+  // speculative round's rule.
+  void learn_rule_round(const RoundRecord& r, double wall);
+  void choose_rule();
 
   AutoCostModel& costs_;
   AutoCostModel::Acceptance& acc_;
   bool speculate_ = true;
-  bool batched_ = false;  // the batch decides the mode (set_batch_mode)
+  Rule rule_ = Rule::RootDraw;  // alone, the rule of speculative rounds (choose_rule)
+  bool batched_ = false;        // the batch decides the mode (set_batch_mode)
   int batch_arm_ = -1;    // …its arm: BatchAuto's index, rule and budget cap
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;

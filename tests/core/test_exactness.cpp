@@ -82,9 +82,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllRulesVerifiers, Exactness, ::testing::ValuesIn(all_cases()), case_name);
 
-// Decoder `auto` (auto_decoder.h): each round plain decoding or root-draw at a budget it
-// chooses from the pool, the root row and past rounds. The table's fixed costs make the two
-// modes alternate and the budget vary within the first tokens (table_auto_options()).
+// Decoder `auto` (auto_decoder.h): each round plain decoding, root-draw at a budget it chooses
+// from the pool, the root row and past rounds, or draft at the request's B. The table's fixed
+// costs make the modes and the rules alternate and the budget vary within the first tokens
+// (table_auto_options(); AutoDecoder.OnTableModelsUsesBothModesBothRulesAndSeveralBudgets).
 using AutoCase = std::tuple<Verifier, double, int>;
 class AutoExactness : public ::testing::TestWithParam<AutoCase> {};
 
@@ -122,7 +123,7 @@ TEST_P(AdaptiveDepthExactness, FirstThreeTokensFollowTheTargetJoint) {
   const Rule rule = GetParam();
   for (double T : {0.0, 1.0}) {
     testing::LawCase c = config_for(rule, Verifier::Residual, T, 4);
-    c.options.auto_rule = rule == Rule::RootDraw;  // `auto`'s rounds are root-draw or plain
+    c.options.auto_rule = rule == Rule::RootDraw;  // `auto`'s rounds: root-draw, draft or plain
     c.shape = PoolShape{2, 10, 2};
     c.shape.adaptive_depth = true;
     SCOPED_TRACE("T = " + std::to_string(T));

@@ -108,6 +108,20 @@ TEST(PlantedBug, RootDrawRedrawingUntilInPoolIsCaught) {
   EXPECT_LT(law_p_value(config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
 }
 
+TEST(PlantedBug, AutoChoosingItsRuleAfterTheRoundsDrawIsCaught) {
+  // `auto` alone (auto_decoder.h) picks root-draw or draft for a round from past rounds; here it
+  // looks at the round's own draw and, where y left the pool, plans the round as draft instead:
+  // the first token leans toward the pool's first level.
+  RoundHooks hooks;
+  hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
+    RoundPlan plan = plan_round(rule, in, root_token, rng);
+    return rule == Rule::RootDraw && plan.skip_tree_pass ? plan_round(Rule::Draft, in, root_token, rng) : plan;
+  };
+  testing::LawCase c = config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3);
+  c.options.auto_rule = true;
+  EXPECT_LT(law_p_value(c, hooks), kMinP);
+}
+
 TEST(PlantedBug, FirstDrawIgnoringTemperatureIsCaught) {
   // Draws y from the untempered root row (T = 1) while decoding at T = 0.7.
   RoundHooks hooks;
