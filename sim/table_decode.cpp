@@ -209,12 +209,13 @@ AutoOptions table_auto_options() {
   o.fixed_tree_b = 0.05;  // dear rows: the best budget depends on the pool
   o.fixed_ar = 0.20;      // about a speculative round's rate: the modes alternate
   // A root pass a third of which drafting does not hide, rules judged every round and the one
-  // not running measured again every second round whatever its rate: root-draw and draft
-  // alternate from a request's second round on (the law tests' first tokens).
+  // not running measured again every second round whatever its rate, draft first: a request's
+  // first round is draft, the next speculative one root-draw (the law tests' first tokens).
   o.fixed_root_unhidden = 0.10;
   o.rule_try_rounds = 0;
   o.rule_refresh_rounds = 2;
   o.rule_close = 1.0;
+  o.first_rule = Rule::Draft;
   o.min_speculative = 1;
   o.probe_rounds = 1;
   o.confirm_rounds = 1;

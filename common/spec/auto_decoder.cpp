@@ -91,21 +91,12 @@ double AutoCostModel::ar_ms() const {
   return ar_n_ > 0 ? ar_ms_ : root_ms_;
 }
 
-double AutoCostModel::common_ms() const {
-  return opt_.fixed_costs ? opt_.fixed_base - opt_.fixed_root_unhidden : common_ms_;
-}
-
 double AutoCostModel::root_unhidden_ms() const {
   return opt_.fixed_costs ? opt_.fixed_root_unhidden : unhidden_ms_;
 }
 
-void AutoCostModel::add_rule_round(const RoundRecord& r, double wall_ms) {
-  if (opt_.fixed_costs) {
-    ++common_n_;  // fixed: nothing to learn
-    return;
-  }
-  if (wall_ms <= 0) return;
-  const double tree = r.tree_pass_skipped ? 0.0 : r.tree_pass_ns / 1e6;
+void AutoCostModel::add_stage_times(const RoundRecord& r) {
+  if (opt_.fixed_costs) return;  // fixed: nothing to learn
   const bool root = r.root_start_ns != 0 && r.root_end_ns >= r.root_start_ns;
   double unhidden = -1;  // this round's unhidden root pass, ms (−1: unknown)
   if (root) {
@@ -119,18 +110,14 @@ void AutoCostModel::add_rule_round(const RoundRecord& r, double wall_ms) {
   } else if (r.draft_end_ns != 0 && r.commit_sent_ns != 0 && root_n_ > 0 && root_lead_n_ > 0) {
     // A draft round: what a root pass of the measured length, started as root-draw's start
     // after the Commit, would have run beyond the drafting.
-    const double root_end = root_lead_ms_ + root_ms_;
     const double drafted = (r.draft_end_ns - r.commit_sent_ns) / 1e6;
-    unhidden = std::clamp(root_end - std::max(drafted, root_lead_ms_), 0.0, root_ms_);
+    unhidden = std::clamp(root_lead_ms_ + root_ms_ - std::max(drafted, root_lead_ms_), 0.0, root_ms_);
   }
-  // No cut of outliers here (smooth() cuts at 3× the mean): a mean near 0, where the root pass
-  // hides, would cut every later sample to nothing; a sample is at most a root pass anyway.
-  if (unhidden >= 0) {
-    if (root && root_n_ > 0) unhidden = std::min(unhidden, kOutlier * root_ms_);
-    unhidden_ms_ += std::max(kPartSmoothing, 1.0 / ++unhidden_n_) * (unhidden - unhidden_ms_);
-  }
-  const double common = wall_ms - tree - (root ? (unhidden >= 0 ? unhidden : unhidden_ms_) : 0.0);
-  common_ms_ = smooth(common_ms_, std::max(common, 0.0), ++common_n_, kPartSmoothing);
+  if (unhidden < 0) return;
+  // No cut at 3× the mean (smooth()): a mean near 0, where the root pass hides, would cut every
+  // later sample to nothing. A stalled root pass counts as at most 3 root passes.
+  if (root && root_n_ > 0) unhidden = std::min(unhidden, kOutlier * root_ms_);
+  unhidden_ms_ += std::max(kPartSmoothing, 1.0 / ++unhidden_n_) * (unhidden - unhidden_ms_);
 }
 
 void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
@@ -182,8 +169,10 @@ void AutoCostModel::restart_ar() {
 }
 
 AutoController::AutoController(AutoCostModel& costs, double temperature, int max_tokens)
-    : costs_(costs), acc_(costs.acceptance(temperature)), rule_(acc_.rule) {
+    : costs_(costs), acc_(costs.acceptance(temperature)) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
+  if (!acc_.rule_set) acc_.rule = costs_.options().first_rule, acc_.rule_set = true;
+  rule_ = acc_.rule;
   // Start in the mode the last request at this temperature ended in: speculation that lost is
   // tried again after the gap reached there, not at once; a try that the last request ended
   // goes on here. (Comparing the rates instead set a speculative rate measured minutes ago
@@ -486,9 +475,9 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     const int most = cold ? std::min(o.cold_max_probe_gap, o.max_probe_gap) : o.max_probe_gap;
     acc_.probe_gap = std::min(acc_.probe_gap * (badly ? 4 : 2), most);
   }
-  // Alone, the next speculative round's rule (a try of speculation against ar too: it
-  // measures speculation as it runs, the better rule once known).
-  if (speculate_ && was_speculating) choose_rule();
+  // Alone, the rule of the next speculative round (now or after plain ones), after a
+  // speculative round (a try's too: a try measures speculation as it runs).
+  if (was_speculating) choose_rule();
   acc_.plain = !speculate_ && !refreshing_ar_;  // where the next request at this temperature starts
   if (speculate_ != was_speculating) {
     stretch_ = speculate_ && after_plain_ ? Stretch::Try : Stretch::Other;
@@ -497,21 +486,21 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
   }
 }
 
-double AutoController::predicted_rule_rate(Rule rule) const {
+double AutoController::rule_rate(Rule rule) const {
   const AutoCostModel::Acceptance::RuleRounds& of = acc_.rules[rule_index(rule)];
-  if (of.rounds == 0 || !costs_.measured_rules()) return 0;
-  const double ms =
-      costs_.common_ms() + (rule == Rule::RootDraw ? costs_.root_unhidden_ms() : 0.0) + of.tree_ms;
-  return of.tokens / std::max(ms, 1e-6);
+  return of.rounds > 0 && of.ms > 0 ? of.tokens / of.ms : 0.0;
+}
+
+bool AutoController::root_pass_outlasts_drafting() const {
+  const AutoCostModel::Acceptance::RuleRounds& root_draw = acc_.rules[rule_index(Rule::RootDraw)];
+  return costs_.measured_unhidden() && root_draw.rounds > 0 &&
+         costs_.root_unhidden_ms() > kUnhiddenShare * root_draw.ms;
 }
 
 void AutoController::learn_rule_round(const RoundRecord& r, double wall) {
   const Rule ran = r.first_drawn ? Rule::RootDraw : Rule::Draft;  // `auto` runs no other rule
-  costs_.add_rule_round(r, wall);
+  costs_.add_stage_times(r);
   AutoCostModel::Acceptance::RuleRounds& of = acc_.rules[rule_index(ran)];
-  const double tree = r.tree_pass_skipped         ? 0.0
-                      : costs_.options().fixed_costs ? costs_.tree_ms(r.tree_nodes + 1)
-                                                     : r.tree_pass_ns / 1e6;
   // The rounds since the rule last changed weigh as their plain mean (a try's rounds replace
   // what the rule did on texts long gone), then as the running window (AutoOptions::smoothing).
   // (A round of the other rule, the first after a batch chose it, weighs as one of the window.)
@@ -520,9 +509,10 @@ void AutoController::learn_rule_round(const RoundRecord& r, double wall) {
   const double w = of.rounds == 0 ? 1.0
                    : current      ? std::max(smoothing, 1.0 / (acc_.rule_rounds + 1))
                                   : smoothing;
+  if (of.rounds > kSettled) wall = std::min(wall, kOutlier * of.ms);  // a stall (see smooth())
   ++of.rounds;
   of.tokens += w * (std::max(r.emitted, 1) - of.tokens);
-  of.tree_ms += w * (tree - of.tree_ms);
+  of.ms += w * (wall - of.ms);
   if (current) ++acc_.rule_rounds;
 }
 
@@ -530,14 +520,12 @@ void AutoController::choose_rule() {
   const AutoOptions& o = costs_.options();
   if (acc_.rule_rounds < o.rule_try_rounds) return;  // the rule's first rounds measure it
   const Rule other = rule_ == Rule::RootDraw ? Rule::Draft : Rule::RootDraw;
-  const double here = predicted_rule_rate(rule_), there = predicted_rule_rate(other);
+  const double here = rule_rate(rule_), there = rule_rate(other);
   bool change = false;
-  if (there <= 0) {
-    // The other rule never ran at this temperature: draft is tried only where the root pass
-    // does not hide inside drafting (the header's model).
-    const AutoCostModel::Acceptance::RuleRounds& root_draw = acc_.rules[rule_index(Rule::RootDraw)];
-    const double round_ms = costs_.common_ms() + costs_.root_unhidden_ms() + root_draw.tree_ms;
-    change = other == Rule::RootDraw || costs_.root_unhidden_ms() > kUnhiddenShare * round_ms;
+  if (!root_pass_outlasts_drafting()) {
+    change = rule_ == Rule::Draft;  // the root pass hides inside drafting: draft cannot win
+  } else if (there <= 0) {
+    change = true;  // the other rule never ran at this temperature: a try
   } else {
     change = there > here * (1 + o.rule_margin) ||
              (acc_.rule_rounds >= o.rule_refresh_rounds && there > here * (1 - o.rule_close));

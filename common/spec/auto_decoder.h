@@ -48,25 +48,23 @@
 //
 // The rule of a speculative round (alone; issue 40): root-draw, or draft at the request's B (no
 // root pass: the target only waits for the pool). Root-draw's root pass runs while the drafter
-// drafts (paper 000 App. D.14); what it costs is the part that drafting does not hide:
+// drafts (paper 000 App. D.14); what it costs a round is the part that drafting does not hide:
 //   unhidden = max(0, root pass's end − max(the pool's end of drafting, root pass's start)),
-// measured in root-draw rounds from the pair's stage stamps (RoundRecord: one monotonic clock on
+// measured in root-draw rounds from the pair's stage stamps (RoundRecord: one monotonic clock for
 // both processes), and in draft rounds as what a root pass of the measured length, started as
-// root-draw's start after the Commit, would have outlasted the drafting that ran. So
-//   time(root-draw) = common + unhidden + tree(root-draw),  time(draft) = common + tree(draft),
-// with common (every round's time less its tree pass and, for root-draw, its unhidden part)
-// and unhidden from every speculative round of either rule, tree(rule) the rule's mean tree
-// pass per round (0 when skipped), and each rule's tokens per round measured where it ran, per
-// temperature (draft emits the continuation and what is accepted of its tree; root-draw also
-// the drawn y, exact, and a tree chosen with the root row). The rule with the higher predicted
-// rate runs; the other takes over only when it beats it by rule_margin (5%: below a round's
-// noise over its window). Where the root pass hides inside drafting (unhidden under 3% of the
-// round: the AMD EPYC VM's shipped pair, where the two rules ran within a few % of each other,
-// bench/results/issue19-epyc-6/README.md) draft cannot save time and is not tried; where it does
-// not (the Intel VM of issue 40: a 0.32 ms root pass beside 0.14 ms of drafting, 0.18 ms a
-// round), draft is tried for rule_try_rounds and kept while its rate wins. The rule not running
-// is measured again after rule_refresh_rounds where its predicted rate is within rule_close:
-// its tokens per round are those of texts long gone.
+// root-draw's start after the Commit, would have outlasted the drafting that ran. Where it is
+// under 3% of a root-draw round the root pass hides inside drafting: draft could save no time
+// and emits fewer tokens (no drawn y), and it is neither tried nor kept. Where it is not (the
+// Intel VM of issue 40: a 0.32 ms root pass beside 0.14 ms of drafting), draft is tried for
+// rule_try_rounds measured rounds, and the rules' rates decide (tokens and wall time per round,
+// running means per temperature; a try's rounds replace what the rule did on texts long gone):
+// the other rule takes over when its rate beats the running one's by rule_margin (5%: a 16-round
+// mean's noise). The rounds' time is measured, not built from the stages: on the AMD EPYC VM
+// (2026-12-03) a draft round's tree pass took 0.61 ms against root-draw's 0.51 for as many rows
+// (the target had waited idle for the pool instead of running its root pass), and a draft round
+// modelled as root-draw's less its unhidden 0.08 ms chose draft where it ran 8% slower
+// (bench/results/issue40-auto-alone/README.md). The rule not running is measured again after
+// rule_refresh_rounds where its rate is within rule_close of the running one's.
 //
 // Known limits, for the next step: draft runs at the request's B (its tokens for smaller B are
 // not modelled). In a batch ([target] max_batch > 1) the `auto` members follow the batch's arm
@@ -187,6 +185,9 @@ struct AutoOptions {
   // not running is tried again after rule_refresh_rounds where it is predicted within
   // rule_close (a try that loses costs under 16 rounds at < 10% in 512: < 0.3%).
   int rule_try_rounds = 16;
+  // The rule a temperature's first request starts with: root-draw, which needs no gate (the
+  // law tests start at draft, so that both rules run within a request's first tokens).
+  Rule first_rule = Rule::RootDraw;
   double rule_margin = 0.05;
   int rule_refresh_rounds = 512;
   double rule_close = 0.10;
@@ -208,13 +209,12 @@ class AutoCostModel {
   double tree_ms(int rows) const;      // a tree pass of `rows` rows (anchor included)
   double speculative_base_ms() const;  // a speculative round without its tree pass
   double ar_ms() const;                // a round of plain decoding
-  // Alone, the rule's model (the header): a speculative round's time besides its tree pass and
-  // root-draw's unhidden root pass, and that unhidden part (0 until measured).
-  double common_ms() const;
+  // Alone, the part of root-draw's root pass that drafting does not hide (the header; ms, a
+  // running mean), once measured.
   double root_unhidden_ms() const;
-  bool measured_rules() const { return opt_.fixed_costs || common_n_ > 0; }
-  // One measured speculative round of either rule: its stage stamps teach unhidden and common.
-  void add_rule_round(const RoundRecord& r, double wall_ms);
+  bool measured_unhidden() const { return opt_.fixed_costs || unhidden_n_ > 0; }
+  // A measured speculative round of either rule: its stage stamps teach the unhidden part.
+  void add_stage_times(const RoundRecord& r);
   bool measured_ar() const { return ar_n_ > 0; }
   int speculative_rounds_since_ar() const { return since_ar_; }
   int speculative_rounds_measured() const { return base_n_; }  // by the process, any temperature
@@ -265,14 +265,15 @@ class AutoCostModel {
     // AutoOptions::ar_refresh_close_rounds): doubled by each refresh that speculation survives.
     int close_refresh_rounds = 0;
     bool plain = false;  // the last round decoded plainly (an ar refresh aside): where a request starts
-    // Alone, per rule (0: root-draw, 1: draft): tokens and tree pass time per round, running
-    // means (the header's model); and the rule the last request ended in, where the next starts.
+    // Alone, per rule (0: root-draw, 1: draft): tokens and wall time per measured round,
+    // running means (the header); and the rule the last request ended in, where the next starts.
     struct RuleRounds {
-      double tokens = 0, tree_ms = 0;
+      double tokens = 0, ms = 0;
       int rounds = 0;
     };
     std::array<RuleRounds, 2> rules{};
-    Rule rule = Rule::RootDraw;
+    Rule rule = Rule::RootDraw;  // (AutoOptions::first_rule until a request ran)
+    bool rule_set = false;
     int rule_rounds = 0;  // measured speculative rounds since the rule last changed, across requests
     double k() const;
     // Emitted and expected tokens of speculative rounds (running sums, forgetting): E(B) is
@@ -321,8 +322,8 @@ class AutoCostModel {
   AutoOptions opt_;
   double root_ms_ = 0, base_ms_ = 0, ar_ms_ = 0;
   int root_n_ = 0, base_n_ = 0, ar_n_ = 0;
-  double common_ms_ = 0, unhidden_ms_ = 0, root_lead_ms_ = 0;  // the rule's model (add_rule_round)
-  int common_n_ = 0, unhidden_n_ = 0, root_lead_n_ = 0;
+  double unhidden_ms_ = 0, root_lead_ms_ = 0;  // the rule's gate (add_stage_times)
+  int unhidden_n_ = 0, root_lead_n_ = 0;
   std::vector<double> ar_first_;  // [≤ ar_refresh_measured] ar's first rounds since a (re)start
   double ar_before_ = 0;          // ar's time when the last refresh began (0: none yet)
   int since_ar_ = 0;              // speculative rounds measured since the last plain one
@@ -360,9 +361,11 @@ class AutoController {
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
   const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
   Rule rule() const { return batched_ ? batch_rule_ : rule_; }
-  // Alone: the predicted rate (tokens per ms) of a speculative round under `rule` at this
-  // temperature (the header's model); 0 where its tokens were not measured yet.
-  double predicted_rule_rate(Rule rule) const;
+  // Alone: the measured rate (tokens per ms) of speculative rounds under `rule` at this
+  // temperature (the header); 0 where none ran yet.
+  double rule_rate(Rule rule) const;
+  // Alone: root-draw's root pass outlasts drafting by more than kUnhiddenShare of its round.
+  bool root_pass_outlasts_drafting() const;
   int budget_cap() const { return batched_ ? batch_cap_ : 0; }
   // A speculative root-draw round, its pool and root row in `in` (budget = the most this may
   // choose: the request's B, or the batch's cap): the budget of its tree.
