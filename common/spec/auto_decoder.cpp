@@ -519,19 +519,23 @@ void AutoController::learn_rule_round(const RoundRecord& r, double wall) {
 void AutoController::choose_rule() {
   const AutoOptions& o = costs_.options();
   if (acc_.rule_rounds < o.rule_try_rounds) return;  // the rule's first rounds measure it
-  const Rule other = rule_ == Rule::RootDraw ? Rule::Draft : Rule::RootDraw;
-  const double here = rule_rate(rule_), there = rule_rate(other);
+  const bool drafting = rule_ == Rule::Draft;
+  const double draft = rule_rate(Rule::Draft), root_draw = rule_rate(Rule::RootDraw);
+  // Draft runs where its rate beats root-draw's by rule_margin, root-draw elsewhere (within
+  // the margin too: its rate is measured over far more rounds and texts, and its budget is
+  // chosen per round).
+  const bool draft_wins = draft > root_draw * (1 + o.rule_margin);
+  const bool refresh = acc_.rule_rounds >= o.rule_refresh_rounds;
   bool change = false;
   if (!root_pass_outlasts_drafting()) {
-    change = rule_ == Rule::Draft;  // the root pass hides inside drafting: draft cannot win
-  } else if (there <= 0) {
-    change = true;  // the other rule never ran at this temperature: a try
+    change = drafting;  // the root pass hides inside drafting: draft cannot win
+  } else if (drafting) {
+    change = root_draw <= 0 || !draft_wins || (refresh && root_draw > draft * (1 - o.rule_close));
   } else {
-    change = there > here * (1 + o.rule_margin) ||
-             (acc_.rule_rounds >= o.rule_refresh_rounds && there > here * (1 - o.rule_close));
+    change = draft <= 0 || draft_wins || (refresh && draft > root_draw * (1 - o.rule_close));
   }
   if (!change) return;
-  rule_ = acc_.rule = other;
+  rule_ = acc_.rule = drafting ? Rule::RootDraw : Rule::Draft;
   acc_.rule_rounds = 0;
 }
 

@@ -58,8 +58,10 @@
 // Intel VM of issue 40: a 0.32 ms root pass beside 0.14 ms of drafting), draft is tried for
 // rule_try_rounds measured rounds, and the rules' rates decide (tokens and wall time per round,
 // running means per temperature; a try's rounds replace what the rule did on texts long gone):
-// the other rule takes over when its rate beats the running one's by rule_margin (5%: a 16-round
-// mean's noise). The rounds' time is measured, not built from the stages: on the AMD EPYC VM
+// draft runs where its rate beats root-draw's by rule_margin (5%: a 16-round mean's noise),
+// root-draw elsewhere (on the AMD EPYC VM, where draft ran 3-8% below root-draw at T = 0, a
+// margin either way kept draft for stretches of 100-300 rounds on a noisy try: `auto` 4.6% below
+// root-draw in one run of three). The rounds' time is measured, not built from the stages: on the AMD EPYC VM
 // (2026-12-03) a draft round's tree pass took 0.61 ms against root-draw's 0.51 for as many rows
 // (the target had waited idle for the pool instead of running its root pass), and a draft round
 // modelled as root-draw's less its unhidden 0.08 ms chose draft where it ran 8% slower
@@ -180,9 +182,9 @@ struct AutoOptions {
   // probe on noise where speculation loses.
   double win_margin = 0.02;
   // Alone, root-draw or draft (the header's model): a rule runs at least rule_try_rounds
-  // measured rounds before the other may take over (a try of draft measures its tokens per
-  // round: 16 rounds, as a batch arm's probe); the other must beat it by rule_margin; the rule
-  // not running is tried again after rule_refresh_rounds where it is predicted within
+  // measured rounds before the other may take over (a try of draft measures its tokens and time
+  // per round: 16 rounds, as a batch arm's probe); draft must beat root-draw by rule_margin; the
+  // rule not running is tried again after rule_refresh_rounds where its rate is within
   // rule_close (a try that loses costs under 16 rounds at < 10% in 512: < 0.3%).
   int rule_try_rounds = 16;
   // The rule a temperature's first request starts with: root-draw, which needs no gate (the
