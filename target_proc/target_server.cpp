@@ -191,6 +191,11 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
                            const ChatTemplate* chat)
     : config_(config),
       target_(target),
+      auto_costs_([&] {
+        AutoOptions o;
+        o.draft_alone = config.auto_draft;
+        return o;
+      }()),
       tokenizer_(tokenizer),
       chat_(chat),
       clients_(ctx_, zmq::socket_type::router),

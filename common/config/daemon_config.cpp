@@ -73,6 +73,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "budget") return void(d.budget = integer());
     if (key == "temperature") return void(d.temperature = number());
     if (key == "stop_at_eos") return void(d.stop_at_eos = boolean());
+    if (key == "auto_draft") return void(c.auto_draft = boolean());
   } else if (section == "pool") {
     if (key == "kind") {
       const std::string kind = str();

@@ -15,7 +15,9 @@
 //              (shm_channel.h), else ZeroMQ; "zmq"; "shm"; "nccl": pools device to device over
 //              NCCL, the two processes on CUDA devices)
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
-//              rule, verifier, budget, temperature, stop_at_eos
+//              rule, verifier, budget, temperature, stop_at_eos; auto_draft (default true: `auto`
+//              alone may choose draft where the root pass does not hide inside drafting;
+//              false: root-draw or ar only, auto_decoder.h)
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth
 //              (default true: each pool as deep as the request's recent Commits suggest, within
 //              depth; runtime_drafter.h), draft_ahead (a request's default: the drafter grows the
@@ -87,6 +89,7 @@ struct DaemonConfig {
     s.adaptive_depth = true;
     return s;
   }();
+  bool auto_draft = true;    // [decoding] auto_draft
   bool draft_ahead = false;  // [pool] draft_ahead: pays where the drafter has a core (or GPU) of its own
   double peer_timeout_s = 60.0;
   HttpConfig http;

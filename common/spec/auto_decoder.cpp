@@ -493,7 +493,7 @@ double AutoController::rule_rate(Rule rule) const {
 
 bool AutoController::root_pass_outlasts_drafting() const {
   const AutoCostModel::Acceptance::RuleRounds& root_draw = acc_.rules[rule_index(Rule::RootDraw)];
-  return costs_.measured_unhidden() && root_draw.rounds > 0 &&
+  return costs_.options().draft_alone && costs_.measured_unhidden() && root_draw.rounds > 0 &&
          costs_.root_unhidden_ms() > kUnhiddenShare * root_draw.ms;
 }
 

@@ -187,6 +187,7 @@ struct AutoOptions {
   // rule not running is tried again after rule_refresh_rounds where its rate is within
   // rule_close (a try that loses costs under 16 rounds at < 10% in 512: < 0.3%).
   int rule_try_rounds = 16;
+  bool draft_alone = true;  // false: alone, root-draw only (the daemon's [decoding] auto_draft)
   // The rule a temperature's first request starts with: root-draw, which needs no gate (the
   // law tests start at draft, so that both rules run within a request's first tokens).
   Rule first_rule = Rule::RootDraw;

@@ -42,6 +42,12 @@ TEST(DaemonConfig, DraftAheadIsAPoolKey) {
   EXPECT_NE(error_of({"decoding.draft_ahead=true"}).find("unknown key"), std::string::npos);
 }
 
+TEST(DaemonConfig, AutoMayChooseDraftAloneUnlessAutoDraftIsFalse) {
+  EXPECT_TRUE(DaemonConfig::load("", {}).auto_draft);
+  EXPECT_FALSE(DaemonConfig::load("", {"decoding.auto_draft=false"}).auto_draft);
+  EXPECT_NE(error_of({"decoding.auto_draft=no"}).find("true or false"), std::string::npos);
+}
+
 TEST(DaemonConfig, CpuKeysAndTransports) {
   const DaemonConfig c =
       DaemonConfig::load("", {"target.idle_drafter_threads=2", "target.ar_uses_drafter_core=false",
