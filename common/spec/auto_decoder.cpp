@@ -213,49 +213,73 @@ void AutoController::start_clock() { last_ns_ = monotonic_ns(); }
 
 double AutoController::now_ms() const { return monotonic_ns() / 1e6; }
 
-int AutoController::choose_budget(const SelectionInputs& in) {
+const BudgetCurve& AutoController::budget_curve(const SelectionInputs& in) {
   const Pool& pool = *in.pool;
   const double k = acc_.k();
   // D_B(y) for every first-level y and every candidate B: prefix sums of the calibrated path
   // probabilities Π â(q) below y over its descendants in draft order (pool.h ranked_descendants).
   std::vector<int> firsts = level_one(pool);
-  std::vector<std::vector<double>> below(firsts.size());  // [level one][descendants kept]
-  std::vector<double> path(pool.size(), 0.0);             // [pool] Π â(q) from y down to the node
+  curve_firsts_.clear();
+  curve_below_.assign(firsts.size(), {});  // [level one][descendants kept]
+  std::vector<double> path(pool.size(), 0.0);  // [pool] Π â(q) from y down to the node
   double in_level_one = 0;
   for (size_t i = 0; i < firsts.size(); ++i) {
     const int y = firsts[i];
+    curve_firsts_.push_back(pool.token[y]);
     in_level_one += in.root_probs[pool.token[y]];
     double s = 0;
-    below[i].push_back(0.0);
+    curve_below_[i].push_back(0.0);
     path[y] = 1.0;
     for (int u : ranked_descendants(pool, y)) {  // ancestors first: scores fall along a path
       path[u] = path[pool.parent[u]] * acc_.edge_acceptance(std::exp(pool.logq[u]));
       s += path[u];
-      below[i].push_back(s);
+      curve_below_[i].push_back(s);
     }
   }
-  const double skip = std::max(0.0, 1.0 - in_level_one);
-  double best_rate = -1, best_tokens = 0;
-  int best = 1;
+  curve_.skip = std::max(0.0, 1.0 - in_level_one);
+  curve_.budgets.clear();
+  curve_.tokens.clear();
   for (int b : costs_.options().budgets) {
     if (b > in.budget) break;
-    double tokens = skip;
+    double tokens = curve_.skip;
     for (size_t i = 0; i < firsts.size(); ++i) {
-      const double d = below[i][std::min<size_t>(b - 1, below[i].size() - 1)];
-      tokens += in.root_probs[pool.token[firsts[i]]] * (2.0 + k * d);
+      const double d = curve_below_[i][std::min<size_t>(b - 1, curve_below_[i].size() - 1)];
+      tokens += in.root_probs[curve_firsts_[i]] * (2.0 + k * d);
     }
-    const double ms = costs_.speculative_base_ms() + (1.0 - skip) * costs_.tree_ms(b);
-    const double rate = tokens / std::max(ms, 1e-6);
-    if (rate > best_rate * (1 + 1e-9)) best_rate = rate, best = b, best_tokens = tokens;
+    curve_.budgets.push_back(b);
+    curve_.tokens.push_back(tokens);
   }
-  budget_ = best;
-  expected_tokens_ = best_tokens;
-  expected_skip_ = skip;
-  tree_if_run_ms_ = costs_.tree_ms(best);
+  if (curve_.budgets.empty()) {  // a request's B below every candidate: its B
+    curve_.budgets.push_back(std::max(in.budget, 1));
+    curve_.tokens.push_back(curve_.skip);
+  }
+  return curve_;
+}
+
+int AutoController::take_budget(int budget) {
+  const auto at = std::find(curve_.budgets.begin(), curve_.budgets.end(), budget);
+  assert(at != curve_.budgets.end());
+  const size_t c = at - curve_.budgets.begin();
+  budget_ = budget;
+  expected_tokens_ = curve_.tokens[c];
+  expected_skip_ = curve_.skip;
+  tree_if_run_ms_ = costs_.tree_ms(budget);
   guess_below_.clear();
-  for (size_t i = 0; i < firsts.size(); ++i)
-    guess_below_[pool.token[firsts[i]]] = below[i][std::min<size_t>(best - 1, below[i].size() - 1)];
-  return best;
+  for (size_t i = 0; i < curve_firsts_.size(); ++i)
+    guess_below_[curve_firsts_[i]] = curve_below_[i][std::min<size_t>(budget - 1, curve_below_[i].size() - 1)];
+  return budget;
+}
+
+int AutoController::choose_budget(const SelectionInputs& in) {
+  const BudgetCurve& curve = budget_curve(in);
+  double best_rate = -1;
+  int best = curve.budgets.front();
+  for (size_t c = 0; c < curve.budgets.size(); ++c) {
+    const double ms = costs_.speculative_base_ms() + (1.0 - curve.skip) * costs_.tree_ms(curve.budgets[c]);
+    const double rate = curve.tokens[c] / std::max(ms, 1e-6);
+    if (rate > best_rate * (1 + 1e-9)) best_rate = rate, best = curve.budgets[c];
+  }
+  return take_budget(best);
 }
 
 void AutoController::learn_edges(const Pool& pool, const DraftTree& tree,
@@ -287,6 +311,7 @@ void AutoController::set_batch_mode(int arm, const BatchArm& how, const BatchAut
   speculate_ = how.speculate;
   batch_rule_ = how.rule;
   batch_cap_ = how.budget_cap;
+  batch_budgets_ = how.batch_budgets;
 }
 
 void AutoController::end_batch_mode() {
@@ -296,6 +321,7 @@ void AutoController::end_batch_mode() {
   batch_gate_ = nullptr;
   batch_rule_ = Rule::RootDraw;
   batch_cap_ = 0;
+  batch_budgets_ = false;
   in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured
   after_plain_ = false;
   stretch_ = Stretch::Other;

@@ -364,6 +364,7 @@ class AutoController {
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
   const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
   Rule rule() const { return batched_ ? batch_rule_ : rule_; }
+  bool batch_budgets() const { return batched_ && batch_budgets_; }  // B chosen for the batch
   // Alone: the measured rate (tokens per ms) of speculative rounds under `rule` at this
   // temperature (the header); 0 where none ran yet.
   double rule_rate(Rule rule) const;
@@ -373,6 +374,11 @@ class AutoController {
   // A speculative root-draw round, its pool and root row in `in` (budget = the most this may
   // choose: the request's B, or the batch's cap): the budget of its tree.
   int choose_budget(const SelectionInputs& in);
+  // The same model's expected tokens E(B) at every candidate budget (≤ in.budget), and the
+  // chance s that the draw leaves level one, for a choice made elsewhere (a batch's budgets,
+  // BatchAuto::choose_budgets); take_budget() then makes one of them this round's.
+  const BudgetCurve& budget_curve(const SelectionInputs& in);
+  int take_budget(int budget);  // one of the last curve's budgets; returns it
   // A tree pass was verified: what each node of `tree` whose parent was reached did
   // (`accepted_nodes`, VerifyResult's) teaches the per-edge guess (Acceptance::edge_acceptance).
   void learn_edges(const Pool& pool, const DraftTree& tree, const std::vector<int32_t>& accepted_nodes);
@@ -412,12 +418,16 @@ class AutoController {
   int batch_arm_ = -1;    // …its arm: BatchAuto's index, rule and budget cap
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;
+  bool batch_budgets_ = false;
   const BatchAuto* batch_gate_ = nullptr;
   int budget_ = 0;
   double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
   double expected_skip_ = 0;               // …the chance s that its draw leaves level one
   double tree_if_run_ms_ = 0;              // …and its tree pass's fitted time
   std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
+  BudgetCurve curve_;                       // the last budget_curve()
+  std::vector<int32_t> curve_firsts_;       // [level one] its first-level tokens
+  std::vector<std::vector<double>> curve_below_;  // [level one][descendants kept] prefix sums of D
   int64_t last_ns_ = 0;                    // the previous round's end
   bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
   int try_measured_ = 0;                   // …and the rounds of it measured so far

@@ -13,6 +13,7 @@ std::vector<BatchArm> default_batch_arms() {
       {true, Rule::Draft, 0},      // draft at the request's B
       {true, Rule::Draft, 4},      // small trees: where a batch's tree rows cost
       {true, Rule::RootDraw, 2},
+      {true, Rule::RootDraw, 0, /*batch_budgets=*/true},  // each member's B for the batch
   };
 }
 
@@ -26,6 +27,75 @@ BatchAuto::BatchAuto(BatchAutoOptions options) : opt_(std::move(options)), rates
   if (opt_.first_arm < 0 || opt_.first_arm >= arms())
     throw std::invalid_argument("BatchAuto: no such first arm");
   current_ = before_probe_ = opt_.first_arm;
+}
+
+void BatchAuto::observe_pass(int members, int tree_rows, double tree_ms, double wall_ms) {
+  constexpr double kForget = 0.98;  // ~50 passes, as auto_decoder.h's tree-time line
+  members = std::clamp(members, 1, kMaxMembers);
+  if (wall_ms <= 0) return;
+  if (tree_rows > 0 && tree_ms > 0) {
+    const double x = tree_rows, y = tree_ms;
+    s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
+    sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
+  }
+  const double base = std::max(wall_ms - (tree_rows > 0 ? tree_ms : 0.0), 0.0);
+  double& mean = base_ms_[members];
+  mean += std::max(opt_.smoothing, 1.0 / ++base_n_[members]) * (base - mean);
+}
+
+double BatchAuto::row_ms() const {
+  if (opt_.fixed_pass_cost) return opt_.fixed_row;
+  if (s0_ <= 0) return 0;
+  const double mean_x = s1_ / s0_, var = s2_ / s0_ - mean_x * mean_x;
+  if (var <= 1e-9) return 0;  // one size of pass so far: no slope yet
+  return std::max((sxy_ / s0_ - mean_x * sy_ / s0_) / var, 0.0);
+}
+
+double BatchAuto::tree_pass_ms(int rows) const {
+  if (opt_.fixed_pass_cost) return opt_.fixed_tree_a + opt_.fixed_row * rows;
+  if (s0_ <= 0) return 0;
+  return std::max(sy_ / s0_ + row_ms() * (rows - s1_ / s0_), 0.0);
+}
+
+double BatchAuto::round_base_ms(int members) const {
+  if (opt_.fixed_pass_cost) return opt_.fixed_base;
+  members = std::clamp(members, 1, kMaxMembers);
+  for (int d = 0; d <= kMaxMembers; ++d)
+    for (int n : {members - d, members + d})
+      if (n >= 1 && n <= kMaxMembers && base_n_[n] > 0) return base_ms_[n];
+  return 0;
+}
+
+std::vector<int> BatchAuto::choose_budgets(const std::vector<const BudgetCurve*>& curves, int members,
+                                           int other_rows) {
+  const double b = row_ms();
+  const bool measured = opt_.fixed_pass_cost || s0_ > 0;
+  if (curves.empty() || !measured || b <= 0 || round_base_ms(members) <= 0) return {};
+  ++budget_choices_;
+  const double fixed = round_base_ms(members) + tree_pass_ms(0);  // the line's intercept
+  auto rows = [](const BudgetCurve& c, size_t k) { return (1 - c.skip) * (c.budgets[k] + 1); };
+  std::vector<size_t> pick(curves.size(), 0);
+  double lambda = 0;
+  for (int iteration = 0; iteration < 64; ++iteration) {
+    double tokens = 0, all_rows = other_rows;
+    for (size_t m = 0; m < curves.size(); ++m) {
+      const BudgetCurve& c = *curves[m];
+      assert(!c.budgets.empty() && c.budgets.size() == c.tokens.size());
+      size_t best = 0;
+      for (size_t k = 1; k < c.budgets.size(); ++k)  // ties: the smaller tree
+        if (c.tokens[k] - lambda * b * rows(c, k) > c.tokens[best] - lambda * b * rows(c, best) + 1e-12)
+          best = k;
+      pick[m] = best;
+      tokens += c.tokens[best];
+      all_rows += rows(c, best);
+    }
+    const double rate = tokens / std::max(fixed + b * all_rows, 1e-9);
+    if (rate <= lambda * (1 + 1e-12)) break;  // Dinkelbach: λ rises until the choice is optimal
+    lambda = rate;
+  }
+  std::vector<int> budgets(curves.size());
+  for (size_t m = 0; m < curves.size(); ++m) budgets[m] = curves[m]->budgets[pick[m]];
+  return budgets;
 }
 
 double BatchAuto::rate(int arm, int members) const {

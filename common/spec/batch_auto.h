@@ -30,13 +30,19 @@
 //     `probe_rounds` rounds; a probe that loses doubles the gap (up to 1 024 rounds: probes then
 //     cost < 2% of the rounds), one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
-//     with the tokens it was not sent, as in auto_decoder.h.
+//     with the tokens it was not sent, as in auto_decoder.h;
+//   one arm chooses each member's B for the batch (choose_budgets): the batch's round costs its
+//     measured base at its size plus a tree pass fitted as a line in its total rows (a row costs
+//     what the batch's other rows make it cost: little where one row is bound by reading the
+//     weights, a share of the arithmetic where it binds), and each member's rows are worth its
+//     E(B): members whose deeper trees pay keep them, the others shrink first.
 // The decision for the next round is taken when a round starts, from past rounds only, before
 // any member's drafter hears whether a pool is wanted: exact (paper 000 §3; tests/core).
 //
 // Limits: rates are keyed by batch size and arm only, not by the members' exact temperatures or
 // budgets (the target keeps one BatchAuto for batches whose `auto` members are all greedy and one
-// for those where some sample: target_server.h); all `auto` members of a batch follow one arm.
+// for those where some sample: target_server.h); all `auto` members of a batch follow one arm,
+// within which only the budget arm chooses per member (a rule per member is not chosen).
 #pragma once
 
 #include <array>
@@ -52,8 +58,19 @@ struct BatchArm {
   bool speculate = false;      // false: plain decoding (rule and budget unused)
   Rule rule = Rule::RootDraw;  // root-draw or draft
   int budget_cap = 0;  // most B (≤ the request's); 0: root-draw's controller's B, draft's the request's
+  // Root-draw: each member's B chosen for the batch (choose_budgets: the batch's pass cost
+  // against its total rows) instead of by its controller alone.
+  bool batch_budgets = false;
 };
 std::vector<BatchArm> default_batch_arms();  // the arms named above, plain first, then root-draw
+
+// A root-draw member's expected tokens E(B) at each candidate budget and the chance that its
+// draw leaves level one (no tree rows), from its pool and root row (auto_decoder.h's model).
+struct BudgetCurve {
+  std::vector<int> budgets;    // [candidates], rising
+  std::vector<double> tokens;  // [candidates] E(B)
+  double skip = 0;
+};
 
 struct BatchAutoOptions {
   double smoothing = 0.05;
@@ -64,6 +81,10 @@ struct BatchAutoOptions {
   int settle_rounds = 2;
   std::vector<BatchArm> arms = default_batch_arms();  // plain must be among them
   int first_arm = 1;                                  // the arm a batch starts with
+  // Deterministic pass costs for choose_budgets instead of measured ones (ms; the law tests): a
+  // round costs fixed_base + fixed_tree_a + fixed_row · rows.
+  bool fixed_pass_cost = false;
+  double fixed_base = 0, fixed_tree_a = 0, fixed_row = 0;
 };
 
 class BatchAuto {
@@ -84,6 +105,24 @@ class BatchAuto {
   // The estimated rate (tokens per ms) of an arm at a batch size; 0 when nothing is measured.
   double rate(int arm, int members) const;
 
+  // What the batch's rounds cost, whatever their arm: a round of `members` requests whose tree
+  // pass ran `tree_rows` rows in tree_ms (0 rows: no tree pass), wall_ms in all.
+  void observe_pass(int members, int tree_rows, double tree_ms, double wall_ms);
+  // The tree pass against its rows (a line, fitted with forgetting), and a round's time besides
+  // its tree pass at a batch size (the nearest size measured); 0 until measured.
+  double tree_pass_ms(int rows) const;
+  double row_ms() const;  // the line's slope
+  double round_base_ms(int members) const;
+  // The budgets of the members with `curves` (root-draw, arm batch_budgets) in a round of
+  // `members` requests whose other members put about `other_rows` rows in the tree pass: those
+  // that maximise the batch's expected tokens per ms, Σ E_m(B_m) / (round_base + tree_pass(rows)),
+  // rows = other_rows + Σ (1 − s_m)(B_m + 1) (Dinkelbach's iteration: each member's B maximises
+  // E_m(B) − λ · row_ms · (1 − s_m)(B + 1) at the batch's rate λ, until λ stops rising). Empty
+  // until the batch's passes are measured (the members' controllers choose then).
+  std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members,
+                                  int other_rows);
+  int budget_choices() const { return budget_choices_; }  // rounds whose budgets it chose
+
  private:
   struct Rate {
     double tokens = 0, ms = 0;
@@ -102,6 +141,12 @@ class BatchAuto {
   int in_mode_ = 0;                                       // rounds since the last switch
   int gap_ = 0;                                           // rounds before the next probe (0: first_gap)
   int next_probe_ = 0;                                    // arms are probed in turn
+  // The pass cost (observe_pass): tree pass time against rows, running sums of a least-squares
+  // line with forgetting; a round's time besides it per batch size, running means.
+  double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;
+  std::array<double, kMaxMembers + 1> base_ms_{};  // [members]
+  std::array<int, kMaxMembers + 1> base_n_{};
+  int budget_choices_ = 0;
 };
 
 }  // namespace rootspec

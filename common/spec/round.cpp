@@ -102,7 +102,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     AutoController* adaptive = nullptr;
     bool plain = false;
     Rule rule = Rule::Draft;
-    int budget_cap = 0;  // `auto` in a batch: its arm's most B (0: none)
+    int budget_cap = 0;          // `auto` in a batch: its arm's most B (0: none)
+    bool batch_budgets = false;  // …and its B chosen for the batch (BatchAuto::choose_budgets)
+    int batch_budget = 0;        // …that B (0: its controller chooses)
     SelectionInputs in;
     const Pool* pool = nullptr;
     std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
@@ -132,6 +134,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.plain = o.autoregressive || (mr.adaptive && !mr.adaptive->speculate());
     mr.rule = mr.adaptive ? mr.adaptive->rule() : o.rule;
     mr.budget_cap = mr.adaptive ? mr.adaptive->budget_cap() : 0;
+    mr.batch_budgets = mr.adaptive && mr.adaptive->batch_budgets();
     mr.in.vocab = target.vocab_size();
     mr.in.budget = o.budget;
     assert(mr.plain || b.drafter);
@@ -159,19 +162,26 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
         rounds[m].adaptive->end_batch_mode();
     }
   }
-  // Measures this round for the batch's decision (when its `auto` members followed one) at its end.
+  // Measures this round for the batch's decisions at its end: its passes' cost, and its rate
+  // under the arm its `auto` members followed (if they followed one).
   struct MeasureAtEnd {
     BatchAuto* gate;
     const std::vector<BatchMember>& batch;
     int arm;
     int64_t start;
+    int tree_rows = 0;  // the tree pass's rows, all members' (0: none)
+    double tree_ms = 0;
     ~MeasureAtEnd() {
       if (!gate) return;
+      const int n = static_cast<int>(batch.size());
+      const double wall_ms = (monotonic_ns() - start) / 1e6;
+      gate->observe_pass(n, tree_rows, tree_ms, wall_ms);
+      if (arm < 0) return;
       int tokens = 0;
       for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
-      gate->observe(static_cast<int>(batch.size()), arm, tokens, (monotonic_ns() - start) / 1e6);
+      gate->observe(n, arm, tokens, wall_ms);
     }
-  } measure{round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start};
+  } measure{n >= 2 ? batch_auto : nullptr, batch, round_arm, round_start};
   if (!roots.empty()) {
     std::vector<RowsView> rows;
     const int64_t start = monotonic_ns();
@@ -204,6 +214,29 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
   if (!speculating) return;
   target.prepare_tree_pass();
 
+  // `auto` members whose B the batch chooses (arm batch_budgets): from every such member's E(B),
+  // the other members' rows and the batch's measured pass cost, before any member's draw (each
+  // member's tree still reads nothing of its own round but its pool and root row: exact).
+  if (batch_auto) {
+    std::vector<int> who;
+    std::vector<const BudgetCurve*> curves;
+    int other_rows = 0;
+    for (int m = 0; m < n; ++m) {
+      MemberRound& mr = rounds[m];
+      if (mr.plain) continue;
+      if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);
+      if (!mr.batch_budgets || mr.rule != Rule::RootDraw) {
+        other_rows += mr.in.budget + 1;  // at most
+        continue;
+      }
+      mr.in.pool = mr.pool;
+      curves.push_back(&mr.adaptive->budget_curve(mr.in));
+      who.push_back(m);
+    }
+    const std::vector<int> chosen = batch_auto->choose_budgets(curves, n, other_rows);
+    for (size_t k = 0; k < chosen.size(); ++k) rounds[who[k]].batch_budget = chosen[k];
+  }
+
   // TreeSelector, per member: root-based rules draw y from the root row first; `auto` chooses B
   // before the draw, from the pool, the root row and past rounds.
   std::vector<BatchScorer::Tree> trees;
@@ -220,7 +253,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     }
     const int64_t t0 = monotonic_ns();
     if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);  // the batch's arm
-    if (mr.adaptive && mr.rule == Rule::RootDraw) mr.in.budget = mr.adaptive->choose_budget(mr.in);
+    if (mr.adaptive && mr.rule == Rule::RootDraw)
+      mr.in.budget = mr.batch_budget > 0 ? mr.adaptive->take_budget(mr.batch_budget) : mr.adaptive->choose_budget(mr.in);
     mr.record->budget = mr.in.budget;
     mr.plan = hooks && hooks->plan ? hooks->plan(mr.rule, mr.in, b.root_token, *b.rng)
                                    : plan_round(mr.rule, mr.in, b.root_token, *b.rng);
@@ -241,7 +275,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const int64_t t0 = monotonic_ns();
     target.tree_rows(trees, tree_rows);  // [1 + n_k, vocab] each
     const int64_t elapsed = monotonic_ns() - t0;
+    measure.tree_ms = elapsed / 1e6;
     for (const BatchScorer::Tree& t : trees) {
+      measure.tree_rows += static_cast<int>(t.input->tokens.size());
       rounds[t.member].record->tree_pass_ns = elapsed;
       rounds[t.member].record->tree_nodes = rounds[t.member].plan.verify_tree.size();
     }

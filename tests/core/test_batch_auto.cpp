@@ -11,7 +11,7 @@ namespace rootspec {
 namespace {
 
 // The default arms' indices (default_batch_arms).
-constexpr int kPlain = 0, kRootDraw = 1, kDraft = 2, kDraftSmall = 3, kRootDrawSmall = 4;
+constexpr int kPlain = 0, kRootDraw = 1, kDraft = 2, kDraftSmall = 3, kRootDrawSmall = 4, kRootDrawForBatch = 5;
 
 struct ArmSpeed {
   double tokens, ms;  // what a round following the arm emits, and in how long
@@ -32,15 +32,18 @@ std::vector<int> rounds_per_arm(BatchAuto& gate, int members, int rounds, int ta
   return followed;
 }
 
-TEST(BatchAuto, DefaultArmsArePlainRootDrawAndDraftWithSmallerCaps) {
+TEST(BatchAuto, DefaultArmsArePlainRootDrawAndDraftWithSmallerCapsAndBudgetsForTheBatch) {
   const std::vector<BatchArm> arms = default_batch_arms();
-  ASSERT_EQ(arms.size(), 5u);
+  ASSERT_EQ(arms.size(), 6u);
   EXPECT_FALSE(arms[kPlain].speculate);
   EXPECT_TRUE(arms[kRootDraw].speculate && arms[kRootDraw].rule == Rule::RootDraw &&
               arms[kRootDraw].budget_cap == 0);
   EXPECT_TRUE(arms[kDraft].speculate && arms[kDraft].rule == Rule::Draft && arms[kDraft].budget_cap == 0);
   EXPECT_TRUE(arms[kDraftSmall].rule == Rule::Draft && arms[kDraftSmall].budget_cap == 4);
   EXPECT_TRUE(arms[kRootDrawSmall].rule == Rule::RootDraw && arms[kRootDrawSmall].budget_cap == 2);
+  EXPECT_TRUE(arms[kRootDrawForBatch].rule == Rule::RootDraw && arms[kRootDrawForBatch].batch_budgets &&
+              arms[kRootDrawForBatch].budget_cap == 0);
+  for (int a = 0; a < kRootDrawForBatch; ++a) EXPECT_FALSE(arms[a].batch_budgets) << a;
   EXPECT_EQ(BatchAuto().current(), kRootDraw) << "a batch starts as root-draw, as `auto` alone does";
 }
 
@@ -48,7 +51,7 @@ TEST(BatchAuto, EightRequestsWhosePlainRoundsRunFasterDecodePlainlyAndProbeRarel
   BatchAuto gate;
   // Plain: 8 tokens a ms; every speculative arm slower (5 to 7 a ms).
   const auto followed =
-      rounds_per_arm(gate, 8, 3000, 1000, {{8, 1.0}, {10, 2.0}, {12, 2.0}, {13, 2.0}, {7, 1.0}});
+      rounds_per_arm(gate, 8, 3000, 1000, {{8, 1.0}, {10, 2.0}, {12, 2.0}, {13, 2.0}, {7, 1.0}, {11, 2.0}});
   EXPECT_EQ(gate.current(), kPlain);
   const int probes = 1000 - followed[kPlain];
   EXPECT_LT(probes, 50) << "probes of the losing arms took " << probes << " of the last 1000 rounds";
@@ -60,9 +63,9 @@ TEST(BatchAuto, EightRequestsWhosePlainRoundsRunFasterDecodePlainlyAndProbeRarel
 
 TEST(BatchAuto, TwoRequestsFollowTheFastestArmEvenASmallDraftTree) {
   BatchAuto gate;
-  // Plain 4 a ms, root-draw 5, draft 5.5, draft at B ≤ 4: 7, root-draw at B ≤ 2: 6.
+  // Plain 4 a ms, root-draw 5, draft 5.5, draft at B ≤ 4: 7, root-draw at B ≤ 2: 6, B for the batch: 6.
   const auto followed =
-      rounds_per_arm(gate, 2, 3000, 1000, {{4, 1.0}, {5, 1.0}, {11, 2.0}, {7, 1.0}, {6, 1.0}});
+      rounds_per_arm(gate, 2, 3000, 1000, {{4, 1.0}, {5, 1.0}, {11, 2.0}, {7, 1.0}, {6, 1.0}, {6, 1.0}});
   EXPECT_EQ(gate.current(), kDraftSmall);
   EXPECT_GT(followed[kDraftSmall], 950);
 }
@@ -71,7 +74,7 @@ TEST(BatchAuto, ArmsWithinTheMarginDoNotFlipEveryProbe) {
   BatchAuto gate;
   // Root-draw 2% faster than plain, the others far behind: within the 5% margin the arm in place stays.
   const auto followed =
-      rounds_per_arm(gate, 4, 3000, 1000, {{50, 10.0}, {51, 10.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}});
+      rounds_per_arm(gate, 4, 3000, 1000, {{50, 10.0}, {51, 10.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}});
   EXPECT_TRUE(followed[kRootDraw] > 950 || followed[kPlain] > 950)
       << followed[kRootDraw] << " root-draw, " << followed[kPlain]
       << " plain of 1000: the arm flipped on noise";
@@ -80,10 +83,10 @@ TEST(BatchAuto, ArmsWithinTheMarginDoNotFlipEveryProbe) {
 TEST(BatchAuto, AGrowingBatchMovesToTheArmFastestAtItsSize) {
   BatchAuto gate;
   // At 2 requests draft runs fastest; at 12, plain (a batch's tree rows cost where they bind).
-  rounds_per_arm(gate, 2, 1000, 0, {{4, 1.0}, {5, 1.0}, {8, 1.0}, {6, 1.0}, {5, 1.0}});
+  rounds_per_arm(gate, 2, 1000, 0, {{4, 1.0}, {5, 1.0}, {8, 1.0}, {6, 1.0}, {5, 1.0}, {6, 1.0}});
   EXPECT_EQ(gate.current(), kDraft);
   const auto followed =
-      rounds_per_arm(gate, 12, 2000, 1000, {{24, 1.0}, {12, 1.0}, {16, 1.0}, {18, 1.0}, {14, 1.0}});
+      rounds_per_arm(gate, 12, 2000, 1000, {{24, 1.0}, {12, 1.0}, {16, 1.0}, {18, 1.0}, {14, 1.0}, {20, 1.0}});
   EXPECT_EQ(gate.current(), kPlain);
   EXPECT_GT(followed[kPlain], 950);
 }
@@ -101,6 +104,45 @@ TEST(BatchAuto, SizesNotMeasuredBorrowTheirNeighboursRatesLinearly) {
   EXPECT_EQ(gate.rate(kPlain, 4), 0.0) << "plain rounds were never measured";
   gate.observe(2, kPlain, 9, 1.0);  // a round of an arm not in place is not measured
   EXPECT_EQ(gate.rate(kPlain, 2), 0.0);
+}
+
+// The batch's pass cost (observe_pass): a tree pass of r rows takes 0.5 + 0.1 r ms, a round 1 ms
+// besides it at 4 members. Two members whose trees' worth differ: A's E(B) keeps rising with B
+// (a draft that the target follows), B's flattens after 1. Alone each would take B = 8 where a
+// row costs nothing; at 0.1 ms a row the batch's rate is highest with A deep and B shallow, which
+// a search over every pair of choices confirms.
+TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
+  BatchAuto gate;
+  EXPECT_TRUE(gate.choose_budgets({}, 4, 0).empty());
+  for (int rows : {10, 20, 30, 40, 10, 20, 30, 40}) gate.observe_pass(4, rows, 0.5 + 0.1 * rows, 1.5 + 0.1 * rows);
+  EXPECT_NEAR(gate.row_ms(), 0.1, 1e-9);
+  EXPECT_NEAR(gate.tree_pass_ms(0), 0.5, 1e-9);
+  EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9);
+  EXPECT_NEAR(gate.round_base_ms(3), 1.0, 1e-9) << "a size not measured borrows the nearest";
+  BudgetCurve deep{{1, 2, 4, 8}, {2.0, 2.9, 4.6, 7.5}, 0.0};
+  BudgetCurve flat{{1, 2, 4, 8}, {2.0, 2.1, 2.15, 2.2}, 0.0};
+  // Every pair of choices, by hand: the best rate's pair.
+  auto best_pair = [&](double row_ms, int other_rows) {
+    double best_rate = 0;
+    std::vector<int> best;
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t j = 0; j < 4; ++j) {
+        const double rows = other_rows + deep.budgets[i] + 1 + flat.budgets[j] + 1;
+        const double rate = (deep.tokens[i] + flat.tokens[j]) / (1.0 + 0.5 + row_ms * rows);
+        if (rate > best_rate) best_rate = rate, best = {deep.budgets[i], flat.budgets[j]};
+      }
+    return best;
+  };
+  const std::vector<int> chosen = gate.choose_budgets({&deep, &flat}, 4, 10);
+  EXPECT_EQ(chosen, best_pair(0.1, 10));
+  EXPECT_EQ(chosen, (std::vector<int>{8, 1}));
+  // Where rows cost ten times as much (and no other member's rows share the pass), the deep
+  // tree shrinks too.
+  BatchAuto dear;
+  for (int rows : {10, 20, 30, 40}) dear.observe_pass(4, rows, 0.5 + 1.0 * rows, 1.5 + 1.0 * rows);
+  const std::vector<int> shrunk = dear.choose_budgets({&deep, &flat}, 4, 0);
+  EXPECT_EQ(shrunk, best_pair(1.0, 0));
+  EXPECT_EQ(shrunk, (std::vector<int>{4, 1}));
 }
 
 TEST(BatchAuto, ArmsWithoutPlainDecodingOrWithAnotherRuleAreRefused) {

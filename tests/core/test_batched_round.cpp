@@ -118,9 +118,11 @@ TEST(BatchedRoundPlantedBug, ARootRowLeakedIntoAnotherMembersSelectionIsCaught) 
 }
 
 // `auto` at the batch's scale (batch_auto.h): the `auto` members of a batch follow one arm
-// together (plain, root-draw or draft within a budget cap), as the batch's measured rates decide
-// from past rounds (here switching every round or two: probes of one round, gaps of one), beside
-// members of fixed rules. Each keeps its target's law, and every arm ran.
+// together (plain, root-draw or draft within a budget cap, or root-draw with each member's B
+// chosen for the batch from every member's pool and root row), as the batch's measured rates
+// decide from past rounds (here switching every round or two: probes of one round, gaps of one),
+// beside members of fixed rules. Each keeps its target's law, every arm ran, and the batch chose
+// its members' budgets in some rounds (fixed pass costs, dear rows: budgets vary).
 TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
   const std::vector<testing::LawCase> members = {
       member(Rule::RootDraw, Verifier::Residual, 1.0, 8, /*auto_rule=*/true),
@@ -134,6 +136,8 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
   o.first_gap = 1;
   o.max_gap = 2;
   o.settle_rounds = 0;
+  o.fixed_pass_cost = true;
+  o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;  // table_auto_options()'s
   BatchAuto gate(o);
   const auto results =
       testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 7070, nullptr, &gate);
@@ -144,6 +148,7 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
   }
   for (int a = 0; a < gate.arms(); ++a)
     EXPECT_GT(gate.rate(a, static_cast<int>(members.size())), 0) << "the batch never followed arm " << a;
+  EXPECT_GT(gate.budget_choices(), 100) << "the batch never chose its members' budgets";
 }
 
 // A member whose pool never came (the drafter died or fell silent mid-round: the daemon's
