@@ -17,6 +17,7 @@
 //   arms (default_batch_arms): plain; root-draw with each member's controller choosing B (its
 //     model of E(B) from the pool and root row, auto_decoder.h); draft at the request's B; draft
 //     at B ≤ 4 and root-draw at B ≤ 2 (trees of a few rows, for batches whose rows cost);
+//     root-draw with each member's B chosen for the batch (below: choose_budgets);
 //   rate(arm, n) = tokens / ms of rounds of n members following the arm, each a running mean
 //     (smoothing 0.05: ~20 rounds; tokens and time averaged apart, so fast rounds do not weigh
 //     more, Jensen); a size not measured yet borrows the nearest measured sizes' rates, linearly
