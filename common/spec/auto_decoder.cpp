@@ -105,8 +105,8 @@ void AutoCostModel::add_stage_times(const RoundRecord& r) {
     if (r.draft_end_ns != 0)
       unhidden = std::max<int64_t>(0, r.root_end_ns - std::max(r.draft_end_ns, r.root_start_ns)) / 1e6;
     if (r.commit_sent_ns != 0 && r.root_start_ns >= r.commit_sent_ns)
-      root_lead_ms_ = smooth(root_lead_ms_, (r.root_start_ns - r.commit_sent_ns) / 1e6, ++root_lead_n_,
-                             kPartSmoothing);
+      root_lead_ms_ =
+          smooth(root_lead_ms_, (r.root_start_ns - r.commit_sent_ns) / 1e6, ++root_lead_n_, kPartSmoothing);
   } else if (r.draft_end_ns != 0 && r.commit_sent_ns != 0 && root_n_ > 0 && root_lead_n_ > 0) {
     // A draft round: what a root pass of the measured length, started as root-draw's start
     // after the Commit, would have run beyond the drafting.
@@ -220,7 +220,7 @@ const BudgetCurve& AutoController::budget_curve(const SelectionInputs& in) {
   // probabilities Π â(q) below y over its descendants in draft order (pool.h ranked_descendants).
   std::vector<int> firsts = level_one(pool);
   curve_firsts_.clear();
-  curve_below_.assign(firsts.size(), {});  // [level one][descendants kept]
+  curve_below_.assign(firsts.size(), {});      // [level one][descendants kept]
   std::vector<double> path(pool.size(), 0.0);  // [pool] Π â(q) from y down to the node
   double in_level_one = 0;
   for (size_t i = 0; i < firsts.size(); ++i) {
@@ -266,7 +266,8 @@ int AutoController::take_budget(int budget) {
   tree_if_run_ms_ = costs_.tree_ms(budget);
   guess_below_.clear();
   for (size_t i = 0; i < curve_firsts_.size(); ++i)
-    guess_below_[curve_firsts_[i]] = curve_below_[i][std::min<size_t>(budget - 1, curve_below_[i].size() - 1)];
+    guess_below_[curve_firsts_[i]] =
+        curve_below_[i][std::min<size_t>(budget - 1, curve_below_[i].size() - 1)];
   return budget;
 }
 

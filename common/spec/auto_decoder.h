@@ -415,26 +415,26 @@ class AutoController {
   bool speculate_ = true;
   Rule rule_ = Rule::RootDraw;  // alone, the rule of speculative rounds (choose_rule)
   bool batched_ = false;        // the batch decides the mode (set_batch_mode)
-  int batch_arm_ = -1;    // …its arm: BatchAuto's index, rule and budget cap
+  int batch_arm_ = -1;          // …its arm: BatchAuto's index, rule and budget cap
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;
   bool batch_budgets_ = false;
   const BatchAuto* batch_gate_ = nullptr;
   int budget_ = 0;
-  double expected_tokens_ = 0;             // E(B) of this round's choice (0: none)
-  double expected_skip_ = 0;               // …the chance s that its draw leaves level one
-  double tree_if_run_ms_ = 0;              // …and its tree pass's fitted time
-  std::map<int32_t, double> guess_below_;  // D_B(y) of the chosen B, by y's token
-  BudgetCurve curve_;                       // the last budget_curve()
-  std::vector<int32_t> curve_firsts_;       // [level one] its first-level tokens
+  double expected_tokens_ = 0;                    // E(B) of this round's choice (0: none)
+  double expected_skip_ = 0;                      // …the chance s that its draw leaves level one
+  double tree_if_run_ms_ = 0;                     // …and its tree pass's fitted time
+  std::map<int32_t, double> guess_below_;         // D_B(y) of the chosen B, by y's token
+  BudgetCurve curve_;                             // the last budget_curve()
+  std::vector<int32_t> curve_firsts_;             // [level one] its first-level tokens
   std::vector<std::vector<double>> curve_below_;  // [level one][descendants kept] prefix sums of D
-  int64_t last_ns_ = 0;                    // the previous round's end
-  bool after_plain_ = false;               // this speculative stretch follows plain rounds (a try)
-  int try_measured_ = 0;                   // …and the rounds of it measured so far
-  bool refreshing_ar_ = false;             // these plain rounds re-measure ar amid speculation
-  int spec_rounds_ = 0, ar_rounds_ = 0;    // this request's
-  int in_mode_ = 0;                        // this request's rounds since its last switch
-  int tokens_ = 0;                         // this request's emitted tokens
+  int64_t last_ns_ = 0;                           // the previous round's end
+  bool after_plain_ = false;                      // this speculative stretch follows plain rounds (a try)
+  int try_measured_ = 0;                          // …and the rounds of it measured so far
+  bool refreshing_ar_ = false;                    // these plain rounds re-measure ar amid speculation
+  int spec_rounds_ = 0, ar_rounds_ = 0;           // this request's
+  int in_mode_ = 0;                               // this request's rounds since its last switch
+  int tokens_ = 0;                                // this request's emitted tokens
   // What the current stretch's start rounds cost teaches (AutoCostModel::StartCosts): a
   // request's start in either mode, a try; and the wall time of its start rounds and of the
   // probe_rounds after them.

@@ -120,8 +120,7 @@ class BatchAuto {
   // rows = other_rows + Σ (1 − s_m)(B_m + 1) (Dinkelbach's iteration: each member's B maximises
   // E_m(B) − λ · row_ms · (1 − s_m)(B + 1) at the batch's rate λ, until λ stops rising). Empty
   // until the batch's passes are measured (the members' controllers choose then).
-  std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members,
-                                  int other_rows);
+  std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members, int other_rows);
   int budget_choices() const { return budget_choices_; }  // rounds whose budgets it chose
 
  private:

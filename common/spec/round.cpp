@@ -254,7 +254,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const int64_t t0 = monotonic_ns();
     if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);  // the batch's arm
     if (mr.adaptive && mr.rule == Rule::RootDraw)
-      mr.in.budget = mr.batch_budget > 0 ? mr.adaptive->take_budget(mr.batch_budget) : mr.adaptive->choose_budget(mr.in);
+      mr.in.budget =
+          mr.batch_budget > 0 ? mr.adaptive->take_budget(mr.batch_budget) : mr.adaptive->choose_budget(mr.in);
     mr.record->budget = mr.in.budget;
     mr.plan = hooks && hooks->plan ? hooks->plan(mr.rule, mr.in, b.root_token, *b.rng)
                                    : plan_round(mr.rule, mr.in, b.root_token, *b.rng);

@@ -3,8 +3,8 @@
 // uses both modes and several budgets (its exactness is in test_exactness.cpp).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -773,8 +773,8 @@ TEST(AutoDecoder, AloneARuleIsJudgedByItsMeasuredRoundsNotByTheStageItSaves) {
   AutoController c(costs, 0.0);
   StageMachine m;
   m.draft_tree_extra_ms = 0.25;
-  EXPECT_EQ(m.run(c, 56), repeat('R', 4) + repeat('D', 4) + repeat('R', 20) + repeat('D', 4) + repeat('R', 20) +
-                              repeat('D', 4));
+  EXPECT_EQ(m.run(c, 56), repeat('R', 4) + repeat('D', 4) + repeat('R', 20) + repeat('D', 4) +
+                              repeat('R', 20) + repeat('D', 4));
   EXPECT_NEAR(c.rule_rate(Rule::Draft), 5 / 0.66, 1e-3);
 }
 

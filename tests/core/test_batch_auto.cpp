@@ -11,7 +11,8 @@ namespace rootspec {
 namespace {
 
 // The default arms' indices (default_batch_arms).
-constexpr int kPlain = 0, kRootDraw = 1, kDraft = 2, kDraftSmall = 3, kRootDrawSmall = 4, kRootDrawForBatch = 5;
+constexpr int kPlain = 0, kRootDraw = 1, kDraft = 2, kDraftSmall = 3, kRootDrawSmall = 4,
+              kRootDrawForBatch = 5;
 
 struct ArmSpeed {
   double tokens, ms;  // what a round following the arm emits, and in how long
@@ -85,8 +86,8 @@ TEST(BatchAuto, AGrowingBatchMovesToTheArmFastestAtItsSize) {
   // At 2 requests draft runs fastest; at 12, plain (a batch's tree rows cost where they bind).
   rounds_per_arm(gate, 2, 1000, 0, {{4, 1.0}, {5, 1.0}, {8, 1.0}, {6, 1.0}, {5, 1.0}, {6, 1.0}});
   EXPECT_EQ(gate.current(), kDraft);
-  const auto followed =
-      rounds_per_arm(gate, 12, 2000, 1000, {{24, 1.0}, {12, 1.0}, {16, 1.0}, {18, 1.0}, {14, 1.0}, {20, 1.0}});
+  const auto followed = rounds_per_arm(gate, 12, 2000, 1000,
+                                       {{24, 1.0}, {12, 1.0}, {16, 1.0}, {18, 1.0}, {14, 1.0}, {20, 1.0}});
   EXPECT_EQ(gate.current(), kPlain);
   EXPECT_GT(followed[kPlain], 950);
 }
@@ -114,7 +115,8 @@ TEST(BatchAuto, SizesNotMeasuredBorrowTheirNeighboursRatesLinearly) {
 TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
   BatchAuto gate;
   EXPECT_TRUE(gate.choose_budgets({}, 4, 0).empty());
-  for (int rows : {10, 20, 30, 40, 10, 20, 30, 40}) gate.observe_pass(4, rows, 0.5 + 0.1 * rows, 1.5 + 0.1 * rows);
+  for (int rows : {10, 20, 30, 40, 10, 20, 30, 40})
+    gate.observe_pass(4, rows, 0.5 + 0.1 * rows, 1.5 + 0.1 * rows);
   EXPECT_NEAR(gate.row_ms(), 0.1, 1e-9);
   EXPECT_NEAR(gate.tree_pass_ms(0), 0.5, 1e-9);
   EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9);

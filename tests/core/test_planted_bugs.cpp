@@ -115,7 +115,8 @@ TEST(PlantedBug, AutoChoosingItsRuleAfterTheRoundsDrawIsCaught) {
   RoundHooks hooks;
   hooks.plan = [](Rule rule, const SelectionInputs& in, int32_t root_token, Rng& rng) {
     RoundPlan plan = plan_round(rule, in, root_token, rng);
-    return rule == Rule::RootDraw && plan.skip_tree_pass ? plan_round(Rule::Draft, in, root_token, rng) : plan;
+    return rule == Rule::RootDraw && plan.skip_tree_pass ? plan_round(Rule::Draft, in, root_token, rng)
+                                                         : plan;
   };
   testing::LawCase c = config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3);
   c.options.auto_rule = true;
