@@ -171,7 +171,11 @@ void AutoCostModel::restart_ar() {
 AutoController::AutoController(AutoCostModel& costs, double temperature, int max_tokens)
     : costs_(costs), acc_(costs.acceptance(temperature)) {
   if (acc_.probe_gap <= 0) acc_.probe_gap = costs_.options().first_probe_gap;
-  if (!acc_.rule_set) acc_.rule = costs_.options().first_rule, acc_.rule_set = true;
+  if (!acc_.rule_set) {
+    const AutoOptions& o = costs_.options();
+    acc_.rule = o.draft_alone ? o.first_rule : Rule::RootDraw;
+    acc_.rule_set = true;
+  }
   rule_ = acc_.rule;
   // Start in the mode the last request at this temperature ended in: speculation that lost is
   // tried again after the gap reached there, not at once; a try that the last request ended
@@ -250,16 +254,22 @@ const BudgetCurve& AutoController::budget_curve(const SelectionInputs& in) {
     curve_.tokens.push_back(tokens);
   }
   if (curve_.budgets.empty()) {  // a request's B below every candidate: its B
-    curve_.budgets.push_back(std::max(in.budget, 1));
-    curve_.tokens.push_back(curve_.skip);
+    const int b = std::max(in.budget, 1);
+    double tokens = curve_.skip;
+    for (size_t i = 0; i < firsts.size(); ++i)
+      tokens += in.root_probs[curve_firsts_[i]] *
+                (2.0 + k * curve_below_[i][std::min<size_t>(b - 1, curve_below_[i].size() - 1)]);
+    curve_.budgets.push_back(b);
+    curve_.tokens.push_back(tokens);
   }
   return curve_;
 }
 
 int AutoController::take_budget(int budget) {
-  const auto at = std::find(curve_.budgets.begin(), curve_.budgets.end(), budget);
-  assert(at != curve_.budgets.end());
-  const size_t c = at - curve_.budgets.begin();
+  assert(!curve_.budgets.empty());
+  size_t c = 0;  // the curve's largest budget ≤ `budget` (budgets rise), else its smallest
+  while (c + 1 < curve_.budgets.size() && curve_.budgets[c + 1] <= budget) ++c;
+  budget = curve_.budgets[c];
   budget_ = budget;
   expected_tokens_ = curve_.tokens[c];
   expected_skip_ = curve_.skip;
@@ -323,7 +333,8 @@ void AutoController::end_batch_mode() {
   batch_rule_ = Rule::RootDraw;
   batch_cap_ = 0;
   batch_budgets_ = false;
-  in_mode_ = 0;  // the rounds that follow are a fresh stretch: the first ones are not measured
+  started_in_batch_ = true;  // the round under way: the batch's mode, not measured alone
+  in_mode_ = 0;              // the rounds that follow are a fresh stretch: the first ones are not measured
   after_plain_ = false;
   stretch_ = Stretch::Other;
 }
@@ -349,7 +360,7 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     // rounds are left out alike), so they are left out. A try's measured rounds replace the
     // running rate by their plain mean (with weights of a half each, as before, its last two
     // rounds decided, and at T = 1 tries won on noise and speculated at a loss).
-    const bool catching_up = in_mode_ < o.try_warmup_rounds;
+    const bool catching_up = in_mode_ < o.try_warmup_rounds || started_in_batch_;
     if (wall > 0 && !catching_up) {
       // The model's time for this round before it teaches the model: its base and, with the
       // draw's chance of leaving level one, its tree pass.
@@ -416,12 +427,13 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     // left out as a try's first rounds are (right after speculation they measured ~0.3 ms on
     // the shipped pair, steady plain rounds ~0.17).
     if (refreshing_ar_ && in_mode_ == o.ar_settle_rounds) costs_.restart_ar();
-    if (in_mode_ >= o.ar_settle_rounds) costs_.add_ar(wall);
+    if (in_mode_ >= o.ar_settle_rounds && !started_in_batch_) costs_.add_ar(wall);
   }
   const int emitted = std::max(r.emitted, 1);  // an ar round's record may leave it 0
   tokens_ += emitted;
   if (stretch_ != Stretch::Other) learn_start_cost(stalled_model_ms >= 0 ? stalled_model_ms : wall, emitted);
   expected_tokens_ = 0;
+  started_in_batch_ = false;
   ++in_mode_;
   const bool was_speculating = speculate_;
   // The next round's mode: speculation stays while its measured rate beats ar's (ar runs once

@@ -5,9 +5,11 @@
 // Exactness (paper 000 §3): the output stays exact when the tree depends only on the emitted
 // history, the pool, the root row and past rounds, and verification is exact given the tree.
 // Every choice here reads only those: the budget is chosen from the pool, the root row and the
-// costs and acceptance of past rounds, before the round's first draw; the switch between ar and
-// speculation is decided at the end of a round from that round's record and earlier ones, for
-// the rounds after it. The law tests run `auto` like every fixed rule (tests/core).
+// costs and acceptance of past rounds, before the round's first draw (in a batch following the
+// budget arm, also from the other members' pools and root rows, which none of this request's
+// draws touch: batch_auto.h); the switch between ar and speculation, and the rule, are decided
+// at the end of a round from that round's record and earlier ones, for the rounds after it. The
+// law tests run `auto` like every fixed rule (tests/core).
 //
 // The model:
 //   expected emitted tokens of root-draw at B (from the pool and the root row, before the tree
@@ -70,10 +72,9 @@
 //
 // Known limits, for the next step: draft runs at the request's B (its tokens for smaller B are
 // not modelled). In a batch ([target] max_batch > 1) the `auto` members follow the batch's arm
-// (batch_auto.h: plain, root-draw with the budget chosen here, draft, smaller budget caps),
-// chosen from the batch's measured rates; not yet a rule and budget per member from the
-// measured pass time against total rows (bench/model/bench_batch_cost.cpp) and each member's
-// pool, root row and acceptance.
+// (batch_auto.h: plain, root-draw with the budget chosen here, draft, smaller budget caps, or
+// root-draw with each member's B chosen for the batch from the measured pass time against total
+// rows), chosen from the batch's measured rates; not yet a rule per member.
 #pragma once
 
 #include <array>
@@ -354,13 +355,16 @@ class AutoController {
   // request follows the batch's arm `arm` (plain decoding, or its rule within its budget cap).
   // While the batch decides, a round's time is the batch's, not this request's: observe() counts
   // the round and leaves the cost model and the mode alone (root-draw's budget is still chosen
-  // here, within the arm's cap). end_batch_mode() hands the choice back to this controller, which
-  // goes on from the mode the batch left it in.
+  // here, within the arm's cap, except under the arm that chooses it for the batch:
+  // take_budget). end_batch_mode() hands the choice back to this controller, which goes on from
+  // the mode the batch left it in; the round under way then, which started in the batch's mode,
+  // is not measured.
   void set_batch_mode(int arm, const BatchArm& how, const BatchAuto* gate);
   void end_batch_mode();
   bool batch_decides() const { return batched_; }
-  // The next round's arm, rule (root-draw, or the batch's arm's) and budget cap (0: none), read
-  // as that round starts (set_batch_mode then sets the round after's).
+  // The next round's arm, rule (alone: root-draw or draft, choose_rule; in a batch: its arm's)
+  // and budget cap (0: none), read as that round starts (set_batch_mode then sets the round
+  // after's).
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
   const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
   Rule rule() const { return batched_ ? batch_rule_ : rule_; }
@@ -378,7 +382,9 @@ class AutoController {
   // chance s that the draw leaves level one, for a choice made elsewhere (a batch's budgets,
   // BatchAuto::choose_budgets); take_budget() then makes one of them this round's.
   const BudgetCurve& budget_curve(const SelectionInputs& in);
-  int take_budget(int budget);  // one of the last curve's budgets; returns it
+  // One of the last curve's budgets (another: the largest of the curve's below it, else its
+  // smallest); returns the budget taken.
+  int take_budget(int budget);
   // A tree pass was verified: what each node of `tree` whose parent was reached did
   // (`accepted_nodes`, VerifyResult's) teaches the per-edge guess (Acceptance::edge_acceptance).
   void learn_edges(const Pool& pool, const DraftTree& tree, const std::vector<int32_t>& accepted_nodes);
@@ -419,6 +425,7 @@ class AutoController {
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;
   bool batch_budgets_ = false;
+  bool started_in_batch_ = false;  // the round under way started in the batch's mode (end_batch_mode)
   const BatchAuto* batch_gate_ = nullptr;
   int budget_ = 0;
   double expected_tokens_ = 0;                    // E(B) of this round's choice (0: none)

@@ -32,13 +32,11 @@ BatchAuto::BatchAuto(BatchAutoOptions options) : opt_(std::move(options)), rates
 void BatchAuto::observe_pass(int members, int tree_rows, double tree_ms, double wall_ms) {
   constexpr double kForget = 0.98;  // ~50 passes, as auto_decoder.h's tree-time line
   members = std::clamp(members, 1, kMaxMembers);
-  if (wall_ms <= 0) return;
-  if (tree_rows > 0 && tree_ms > 0) {
-    const double x = tree_rows, y = tree_ms;
-    s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
-    sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
-  }
-  const double base = std::max(wall_ms - (tree_rows > 0 ? tree_ms : 0.0), 0.0);
+  if (wall_ms <= 0 || tree_rows <= 0 || tree_ms <= 0) return;
+  const double x = tree_rows, y = tree_ms;
+  s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
+  sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
+  const double base = std::max(wall_ms - tree_ms, 0.0);
   double& mean = base_ms_[members];
   mean += std::max(opt_.smoothing, 1.0 / ++base_n_[members]) * (base - mean);
 }
@@ -67,7 +65,7 @@ double BatchAuto::round_base_ms(int members) const {
 }
 
 std::vector<int> BatchAuto::choose_budgets(const std::vector<const BudgetCurve*>& curves, int members,
-                                           int other_rows) {
+                                           int other_rows, double other_tokens) {
   const double b = row_ms();
   const bool measured = opt_.fixed_pass_cost || s0_ > 0;
   if (curves.empty() || !measured || b <= 0 || round_base_ms(members) <= 0) return {};
@@ -77,7 +75,7 @@ std::vector<int> BatchAuto::choose_budgets(const std::vector<const BudgetCurve*>
   std::vector<size_t> pick(curves.size(), 0);
   double lambda = 0;
   for (int iteration = 0; iteration < 64; ++iteration) {
-    double tokens = 0, all_rows = other_rows;
+    double tokens = other_tokens, all_rows = other_rows;
     for (size_t m = 0; m < curves.size(); ++m) {
       const BudgetCurve& c = *curves[m];
       assert(!c.budgets.empty() && c.budgets.size() == c.tokens.size());

@@ -107,20 +107,24 @@ class BatchAuto {
   double rate(int arm, int members) const;
 
   // What the batch's rounds cost, whatever their arm: a round of `members` requests whose tree
-  // pass ran `tree_rows` rows in tree_ms (0 rows: no tree pass), wall_ms in all.
+  // pass ran `tree_rows` rows in tree_ms (0 rows: no tree pass, nothing learnt), wall_ms in all.
   void observe_pass(int members, int tree_rows, double tree_ms, double wall_ms);
   // The tree pass against its rows (a line, fitted with forgetting), and a round's time besides
-  // its tree pass at a batch size (the nearest size measured); 0 until measured.
+  // its tree pass at a batch size (the nearest size measured; rounds with a tree pass only: a
+  // plain round has no pool wait, selection or verification); 0 until measured.
   double tree_pass_ms(int rows) const;
   double row_ms() const;  // the line's slope
   double round_base_ms(int members) const;
   // The budgets of the members with `curves` (root-draw, arm batch_budgets) in a round of
-  // `members` requests whose other members put about `other_rows` rows in the tree pass: those
-  // that maximise the batch's expected tokens per ms, Σ E_m(B_m) / (round_base + tree_pass(rows)),
-  // rows = other_rows + Σ (1 − s_m)(B_m + 1) (Dinkelbach's iteration: each member's B maximises
-  // E_m(B) − λ · row_ms · (1 − s_m)(B + 1) at the batch's rate λ, until λ stops rising). Empty
-  // until the batch's passes are measured (the members' controllers choose then).
-  std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members, int other_rows);
+  // `members` requests whose other members emit about `other_tokens` and put about
+  // `other_rows` rows in the tree pass: those that maximise the batch's expected tokens per ms,
+  // (other_tokens + Σ E_m(B_m)) / (round_base + tree_pass(rows)), rows = other_rows +
+  // Σ (1 − s_m)(B_m + 1) (Dinkelbach's iteration: each member's B maximises E_m(B) − λ · row_ms ·
+  // (1 − s_m)(B + 1) at the batch's rate λ, until λ stops rising). Empty until the batch's passes
+  // are measured, and while the fitted line has no slope (rows cost nothing measurable, or one
+  // size of pass so far): the members' controllers choose then, as in root-draw's arm.
+  std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members, int other_rows,
+                                  double other_tokens = 0);
   int budget_choices() const { return budget_choices_; }  // rounds whose budgets it chose
 
  private:

@@ -175,13 +175,13 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
       if (!gate) return;
       const int n = static_cast<int>(batch.size());
       const double wall_ms = (monotonic_ns() - start) / 1e6;
-      gate->observe_pass(n, tree_rows, tree_ms, wall_ms);
+      if (n >= 2) gate->observe_pass(n, tree_rows, tree_ms, wall_ms);
       if (arm < 0) return;
       int tokens = 0;
       for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
       gate->observe(n, arm, tokens, wall_ms);
     }
-  } measure{n >= 2 ? batch_auto : nullptr, batch, round_arm, round_start};
+  } measure{n >= 2 || round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start};
   if (!roots.empty()) {
     std::vector<RowsView> rows;
     const int64_t start = monotonic_ns();
@@ -215,25 +215,31 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
   target.prepare_tree_pass();
 
   // `auto` members whose B the batch chooses (arm batch_budgets): from every such member's E(B),
-  // the other members' rows and the batch's measured pass cost, before any member's draw (each
-  // member's tree still reads nothing of its own round but its pool and root row: exact).
+  // the other members' tokens and rows and the batch's measured pass cost, before any member's
+  // draw (each member's tree still reads nothing of its own round but its pool and root row,
+  // and what other requests did: exact).
   if (batch_auto) {
     std::vector<int> who;
     std::vector<const BudgetCurve*> curves;
     int other_rows = 0;
+    double other_tokens = 0;
     for (int m = 0; m < n; ++m) {
       MemberRound& mr = rounds[m];
-      if (mr.plain) continue;
+      if (mr.plain) {
+        other_tokens += 1;  // its one token, drawn above
+        continue;
+      }
       if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);
       if (!mr.batch_budgets || mr.rule != Rule::RootDraw) {
-        other_rows += mr.in.budget + 1;  // at most
+        other_rows += mr.in.budget + 1;                                        // at most
+        other_tokens += std::max<size_t>(1, batch[m].outcome.emitted.size());  // as its last round
         continue;
       }
       mr.in.pool = mr.pool;
       curves.push_back(&mr.adaptive->budget_curve(mr.in));
       who.push_back(m);
     }
-    const std::vector<int> chosen = batch_auto->choose_budgets(curves, n, other_rows);
+    const std::vector<int> chosen = batch_auto->choose_budgets(curves, n, other_rows, other_tokens);
     for (size_t k = 0; k < chosen.size(); ++k) rounds[who[k]].batch_budget = chosen[k];
   }
 

@@ -813,6 +813,29 @@ TEST(AutoDecoder, AloneTheRuleNotRunningIsMeasuredAgainOnlyWhereItIsClose) {
   EXPECT_NEAR(close_costs.root_unhidden_ms(), 0.08, 1e-5);
 }
 
+// The round under way when a batch hands the choice back (end_batch_mode) started in the batch's
+// mode (here draft at B ≤ 4): it is not measured as a round alone; the next one is.
+TEST(AutoDecoder, TheRoundABatchHandsBackIsNotMeasuredAlone) {
+  AutoCostModel costs(rule_options());
+  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoController c(costs, 0.0);
+  StageMachine m;
+  auto run = [&](Rule rule) {
+    double wall = 0;
+    const RoundRecord r = m.round(rule, &wall);
+    c.observe_wall(r, 0, wall);
+  };
+  c.set_batch_mode(3, BatchArm{true, Rule::Draft, 4}, nullptr);
+  run(Rule::Draft);                  // a batched round: counted only
+  EXPECT_EQ(c.rule(), Rule::Draft);  // the next round's, read as it starts
+  c.end_batch_mode();                // …then the batch shrinks to one
+  run(Rule::Draft);
+  EXPECT_EQ(c.rule_rate(Rule::Draft), 0.0) << "the batch's round was measured as a round alone";
+  EXPECT_EQ(c.rule(), Rule::RootDraw);
+  run(Rule::RootDraw);
+  EXPECT_NEAR(c.rule_rate(Rule::RootDraw), 5 / 0.60, 1e-3);
+}
+
 // Over table models (table_auto_options(): a third of the root pass unhidden, the rule judged
 // every round, draft first) `auto` runs plain rounds, root-draw and draft rounds, and several
 // budgets; and both rules within a request's first three tokens, which the law tests judge

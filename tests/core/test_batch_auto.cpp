@@ -121,30 +121,37 @@ TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
   EXPECT_NEAR(gate.tree_pass_ms(0), 0.5, 1e-9);
   EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9);
   EXPECT_NEAR(gate.round_base_ms(3), 1.0, 1e-9) << "a size not measured borrows the nearest";
+  gate.observe_pass(4, 0, 0.0, 0.2);  // a plain round (no pool wait, selection, tree pass)
+  EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9) << "a round without a tree pass taught the base";
   BudgetCurve deep{{1, 2, 4, 8}, {2.0, 2.9, 4.6, 7.5}, 0.0};
   BudgetCurve flat{{1, 2, 4, 8}, {2.0, 2.1, 2.15, 2.2}, 0.0};
   // Every pair of choices, by hand: the best rate's pair.
-  auto best_pair = [&](double row_ms, int other_rows) {
+  auto best_pair = [&](double row_ms, int other_rows, double other_tokens) {
     double best_rate = 0;
     std::vector<int> best;
     for (size_t i = 0; i < 4; ++i)
       for (size_t j = 0; j < 4; ++j) {
         const double rows = other_rows + deep.budgets[i] + 1 + flat.budgets[j] + 1;
-        const double rate = (deep.tokens[i] + flat.tokens[j]) / (1.0 + 0.5 + row_ms * rows);
+        const double rate = (other_tokens + deep.tokens[i] + flat.tokens[j]) / (1.0 + 0.5 + row_ms * rows);
         if (rate > best_rate) best_rate = rate, best = {deep.budgets[i], flat.budgets[j]};
       }
     return best;
   };
   const std::vector<int> chosen = gate.choose_budgets({&deep, &flat}, 4, 10);
-  EXPECT_EQ(chosen, best_pair(0.1, 10));
+  EXPECT_EQ(chosen, best_pair(0.1, 10, 0));
   EXPECT_EQ(chosen, (std::vector<int>{8, 1}));
   // Where rows cost ten times as much (and no other member's rows share the pass), the deep
   // tree shrinks too.
   BatchAuto dear;
   for (int rows : {10, 20, 30, 40}) dear.observe_pass(4, rows, 0.5 + 1.0 * rows, 1.5 + 1.0 * rows);
   const std::vector<int> shrunk = dear.choose_budgets({&deep, &flat}, 4, 0);
-  EXPECT_EQ(shrunk, best_pair(1.0, 0));
+  EXPECT_EQ(shrunk, best_pair(1.0, 0, 0));
   EXPECT_EQ(shrunk, (std::vector<int>{4, 1}));
+  // Other members' 20 tokens raise the batch's rate, against which every row is judged: both
+  // trees shrink to one node.
+  const std::vector<int> beside = dear.choose_budgets({&deep, &flat}, 4, 0, 20.0);
+  EXPECT_EQ(beside, best_pair(1.0, 0, 20.0));
+  EXPECT_EQ(beside, (std::vector<int>{1, 1}));
 }
 
 TEST(BatchAuto, ArmsWithoutPlainDecodingOrWithAnotherRuleAreRefused) {
