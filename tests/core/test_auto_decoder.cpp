@@ -733,12 +733,18 @@ AutoOptions rule_options() {
 
 std::string repeat(char c, int n) { return std::string(n, c); }
 
+// rule_options() with ar measured at 5 ms a token: speculation wins throughout.
+AutoCostModel slow_ar_costs() {
+  AutoCostModel costs(rule_options());
+  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  return costs;
+}
+
 // The root pass outlasts drafting by 0.19 ms a round: draft, tried after root-draw's first four
 // rounds, emits as many tokens in 0.41 ms as root-draw in 0.60, and is kept (paper 000 App.
 // D.14: the root pass pays only where drafting hides it).
 TEST(AutoDecoder, AloneDraftIsTriedWhereTheRootPassOutlastsDraftingAndKeptWhileItWins) {
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   EXPECT_EQ(m.run(c, 60), repeat('R', 4) + repeat('D', 56));
@@ -753,8 +759,7 @@ TEST(AutoDecoder, AloneDraftIsTriedWhereTheRootPassOutlastsDraftingAndKeptWhileI
 // Drafting (0.40 ms) outlasts the root pass: it hides inside drafting, draft would save no time
 // and emits no more, and it is never tried.
 TEST(AutoDecoder, AloneDraftIsNeverTriedWhereTheRootPassHidesInsideDrafting) {
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   m.draft_ms = 0.40;
@@ -768,8 +773,7 @@ TEST(AutoDecoder, AloneDraftIsNeverTriedWhereTheRootPassHidesInsideDrafting) {
 // take 0.66 ms against root-draw's 0.60 for as many tokens. Its try loses; within 10%, it is
 // measured again every 20 rounds.
 TEST(AutoDecoder, AloneARuleIsJudgedByItsMeasuredRoundsNotByTheStageItSaves) {
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   m.draft_tree_extra_ms = 0.25;
@@ -782,8 +786,7 @@ TEST(AutoDecoder, AloneARuleIsJudgedByItsMeasuredRoundsNotByTheStageItSaves) {
 // tokens/ms against 8.3), root-draw takes over again, and a rule predicted 41% slower is not
 // measured again.
 TEST(AutoDecoder, AloneARuleWhoseTokensFallShortOfItsTimeSavingIsLeft) {
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   m.draft_tokens = 2;
@@ -795,16 +798,14 @@ TEST(AutoDecoder, AloneARuleWhoseTokensFallShortOfItsTimeSavingIsLeft) {
 TEST(AutoDecoder, AloneTheRuleNotRunningIsMeasuredAgainOnlyWhereItIsClose) {
   // Draft, 4 tokens in 0.41 ms (9.8 tokens/ms), wins by 17% over root-draw's 5 in 0.60 (8.3):
   // root-draw, 15% below, is not measured again.
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   m.draft_tokens = 4;
   EXPECT_EQ(m.run(c, 60), repeat('R', 4) + repeat('D', 56));
   // Drafting 0.25 ms (0.08 ms of the root pass unhidden): draft's 4 tokens in 0.52 ms (7.7
   // tokens/ms) lose by 8% to root-draw's 5 in 0.60, within 10%: measured again every 20 rounds.
-  AutoCostModel close_costs(rule_options());
-  for (int i = 0; i < 10; ++i) close_costs.add_ar(5.0);
+  AutoCostModel close_costs = slow_ar_costs();
   AutoController close(close_costs, 0.0);
   StageMachine near;
   near.draft_ms = 0.25, near.draft_tokens = 4;
@@ -816,8 +817,7 @@ TEST(AutoDecoder, AloneTheRuleNotRunningIsMeasuredAgainOnlyWhereItIsClose) {
 // The round under way when a batch hands the choice back (end_batch_mode) started in the batch's
 // mode (here draft at B ≤ 4): it is not measured as a round alone; the next one is.
 TEST(AutoDecoder, TheRoundABatchHandsBackIsNotMeasuredAlone) {
-  AutoCostModel costs(rule_options());
-  for (int i = 0; i < 10; ++i) costs.add_ar(5.0);
+  AutoCostModel costs = slow_ar_costs();
   AutoController c(costs, 0.0);
   StageMachine m;
   auto run = [&](Rule rule) {
