@@ -21,8 +21,9 @@
 // to --out: concurrency.csv (aggregate tokens/s, per-request tokens/s, time to first token and
 // per output token, p50 and p99, per level and combination: concurrency.h), records.csv with a
 // level per row set apart by the records' `decoder` as "DECODER@cN", and summary.json (each
-// level's paired-bootstrap summary under "levels"); plots with bench/plot-concurrency.sh. With
-// --launch the pair gets target.max_batch = the largest level unless --set names it.
+// level's paired-bootstrap summary under "levels"), and with --trace trace.jsonl (each round's
+// batch in it); plots with bench/plot-concurrency.sh. With --launch the pair gets
+// target.max_batch = the largest level unless --set names it.
 // Exit codes: 0 every decode succeeded; 1 a decode failed, the target went away or the run was
 // interrupted (outputs are still written for what ran); 2 bad options; 3 the pair did not start.
 #include <limits.h>
@@ -400,7 +401,9 @@ int main(int argc, char** argv) {
   app.add_option("--resamples", resamples, "paired bootstrap resamples")->capture_default_str();
   app.add_option("--level", level, "interval level")->capture_default_str();
   app.add_option("--out", out_dir, "output folder")->capture_default_str();
-  app.add_flag("--trace", trace, "also write trace.jsonl, one line per round");
+  app.add_flag("--trace", trace,
+               "also write trace.jsonl, one line per round (with --concurrency: the level is in its decoder, "
+               "e.g. auto@c8, and its batch)");
   app.add_flag("--stream", stream, "ask for Delta messages while decoding (default: only Done)");
   app.add_option("--concurrency", concurrency_s,
                  "serving benchmark: N closed-loop clients for each N of the list (e.g. 1,2,4,8,16), "
@@ -443,7 +446,6 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         throw CLI::ValidationError(e.what());
       }
-      if (trace) throw CLI::ValidationError("--trace", "not with --concurrency");
     }
     if (warmup > static_cast<int>(prompts.size())) warmup = static_cast<int>(prompts.size());
   } catch (const CLI::ParseError& e) {
@@ -483,9 +485,8 @@ int main(int argc, char** argv) {
     const bool batch_set = std::any_of(
         sets.begin(), sets.end(), [](const std::string& x) { return x.rfind("target.max_batch=", 0) == 0; });
     if (!levels.empty() && !batch_set)
-      lo.sets.push_back(
-          "target.max_batch=" +
-          std::to_string(std::min(kMaxBatch, *std::max_element(levels.begin(), levels.end()))));
+      lo.sets.push_back("target.max_batch=" +
+                        std::to_string(std::min(kMaxBatch, *std::max_element(levels.begin(), levels.end()))));
     lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
     lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
     std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
@@ -498,6 +499,26 @@ int main(int argc, char** argv) {
     }
     std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
   }
+
+  std::ofstream trace_out;
+  if (trace) {
+    trace_out.open(out_dir + "/trace.jsonl");
+    if (!trace_out) {
+      std::cerr << "rootspec-bench: cannot write " << out_dir << "/trace.jsonl\n";
+      return 2;
+    }
+  }
+  // One line per round of a Done: round_trace_line's, with the decode's pass and warm-up flag.
+  auto write_trace = [&](const DecodeRecord& record, const DoneBody& done, int pass, bool warmup) {
+    if (!trace) return;
+    for (size_t i = 0; i < done.trace.size(); ++i) {
+      nlohmann::ordered_json j =
+          nlohmann::ordered_json::parse(round_trace_line(record, static_cast<int64_t>(i), done.trace[i]));
+      j["warmup"] = warmup;
+      j["pass"] = pass;
+      trace_out << j.dump() << "\n";
+    }
+  };
 
   if (!levels.empty()) {
     // ---- serving benchmark: closed-loop clients at each level ----------------------------------
@@ -572,6 +593,7 @@ int main(int argc, char** argv) {
                   DecodeRecord r = build_decode(done, at_level, p.id, p.category, f->second.seed, it.warmup);
                   t.counted_tokens = counted_tokens(done);
                   t.decode_s = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
+                  write_trace(r, done, it.pass, it.warmup);
                   by_level[level].push_back(std::move(r));
                 } catch (const BadDone& e) {
                   error = std::string("untimeable Done: ") + e.what();
@@ -658,14 +680,6 @@ int main(int argc, char** argv) {
   const std::vector<RunItem> order =
       rotated_run_order(static_cast<int>(prompts.size()), static_cast<int>(grid.size()),
                         RunOrderOptions{seed, warmup, repeats});
-  std::ofstream trace_out;
-  if (trace) {
-    trace_out.open(out_dir + "/trace.jsonl");
-    if (!trace_out) {
-      std::cerr << "rootspec-bench: cannot write " << out_dir << "/trace.jsonl\n";
-      return 2;
-    }
-  }
   std::cerr << "rootspec-bench: " << prompts.size() << " prompts × " << grid.size() << " combinations"
             << (repeats > 1 ? " × " + std::to_string(repeats) + " passes" : "") << " + " << warmup
             << " warm-up prompts = " << order.size() << " decodes\n";
@@ -692,14 +706,7 @@ int main(int argc, char** argv) {
       if (o.kind == Outcome::kDone) {
         try {
           DecodeRecord record = build_decode(o.done, g, p.id, p.category, body.seed, item.warmup);
-          if (trace)
-            for (size_t i = 0; i < o.done.trace.size(); ++i) {
-              nlohmann::ordered_json j = nlohmann::ordered_json::parse(
-                  round_trace_line(record, static_cast<int64_t>(i), o.done.trace[i]));
-              j["warmup"] = item.warmup;
-              j["pass"] = item.pass;
-              trace_out << j.dump() << "\n";
-            }
+          write_trace(record, o.done, item.pass, item.warmup);
           records.push_back(std::move(record));
         } catch (const BadDone& e) {
           o.kind = Outcome::kError;

@@ -146,6 +146,7 @@ std::string round_trace_line(const DecodeRecord& d, int64_t round_index, const R
   j["tree_size"] = r.tree_nodes;
   j["stage_ms"] = round_stage_ms(r);
   if (r.pool_drafted_ahead) j["drafted_ahead"] = true;
+  if (r.batch > 1) j["batch"] = r.batch;  // requests decoding in the round (a batch-one line stays as it was)
   return j.dump();
 }
 

@@ -323,6 +323,7 @@ void AutoController::set_batch_mode(int arm, const BatchArm& how, const BatchAut
   batch_rule_ = how.rule;
   batch_cap_ = how.budget_cap;
   batch_budgets_ = how.batch_budgets;
+  batch_member_rules_ = how.member_rules;
 }
 
 void AutoController::end_batch_mode() {
@@ -333,6 +334,7 @@ void AutoController::end_batch_mode() {
   batch_rule_ = Rule::RootDraw;
   batch_cap_ = 0;
   batch_budgets_ = false;
+  batch_member_rules_ = false;
   started_in_batch_ = true;  // the round under way: the batch's mode, not measured alone
   in_mode_ = 0;              // the rounds that follow are a fresh stretch: the first ones are not measured
   after_plain_ = false;

@@ -74,7 +74,7 @@
 // not modelled). In a batch ([target] max_batch > 1) the `auto` members follow the batch's arm
 // (batch_auto.h: plain, root-draw with the budget chosen here, draft, smaller budget caps, or
 // root-draw with each member's B chosen for the batch from the measured pass time against total
-// rows), chosen from the batch's measured rates; not yet a rule per member.
+// rows, or each member's rule and B chosen for the batch), chosen from the batch's measured rates.
 #pragma once
 
 #include <array>
@@ -368,7 +368,8 @@ class AutoController {
   int batch_arm() const { return batched_ ? batch_arm_ : -1; }
   const BatchAuto* batch_gate() const { return batched_ ? batch_gate_ : nullptr; }  // …chosen by
   Rule rule() const { return batched_ ? batch_rule_ : rule_; }
-  bool batch_budgets() const { return batched_ && batch_budgets_; }  // B chosen for the batch
+  bool batch_budgets() const { return batched_ && batch_budgets_; }      // B chosen for the batch
+  bool member_rules() const { return batched_ && batch_member_rules_; }  // …and the rule (rule(): unused)
   // Alone: the measured rate (tokens per ms) of speculative rounds under `rule` at this
   // temperature (the header); 0 where none ran yet.
   double rule_rate(Rule rule) const;
@@ -425,6 +426,7 @@ class AutoController {
   Rule batch_rule_ = Rule::RootDraw;
   int batch_cap_ = 0;
   bool batch_budgets_ = false;
+  bool batch_member_rules_ = false;
   bool started_in_batch_ = false;  // the round under way started in the batch's mode (end_batch_mode)
   const BatchAuto* batch_gate_ = nullptr;
   int budget_ = 0;

@@ -13,7 +13,7 @@ std::vector<BatchArm> default_batch_arms() {
       {true, Rule::Draft, 0},      // draft at the request's B
       {true, Rule::Draft, 4},      // small trees: where a batch's tree rows cost
       {true, Rule::RootDraw, 2},
-      {true, Rule::RootDraw, 0, /*batch_budgets=*/true},  // each member's B for the batch
+      {true, Rule::RootDraw, 0, /*batch_budgets=*/true, /*member_rules=*/true},  // each member's rule and B
   };
 }
 
@@ -29,24 +29,56 @@ BatchAuto::BatchAuto(BatchAutoOptions options) : opt_(std::move(options)), rates
   current_ = before_probe_ = opt_.first_arm;
 }
 
-void BatchAuto::observe_pass(int members, int tree_rows, double tree_ms, double wall_ms) {
-  constexpr double kForget = 0.98;  // ~50 passes, as auto_decoder.h's tree-time line
+namespace {
+constexpr double kForget =
+    0.98;  // the pass lines' forgetting: ~50 passes, as auto_decoder.h's tree-time line
+
+// The slope of a least-squares line from its running sums (0: one x so far, or falling).
+double slope_of(double s0, double s1, double s2, double sy, double sxy) {
+  if (s0 <= 0) return 0;
+  const double mean_x = s1 / s0, var = s2 / s0 - mean_x * mean_x;
+  if (var <= 1e-9) return 0;
+  return std::max((sxy / s0 - mean_x * sy / s0) / var, 0.0);
+}
+
+int temperature_key(double temperature) { return static_cast<int>(temperature * 100 + 0.5); }
+int rule_index(Rule rule) { return rule == Rule::Draft ? 1 : 0; }
+}  // namespace
+
+void BatchAuto::observe_pass(int members, const PassTimes& pass) {
   members = std::clamp(members, 1, kMaxMembers);
-  if (wall_ms <= 0 || tree_rows <= 0 || tree_ms <= 0) return;
-  const double x = tree_rows, y = tree_ms;
+  if (pass.wall_ms <= 0) return;
+  if (pass.root_rows > 0 && pass.root_ms > 0) {
+    const double x = pass.root_rows, y = pass.root_ms;
+    r0_ = r0_ * kForget + 1, r1_ = r1_ * kForget + x, r2_ = r2_ * kForget + x * x;
+    ry_ = ry_ * kForget + y, rxy_ = rxy_ * kForget + x * y;
+    if (pass.root_unhidden_ms >= 0) {
+      const double w = std::max(opt_.smoothing, 1.0 / ++root_unhidden_n_);
+      root_unhidden_ += w * (pass.root_unhidden_ms - root_unhidden_);
+      root_outlasts_ += w * ((pass.root_unhidden_ms > 0 ? 1.0 : 0.0) - root_outlasts_);
+    }
+  }
+  if (pass.tree_rows <= 0 || pass.tree_ms <= 0) return;
+  const double x = pass.tree_rows, y = pass.tree_ms;
   s0_ = s0_ * kForget + 1, s1_ = s1_ * kForget + x, s2_ = s2_ * kForget + x * x;
   sy_ = sy_ * kForget + y, sxy_ = sxy_ * kForget + x * y;
-  const double base = std::max(wall_ms - tree_ms, 0.0);
+  const double base = std::max(pass.wall_ms - pass.tree_ms, 0.0);
   double& mean = base_ms_[members];
   mean += std::max(opt_.smoothing, 1.0 / ++base_n_[members]) * (base - mean);
 }
 
+double BatchAuto::root_row_ms() const {
+  if (opt_.fixed_pass_cost) return opt_.fixed_root_row;
+  return slope_of(r0_, r1_, r2_, ry_, rxy_) * root_outlasts_;
+}
+
+double BatchAuto::root_unhidden_ms() const {
+  return opt_.fixed_pass_cost ? opt_.fixed_root_unhidden : root_unhidden_;
+}
+
 double BatchAuto::row_ms() const {
   if (opt_.fixed_pass_cost) return opt_.fixed_row;
-  if (s0_ <= 0) return 0;
-  const double mean_x = s1_ / s0_, var = s2_ / s0_ - mean_x * mean_x;
-  if (var <= 1e-9) return 0;  // one size of pass so far: no slope yet
-  return std::max((sxy_ / s0_ - mean_x * sy_ / s0_) / var, 0.0);
+  return slope_of(s0_, s1_, s2_, sy_, sxy_);  // one size of pass so far: no slope yet
 }
 
 double BatchAuto::tree_pass_ms(int rows) const {
@@ -94,6 +126,63 @@ std::vector<int> BatchAuto::choose_budgets(const std::vector<const BudgetCurve*>
   std::vector<int> budgets(curves.size());
   for (size_t m = 0; m < curves.size(); ++m) budgets[m] = curves[m]->budgets[pick[m]];
   return budgets;
+}
+
+std::vector<Rule> BatchAuto::choose_member_rules(int members, int arm,
+                                                 const std::vector<double>& temperatures,
+                                                 bool root_pass_anyway) {
+  constexpr int kRootDraw = 0, kDraft = 1;
+  const double lambda = rate(arm, members);  // the batch's tokens per ms under the arm (0: none yet)
+  const double tree_row = row_ms(), root_row = root_row_ms();
+  std::vector<Rule> rules(temperatures.size(), Rule::RootDraw);
+  std::vector<bool> judged(temperatures.size(), false);
+  std::vector<double> gain(temperatures.size(), 0);  // root-draw's value over draft's (judged members)
+  for (size_t m = 0; m < temperatures.size(); ++m) {
+    MemberRules& of = member_rules_[temperature_key(temperatures[m])];
+    const int turn = of.turns++;
+    const MemberRule& rd = of.rule[kRootDraw];
+    const MemberRule& d = of.rule[kDraft];
+    if (rd.rounds < opt_.member_try_rounds || d.rounds < opt_.member_try_rounds) {
+      rules[m] = turn % 2 ? Rule::Draft : Rule::RootDraw;  // both rules measured at this temperature
+      continue;
+    }
+    gain[m] = (rd.tokens - lambda * (rd.tree_rows * tree_row + root_row)) -
+              (d.tokens - lambda * d.tree_rows * tree_row);
+    rules[m] = gain[m] >= 0 ? Rule::RootDraw : Rule::Draft;
+    if (opt_.member_explore_every > 0 && turn % opt_.member_explore_every == opt_.member_explore_every - 1)
+      rules[m] = rules[m] == Rule::Draft ? Rule::RootDraw : Rule::Draft;  // the other rule, measured anew
+    else
+      judged[m] = true;
+  }
+  // Where only the judged members' choice keeps the root pass, all of them draft when the pass's
+  // time past drafting, at the batch's rate, is worth more than root-draw gains them.
+  bool root_pass = root_pass_anyway;
+  double kept_gain = 0;
+  for (size_t m = 0; m < rules.size(); ++m) {
+    if (rules[m] != Rule::RootDraw) continue;
+    if (judged[m])
+      kept_gain += gain[m];
+    else
+      root_pass = true;  // an explored root-draw: the pass runs anyway
+  }
+  if (!root_pass && kept_gain > 0 && kept_gain < lambda * root_unhidden_ms())
+    for (size_t m = 0; m < rules.size(); ++m)
+      if (judged[m]) rules[m] = Rule::Draft;
+  const auto drafts = std::count(rules.begin(), rules.end(), Rule::Draft);
+  if (drafts > 0 && drafts < static_cast<long>(rules.size())) ++mixed_rule_rounds_;
+  return rules;
+}
+
+void BatchAuto::observe_member(double temperature, Rule rule, int tokens, int tree_rows) {
+  MemberRule& r = member_rules_[temperature_key(temperature)].rule[rule_index(rule)];
+  const double w = std::max(opt_.smoothing, 1.0 / ++r.rounds);
+  r.tokens += w * (tokens - r.tokens);
+  r.tree_rows += w * (tree_rows - r.tree_rows);
+}
+
+int BatchAuto::member_rule_rounds(double temperature, Rule rule) const {
+  const auto it = member_rules_.find(temperature_key(temperature));
+  return it == member_rules_.end() ? 0 : it->second.rule[rule_index(rule)].rounds;
 }
 
 double BatchAuto::rate(int arm, int members) const {

@@ -17,7 +17,8 @@
 //   arms (default_batch_arms): plain; root-draw with each member's controller choosing B (its
 //     model of E(B) from the pool and root row, auto_decoder.h); draft at the request's B; draft
 //     at B ≤ 4 and root-draw at B ≤ 2 (trees of a few rows, for batches whose rows cost);
-//     root-draw with each member's B chosen for the batch (below: choose_budgets);
+//     each member's rule chosen for the batch (choose_member_rules), root-draw members' B too
+//     (choose_budgets); one arm, not two: each arm's probes cost rounds (~18 a size);
 //   rate(arm, n) = tokens / ms of rounds of n members following the arm, each a running mean
 //     (smoothing 0.05: ~20 rounds; tokens and time averaged apart, so fast rounds do not weigh
 //     more, Jensen); a size not measured yet borrows the nearest measured sizes' rates, linearly
@@ -32,22 +33,36 @@
 //     cost < 2% of the rounds), one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
 //     with the tokens it was not sent, as in auto_decoder.h;
-//   one arm chooses each member's B for the batch (choose_budgets): the batch's round costs its
+//   the last arm chooses each root-draw member's B for the batch (choose_budgets): the batch's round costs
+//   its
 //     measured base at its size plus a tree pass fitted as a line in its total rows (a row costs
 //     what the batch's other rows make it cost: little where one row is bound by reading the
 //     weights, a share of the arithmetic where it binds), and each member's rows are worth its
-//     E(B): members whose deeper trees pay keep them, the others shrink first.
+//     E(B): members whose deeper trees pay keep them, the others shrink first;
+//   …and each member's rule (choose_member_rules), as the round starts: for
+//     each temperature, what a member's round under each rule emitted and how many tree rows it
+//     ran (running means over ~20 member-rounds, smoothing as above), valued at the arm's rate λ
+//     at this size: tokens − λ · (tree rows · row cost + [root-draw] root row cost), where a root
+//     row costs the root pass line's slope times the share of rounds whose root pass outlasted
+//     drafting (a hidden root pass costs nothing); where no member needs the root pass but by
+//     choice, all draft when the root pass's mean unhidden time, at λ, is worth more than what
+//     root-draw gains its members (the batch then skips the pass). A rule with fewer than
+//     member_try_rounds (8) rounds at a temperature is tried by every other member, and one
+//     member-round in member_explore_every (64) takes the other rule (its stats age otherwise):
+//     temperatures differ in what a drawn y is worth, so members of one batch may differ.
 // The decision for the next round is taken when a round starts, from past rounds only, before
 // any member's drafter hears whether a pool is wanted: exact (paper 000 §3; tests/core).
 //
 // Limits: rates are keyed by batch size and arm only, not by the members' exact temperatures or
 // budgets (the target keeps one BatchAuto for batches whose `auto` members are all greedy and one
 // for those where some sample: target_server.h); all `auto` members of a batch follow one arm,
-// within which only the budget arm chooses per member (a rule per member is not chosen).
+// within which the last chooses per member (the rule, and root-draw's budget). A draft
+// member runs at its request's B (draft's tokens at smaller B are not modelled).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "selection.h"
@@ -62,8 +77,22 @@ struct BatchArm {
   // Root-draw: each member's B chosen for the batch (choose_budgets: the batch's pass cost
   // against its total rows) instead of by its controller alone.
   bool batch_budgets = false;
+  // Each member's rule chosen for the batch (choose_member_rules) instead of `rule`.
+  bool member_rules = false;
 };
 std::vector<BatchArm> default_batch_arms();  // the arms named above, plain first, then root-draw
+
+// What a batch's passes cost in one round (BatchAuto::observe_pass).
+struct PassTimes {
+  int tree_rows = 0;  // the tree pass's rows, all members' (0: no tree pass)
+  double tree_ms = 0;
+  int root_rows = 0;  // the root pass's rows (0: no root pass)
+  double root_ms = 0;
+  // The root pass's time past the end of every member's drafting (< 0: unknown, e.g. no
+  // drafter's stamps): what the batch would not have waited for without it.
+  double root_unhidden_ms = -1;
+  double wall_ms = 0;  // the round's
+};
 
 // A root-draw member's expected tokens E(B) at each candidate budget and the chance that its
 // draw leaves level one (no tree rows), from its pool and root row (auto_decoder.h's model).
@@ -84,8 +113,11 @@ struct BatchAutoOptions {
   int first_arm = 1;                                  // the arm a batch starts with
   // Deterministic pass costs for choose_budgets instead of measured ones (ms; the law tests): a
   // round costs fixed_base + fixed_tree_a + fixed_row · rows.
+  // …and a root row fixed_root_row, the root pass fixed_root_unhidden past drafting.
   bool fixed_pass_cost = false;
-  double fixed_base = 0, fixed_tree_a = 0, fixed_row = 0;
+  double fixed_base = 0, fixed_tree_a = 0, fixed_row = 0, fixed_root_row = 0, fixed_root_unhidden = 0;
+  int member_try_rounds = 8;      // choose_member_rules: a rule's rounds at a temperature before it is judged
+  int member_explore_every = 64;  // …and one member-round in this many takes the other rule
 };
 
 class BatchAuto {
@@ -106,9 +138,9 @@ class BatchAuto {
   // The estimated rate (tokens per ms) of an arm at a batch size; 0 when nothing is measured.
   double rate(int arm, int members) const;
 
-  // What the batch's rounds cost, whatever their arm: a round of `members` requests whose tree
-  // pass ran `tree_rows` rows in tree_ms (0 rows: no tree pass, nothing learnt), wall_ms in all.
-  void observe_pass(int members, int tree_rows, double tree_ms, double wall_ms);
+  // What the batch's rounds cost, whatever their arm: a round of `members` requests and its
+  // passes (a round without a tree pass teaches only the root pass).
+  void observe_pass(int members, const PassTimes& pass);
   // The tree pass against its rows (a line, fitted with forgetting), and a round's time besides
   // its tree pass at a batch size (the nearest size measured; rounds with a tree pass only: a
   // plain round has no pool wait, selection or verification); 0 until measured.
@@ -126,6 +158,21 @@ class BatchAuto {
   std::vector<int> choose_budgets(const std::vector<const BudgetCurve*>& curves, int members, int other_rows,
                                   double other_tokens = 0);
   int budget_choices() const { return budget_choices_; }  // rounds whose budgets it chose
+
+  // The root pass: a root row's cost to the round (the pass line's slope times the share of
+  // rounds whose root pass outlasted drafting) and the pass's mean time past drafting (ms).
+  double root_row_ms() const;
+  double root_unhidden_ms() const;
+  // The rules of the members following `arm` (member_rules) at `temperatures`, for a round of
+  // `members` requests (the header's model); `root_pass_anyway`: another member needs the root
+  // pass (plain decoding, a root-drawing rule), so skipping it saves nothing.
+  std::vector<Rule> choose_member_rules(int members, int arm, const std::vector<double>& temperatures,
+                                        bool root_pass_anyway);
+  // A member of that arm finished its round: its rule, tokens and tree rows (0: none).
+  void observe_member(double temperature, Rule rule, int tokens, int tree_rows);
+  int mixed_rule_rounds() const { return mixed_rule_rounds_; }  // rounds whose members' rules differed
+  // A temperature's rule rounds measured under that arm (0: root-draw, 1: draft).
+  int member_rule_rounds(double temperature, Rule rule) const;
 
  private:
   struct Rate {
@@ -151,6 +198,23 @@ class BatchAuto {
   std::array<double, kMaxMembers + 1> base_ms_{};  // [members]
   std::array<int, kMaxMembers + 1> base_n_{};
   int budget_choices_ = 0;
+  // The root pass against its rows (as the tree pass's line), the share of rounds it outlasted
+  // drafting and its mean time past drafting.
+  double r0_ = 0, r1_ = 0, r2_ = 0, ry_ = 0, rxy_ = 0;
+  double root_outlasts_ = 0, root_unhidden_ = 0;
+  int root_unhidden_n_ = 0;
+  // Arm member_rules: per temperature (hundredths) and rule, a member-round's tokens and tree
+  // rows (running means), and the temperature's member-rounds so far (exploration's turns).
+  struct MemberRule {
+    double tokens = 0, tree_rows = 0;
+    int rounds = 0;
+  };
+  struct MemberRules {
+    std::array<MemberRule, 2> rule{};
+    int turns = 0;
+  };
+  std::map<int, MemberRules> member_rules_;
+  int mixed_rule_rounds_ = 0;
 };
 
 }  // namespace rootspec

@@ -138,9 +138,36 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.in.vocab = target.vocab_size();
     mr.in.budget = o.budget;
     assert(mr.plain || b.drafter);
-    // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14); plain
-    // decoding's one pass.
-    if (mr.plain || rule_draws_first(mr.rule)) roots.push_back({m, b.root_token, o.temperature, mr.plain});
+  }
+  // `auto` members whose arm chooses each one's rule (member_rules): from past rounds, before
+  // the root pass (whether a member's root row is computed is part of its rule).
+  std::vector<int> ruled;  // [members following that arm]
+  if (batch_auto) {
+    std::vector<double> temperatures;
+    bool root_pass_anyway = false;
+    int arm = -1;
+    for (int m = 0; m < n; ++m) {
+      const MemberRound& mr = rounds[m];
+      if (!mr.plain && mr.adaptive && mr.adaptive->member_rules() &&
+          mr.adaptive->batch_gate() == batch_auto) {
+        ruled.push_back(m);
+        temperatures.push_back(batch[m].options->temperature);
+        arm = mr.adaptive->batch_arm();
+      } else if (mr.plain || rule_draws_first(mr.rule)) {
+        root_pass_anyway = true;
+      }
+    }
+    if (!ruled.empty()) {
+      const std::vector<Rule> rules = batch_auto->choose_member_rules(n, arm, temperatures, root_pass_anyway);
+      for (size_t k = 0; k < ruled.size(); ++k) rounds[ruled[k]].rule = rules[k];
+    }
+  }
+  // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14); plain
+  // decoding's one pass.
+  for (int m = 0; m < n; ++m) {
+    const MemberRound& mr = rounds[m];
+    if (mr.plain || rule_draws_first(mr.rule))
+      roots.push_back({m, batch[m].root_token, batch[m].options->temperature, mr.plain});
   }
   // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
   // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
@@ -169,24 +196,25 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const std::vector<BatchMember>& batch;
     int arm;
     int64_t start;
-    int tree_rows = 0;  // the tree pass's rows, all members' (0: none)
-    double tree_ms = 0;
+    PassTimes pass;
     ~MeasureAtEnd() {
       if (!gate) return;
       const int n = static_cast<int>(batch.size());
-      const double wall_ms = (monotonic_ns() - start) / 1e6;
-      if (n >= 2) gate->observe_pass(n, tree_rows, tree_ms, wall_ms);
+      pass.wall_ms = (monotonic_ns() - start) / 1e6;
+      if (n >= 2) gate->observe_pass(n, pass);
       if (arm < 0) return;
       int tokens = 0;
       for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
-      gate->observe(n, arm, tokens, wall_ms);
+      gate->observe(n, arm, tokens, pass.wall_ms);
     }
-  } measure{n >= 2 || round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start};
+  } measure{n >= 2 || round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start, {}};
   if (!roots.empty()) {
     std::vector<RowsView> rows;
     const int64_t start = monotonic_ns();
     target.root_rows(roots, rows);
     const int64_t end = monotonic_ns();
+    measure.pass.root_rows = static_cast<int>(roots.size());
+    measure.pass.root_ms = (end - start) / 1e6;
     for (size_t k = 0; k < roots.size(); ++k) {
       const int m = roots[k].member;
       MemberRound& mr = rounds[m];
@@ -203,15 +231,24 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
 
   // Drafter: each speculating member's pool below its C (it never depends on the target).
   bool speculating = false;
+  int64_t drafted_ns = 0;  // every pool whole, on the drafters' clock
+  bool stamped = true;     // …as every pool's stamp says (the table simulator's carry none)
   for (int m = 0; m < n; ++m) {
     MemberRound& mr = rounds[m];
     if (mr.plain) continue;
     mr.pool = &batch[m].drafter->wait_pool(*mr.record);
     mr.record->pool_received_ns = monotonic_ns();
     mr.record->pool_nodes = mr.pool->size();
+    drafted_ns = std::max(drafted_ns, mr.record->draft_end_ns);
+    stamped = stamped && mr.record->draft_end_ns != 0;
     speculating = true;
   }
   if (!speculating) return;
+  if (!roots.empty() && stamped) {  // the root pass's time past drafting (batch_auto.h)
+    const RoundRecord& r = *rounds[roots.front().member].record;
+    measure.pass.root_unhidden_ms =
+        std::max<int64_t>(0, r.root_end_ns - std::max(drafted_ns, r.root_start_ns)) / 1e6;
+  }
   target.prepare_tree_pass();
 
   // `auto` members whose B the batch chooses (arm batch_budgets): from every such member's E(B),
@@ -282,9 +319,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const int64_t t0 = monotonic_ns();
     target.tree_rows(trees, tree_rows);  // [1 + n_k, vocab] each
     const int64_t elapsed = monotonic_ns() - t0;
-    measure.tree_ms = elapsed / 1e6;
+    measure.pass.tree_ms = elapsed / 1e6;
     for (const BatchScorer::Tree& t : trees) {
-      measure.tree_rows += static_cast<int>(t.input->tokens.size());
+      measure.pass.tree_rows += static_cast<int>(t.input->tokens.size());
       rounds[t.member].record->tree_pass_ns = elapsed;
       rounds[t.member].record->tree_nodes = rounds[t.member].plan.verify_tree.size();
     }
@@ -318,6 +355,13 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const int64_t t0 = monotonic_ns();
     if (!mr.plan.skip_tree_pass) target.commit(m, batch[m].outcome.kept_pass_rows);
     mr.record->commit_ns = monotonic_ns() - t0;
+  }
+  // What each member whose rule the batch chose did under it (choose_member_rules' next choice).
+  for (int m : ruled) {
+    const MemberRound& mr = rounds[m];
+    const int rows = mr.plan.skip_tree_pass ? 0 : static_cast<int>(mr.tree.tokens.size());
+    batch_auto->observe_member(batch[m].options->temperature, mr.rule,
+                               static_cast<int>(batch[m].outcome.emitted.size()), rows);
   }
 }
 

@@ -159,6 +159,10 @@ TEST(BenchRecord, RoundsFoldIntoTheRecord) {
   ahead.pool_drafted_ahead = true;
   EXPECT_NE(round_trace_line(r, 1, ahead).find(",\"drafted_ahead\":true}"), std::string::npos)
       << "a pool drafted ahead is marked in the trace";
+  RoundRecord batched = round_of(0, 6, 1.0, 0.5);
+  batched.batch = 3;
+  EXPECT_NE(round_trace_line(r, 1, batched).find(",\"batch\":3}"), std::string::npos)
+      << "a round of a batch of three does not say so in the trace";
   EXPECT_EQ(tokens_to_first_eos({5, 6, 2, 7, 2}, {2}), 2);
   EXPECT_EQ(tokens_to_first_eos({5, 6, 7}, {2, 9}), 3);
   EXPECT_EQ(tokens_to_first_eos({9}, {2, 9}), 0);

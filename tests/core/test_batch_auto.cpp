@@ -12,7 +12,7 @@ namespace {
 
 // The default arms' indices (default_batch_arms).
 constexpr int kPlain = 0, kRootDraw = 1, kDraft = 2, kDraftSmall = 3, kRootDrawSmall = 4,
-              kRootDrawForBatch = 5;
+              kRulesAndBudgetsForTheBatch = 5;
 
 struct ArmSpeed {
   double tokens, ms;  // what a round following the arm emits, and in how long
@@ -33,7 +33,7 @@ std::vector<int> rounds_per_arm(BatchAuto& gate, int members, int rounds, int ta
   return followed;
 }
 
-TEST(BatchAuto, DefaultArmsArePlainRootDrawAndDraftWithSmallerCapsAndBudgetsForTheBatch) {
+TEST(BatchAuto, DefaultArmsArePlainRootDrawAndDraftWithSmallerCapsAndRulesAndBudgetsForTheBatch) {
   const std::vector<BatchArm> arms = default_batch_arms();
   ASSERT_EQ(arms.size(), 6u);
   EXPECT_FALSE(arms[kPlain].speculate);
@@ -42,9 +42,11 @@ TEST(BatchAuto, DefaultArmsArePlainRootDrawAndDraftWithSmallerCapsAndBudgetsForT
   EXPECT_TRUE(arms[kDraft].speculate && arms[kDraft].rule == Rule::Draft && arms[kDraft].budget_cap == 0);
   EXPECT_TRUE(arms[kDraftSmall].rule == Rule::Draft && arms[kDraftSmall].budget_cap == 4);
   EXPECT_TRUE(arms[kRootDrawSmall].rule == Rule::RootDraw && arms[kRootDrawSmall].budget_cap == 2);
-  EXPECT_TRUE(arms[kRootDrawForBatch].rule == Rule::RootDraw && arms[kRootDrawForBatch].batch_budgets &&
-              arms[kRootDrawForBatch].budget_cap == 0);
-  for (int a = 0; a < kRootDrawForBatch; ++a) EXPECT_FALSE(arms[a].batch_budgets) << a;
+  const BatchArm& for_batch = arms[kRulesAndBudgetsForTheBatch];
+  EXPECT_TRUE(for_batch.speculate && for_batch.member_rules && for_batch.batch_budgets &&
+              for_batch.budget_cap == 0);
+  for (int a = 0; a < kRulesAndBudgetsForTheBatch; ++a)
+    EXPECT_FALSE(arms[a].batch_budgets || arms[a].member_rules) << a;
   EXPECT_EQ(BatchAuto().current(), kRootDraw) << "a batch starts as root-draw, as `auto` alone does";
 }
 
@@ -64,7 +66,8 @@ TEST(BatchAuto, EightRequestsWhosePlainRoundsRunFasterDecodePlainlyAndProbeRarel
 
 TEST(BatchAuto, TwoRequestsFollowTheFastestArmEvenASmallDraftTree) {
   BatchAuto gate;
-  // Plain 4 a ms, root-draw 5, draft 5.5, draft at B ≤ 4: 7, root-draw at B ≤ 2: 6, B for the batch: 6.
+  // Plain 4 a ms, root-draw 5, draft 5.5, draft at B ≤ 4: 7, root-draw at B ≤ 2: 6, rules and B
+  // for the batch: 6.
   const auto followed =
       rounds_per_arm(gate, 2, 3000, 1000, {{4, 1.0}, {5, 1.0}, {11, 2.0}, {7, 1.0}, {6, 1.0}, {6, 1.0}});
   EXPECT_EQ(gate.current(), kDraftSmall);
@@ -107,6 +110,12 @@ TEST(BatchAuto, SizesNotMeasuredBorrowTheirNeighboursRatesLinearly) {
   EXPECT_EQ(gate.rate(kPlain, 2), 0.0);
 }
 
+PassTimes tree_pass(int rows, double tree_ms, double wall_ms) {
+  PassTimes p;
+  p.tree_rows = rows, p.tree_ms = tree_ms, p.wall_ms = wall_ms;
+  return p;
+}
+
 // The batch's pass cost (observe_pass): a tree pass of r rows takes 0.5 + 0.1 r ms, a round 1 ms
 // besides it at 4 members. Two members whose trees' worth differ: A's E(B) keeps rising with B
 // (a draft that the target follows), B's flattens after 1. Alone each would take B = 8 where a
@@ -116,12 +125,12 @@ TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
   BatchAuto gate;
   EXPECT_TRUE(gate.choose_budgets({}, 4, 0).empty());
   for (int rows : {10, 20, 30, 40, 10, 20, 30, 40})
-    gate.observe_pass(4, rows, 0.5 + 0.1 * rows, 1.5 + 0.1 * rows);
+    gate.observe_pass(4, tree_pass(rows, 0.5 + 0.1 * rows, 1.5 + 0.1 * rows));
   EXPECT_NEAR(gate.row_ms(), 0.1, 1e-9);
   EXPECT_NEAR(gate.tree_pass_ms(0), 0.5, 1e-9);
   EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9);
   EXPECT_NEAR(gate.round_base_ms(3), 1.0, 1e-9) << "a size not measured borrows the nearest";
-  gate.observe_pass(4, 0, 0.0, 0.2);  // a plain round (no pool wait, selection, tree pass)
+  gate.observe_pass(4, tree_pass(0, 0.0, 0.2));  // a plain round (no pool wait, selection, tree pass)
   EXPECT_NEAR(gate.round_base_ms(4), 1.0, 1e-9) << "a round without a tree pass taught the base";
   BudgetCurve deep{{1, 2, 4, 8}, {2.0, 2.9, 4.6, 7.5}, 0.0};
   BudgetCurve flat{{1, 2, 4, 8}, {2.0, 2.1, 2.15, 2.2}, 0.0};
@@ -143,7 +152,7 @@ TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
   // Where rows cost ten times as much (and no other member's rows share the pass), the deep
   // tree shrinks too.
   BatchAuto dear;
-  for (int rows : {10, 20, 30, 40}) dear.observe_pass(4, rows, 0.5 + 1.0 * rows, 1.5 + 1.0 * rows);
+  for (int rows : {10, 20, 30, 40}) dear.observe_pass(4, tree_pass(rows, 0.5 + 1.0 * rows, 1.5 + 1.0 * rows));
   const std::vector<int> shrunk = dear.choose_budgets({&deep, &flat}, 4, 0);
   EXPECT_EQ(shrunk, best_pair(1.0, 0, 0));
   EXPECT_EQ(shrunk, (std::vector<int>{4, 1}));
@@ -152,6 +161,105 @@ TEST(BatchAuto, BudgetsForTheBatchKeepDeepTreesWhereTheyPayAndShrinkTheOthers) {
   const std::vector<int> beside = dear.choose_budgets({&deep, &flat}, 4, 0, 20.0);
   EXPECT_EQ(beside, best_pair(1.0, 0, 20.0));
   EXPECT_EQ(beside, (std::vector<int>{1, 1}));
+}
+
+// The root pass's cost (observe_pass): 0.3 + 0.06 r ms for r rows. While it outlasts drafting a
+// root row costs the line's slope; once drafting hides it, nothing (and its time past drafting
+// falls to 0). Root passes teach neither the tree pass's line nor the round's base.
+TEST(BatchAuto, ARootRowCostsTheRootPassSlopeOnlyWhileThePassOutlastsDrafting) {
+  BatchAuto gate;
+  EXPECT_EQ(gate.root_row_ms(), 0.0);
+  auto root_pass = [](int rows, double unhidden) {
+    PassTimes p;
+    p.root_rows = rows, p.root_ms = 0.3 + 0.06 * rows, p.root_unhidden_ms = unhidden, p.wall_ms = 2.0;
+    return p;
+  };
+  for (int r = 0; r < 40; ++r) gate.observe_pass(4, root_pass(1 + r % 8, 0.2));
+  EXPECT_NEAR(gate.root_row_ms(), 0.06, 1e-9);
+  EXPECT_NEAR(gate.root_unhidden_ms(), 0.2, 1e-9);
+  EXPECT_EQ(gate.row_ms(), 0.0) << "root passes taught the tree pass's line";
+  EXPECT_EQ(gate.round_base_ms(4), 0.0) << "rounds without a tree pass taught the round's base";
+  for (int r = 0; r < 100; ++r) gate.observe_pass(4, root_pass(1 + r % 8, 0.0));
+  EXPECT_LT(gate.root_row_ms(), 0.06 * 0.01) << "a hidden root pass's rows still cost";
+  EXPECT_LT(gate.root_unhidden_ms(), 0.2 * 0.01);
+  for (int r = 0; r < 10; ++r) gate.observe_pass(4, root_pass(1 + r % 8, -1));  // no stamps: unknown
+  EXPECT_LT(gate.root_unhidden_ms(), 0.2 * 0.01) << "rounds without the drafter's stamps counted as 0";
+}
+
+// Rules per member (choose_member_rules): at 4 tokens a ms (the arm's measured rate), a tree row
+// costing 0.1 ms and a root row 0.05 ms, greedy members' draft rounds (6 tokens, 9 rows: worth
+// 6 − 4 · 0.9 = 2.4) beat their root-draw rounds (5 tokens, 7 rows and a root row: 2.0), while at
+// T = 1 root-draw's drawn y pays (2.5 tokens, 4 rows: 0.7, against draft's 2 tokens for 9 rows:
+// −1.6). Greedy and sampled members of one batch then follow different rules.
+BatchAutoOptions per_member_rule_costs(double root_unhidden) {
+  BatchAutoOptions o;
+  o.settle_rounds = 0;
+  o.first_arm = kRulesAndBudgetsForTheBatch;
+  o.fixed_pass_cost = true;
+  o.fixed_row = 0.1, o.fixed_root_row = 0.05, o.fixed_root_unhidden = root_unhidden;
+  o.member_explore_every = 0;
+  return o;
+}
+
+void learn_member_rules(BatchAuto& gate) {
+  gate.observe(4, kRulesAndBudgetsForTheBatch, 8, 2.0);  // λ = 4 tokens a ms
+  for (int r = 0; r < 8; ++r) {
+    gate.observe_member(0.0, Rule::Draft, 6, 9);
+    gate.observe_member(0.0, Rule::RootDraw, 5, 7);
+    gate.observe_member(1.0, Rule::Draft, 2, 9);
+    gate.observe_member(1.0, Rule::RootDraw, r % 2 ? 2 : 3, r % 2 ? 2 : 6);  // 2.5 tokens, 4 rows a round
+  }
+}
+
+TEST(BatchAuto, RulesForTheBatchAreEachMembersBestAtItsTemperatureAndBothAreTriedFirst) {
+  const Rule kD = Rule::Draft, kRD = Rule::RootDraw;
+  BatchAuto fresh(per_member_rule_costs(0));
+  // Nothing measured: members at a temperature take the two rules in turn.
+  EXPECT_EQ(fresh.choose_member_rules(4, kRulesAndBudgetsForTheBatch, {0.0, 0.0, 1.0, 1.0}, false),
+            (std::vector<Rule>{kRD, kD, kRD, kD}));
+  EXPECT_EQ(fresh.mixed_rule_rounds(), 1);
+
+  BatchAuto gate(per_member_rule_costs(0));
+  learn_member_rules(gate);
+  EXPECT_NEAR(gate.rate(kRulesAndBudgetsForTheBatch, 4), 4.0, 1e-12);
+  EXPECT_EQ(gate.member_rule_rounds(1.0, kRD), 8);
+  EXPECT_EQ(gate.choose_member_rules(4, kRulesAndBudgetsForTheBatch, {0.0, 1.0, 0.0, 1.0}, false),
+            (std::vector<Rule>{kD, kRD, kD, kRD}));
+  EXPECT_EQ(gate.mixed_rule_rounds(), 1);
+  // Where rows cost nothing at the batch's rate (not measured yet at all: λ = 0), the rule that
+  // emits more wins at each temperature: still draft at T = 0 (6 against 5), root-draw at 1.
+  EXPECT_EQ(gate.choose_member_rules(4, kRootDraw, {0.0, 1.0}, false), (std::vector<Rule>{kD, kRD}));
+}
+
+TEST(BatchAuto, RulesForTheBatchAllDraftWhereTheRootPassCostsMoreThanRootDrawGains) {
+  const Rule kD = Rule::Draft, kRD = Rule::RootDraw;
+  // The root pass outlasts drafting by 1 ms: worth 4 tokens at λ = 4. One member at T = 1 gains
+  // 0.7 − (−1.6) = 2.3 from root-draw: all draft, the batch skips the pass; two gain 4.6: kept.
+  BatchAuto gate(per_member_rule_costs(1.0));
+  learn_member_rules(gate);
+  EXPECT_EQ(gate.choose_member_rules(3, kRulesAndBudgetsForTheBatch, {0.0, 1.0, 0.0}, false),
+            (std::vector<Rule>{kD, kD, kD}));
+  EXPECT_EQ(gate.choose_member_rules(3, kRulesAndBudgetsForTheBatch, {0.0, 1.0, 1.0}, false),
+            (std::vector<Rule>{kD, kRD, kRD}));
+  // Another member needs the root pass anyway (plain decoding): skipping it saves nothing.
+  EXPECT_EQ(gate.choose_member_rules(3, kRulesAndBudgetsForTheBatch, {0.0, 1.0, 0.0}, true),
+            (std::vector<Rule>{kD, kRD, kD}));
+  // Where drafting hides the pass (0 ms past it), root-draw stays at T = 1.
+  BatchAuto hidden(per_member_rule_costs(0.0));
+  learn_member_rules(hidden);
+  EXPECT_EQ(hidden.choose_member_rules(3, kRulesAndBudgetsForTheBatch, {0.0, 1.0, 0.0}, false),
+            (std::vector<Rule>{kD, kRD, kD}));
+}
+
+TEST(BatchAuto, RulesForTheBatchMeasureTheRuleNotChosenOnceInEveryExploreTurns) {
+  BatchAutoOptions o = per_member_rule_costs(0);
+  o.member_explore_every = 16;
+  BatchAuto gate(o);
+  learn_member_rules(gate);
+  int drafts = 0;
+  for (int r = 0; r < 64; ++r)
+    drafts += gate.choose_member_rules(2, kRulesAndBudgetsForTheBatch, {1.0}, true)[0] == Rule::Draft;
+  EXPECT_EQ(drafts, 4) << "draft at T = 1 (worse there) was not measured again once in 16 member-rounds";
 }
 
 TEST(BatchAuto, ArmsWithoutPlainDecodingOrWithAnotherRuleAreRefused) {

@@ -118,8 +118,9 @@ TEST(BatchedRoundPlantedBug, ARootRowLeakedIntoAnotherMembersSelectionIsCaught) 
 }
 
 // `auto` at the batch's scale (batch_auto.h): the `auto` members of a batch follow one arm
-// together (plain, root-draw or draft within a budget cap, or root-draw with each member's B
-// chosen for the batch from every member's pool and root row), as the batch's measured rates
+// together (plain, root-draw or draft within a budget cap, root-draw with each member's B
+// chosen for the batch from every member's pool and root row, or each member's rule chosen for
+// the batch from past rounds, members of one round differing), as the batch's measured rates
 // decide from past rounds (here switching every round or two: probes of one round, gaps of one),
 // beside members of fixed rules. Each keeps its target's law, every arm ran, and the batch chose
 // its members' budgets in some rounds (fixed pass costs, dear rows: budgets vary).
@@ -138,6 +139,7 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
   o.settle_rounds = 0;
   o.fixed_pass_cost = true;
   o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;  // table_auto_options()'s
+  o.member_explore_every = 2;  // rules for the batch: every other member-round the rule not chosen
   BatchAuto gate(o);
   const auto results =
       testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 7070, nullptr, &gate);
@@ -149,6 +151,51 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
   for (int a = 0; a < gate.arms(); ++a)
     EXPECT_GT(gate.rate(a, static_cast<int>(members.size())), 0) << "the batch never followed arm " << a;
   EXPECT_GT(gate.budget_choices(), 100) << "the batch never chose its members' budgets";
+  for (double T : {1.0, 0.7})
+    for (Rule rule : {Rule::RootDraw, Rule::Draft})
+      EXPECT_GT(gate.member_rule_rounds(T, rule), 100) << "T " << T << " " << rule_name(rule);
+}
+
+// Rules for the batch (batch_auto.h's member_rules arm) over requests long enough to share many
+// rounds: greedy `auto` members, beside sampled ones, follow root-draw in some rounds and draft in
+// others, members of one round differing, and still emit plain greedy decoding's chain.
+TEST(BatchedRoundLaw, GreedyAutoMembersWhoseRulesTheBatchChoosesEmitPlainDecodingsChain) {
+  constexpr int kLength = 24;
+  Rng ar_rng(1);
+  const std::vector<int32_t> chain =
+      table_decode(test_model(), plain(0.0).options, PoolShape{3, 4, 3}, kLength, ar_rng);
+  const std::vector<testing::LawCase> members = {
+      member(Rule::RootDraw, Verifier::Greedy, 0.0, 8, true),
+      member(Rule::RootDraw, Verifier::Residual, 1.0, 4, true),
+      member(Rule::RootDraw, Verifier::Tev, 0.0, 3, true),
+      member(Rule::RootDraw, Verifier::Residual, 0.0, 8, true),
+      member(Rule::RootDraw, Verifier::Predraw, 0.7, 6, true),
+  };
+  std::vector<RequestOptions> options;
+  for (const auto& c : members) options.push_back(c.options);
+  BatchAutoOptions o;
+  o.arms = {{false, Rule::RootDraw, 0}, {true, Rule::RootDraw, 0, true, true}};  // plain, rules for the batch
+  o.probe_rounds = 1, o.first_gap = 1, o.max_gap = 2, o.settle_rounds = 0;
+  o.fixed_pass_cost = true;
+  o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;
+  o.member_explore_every = 2;
+  BatchAuto gate(o);
+  Rng rng(77);
+  for (int decode = 0; decode < 40; ++decode) {
+    const auto out =
+        table_decode_batch(test_model(), options, members.front().shape, kLength, rng, nullptr, &gate);
+    for (size_t m = 0; m < members.size(); ++m) {
+      if (members[m].options.temperature != 0) continue;
+      ASSERT_GE(out[m].size(), static_cast<size_t>(kLength));
+      for (int i = 0; i < kLength; ++i)
+        ASSERT_EQ(out[m][i], chain[i])
+            << "decode " << decode << " member " << m << " (" << name_of(members[m]) << ") token " << i;
+    }
+  }
+  std::printf("  rounds whose members' rules differed: %d\n", gate.mixed_rule_rounds());
+  EXPECT_GT(gate.mixed_rule_rounds(), 40) << "the batch's members never followed different rules in a round";
+  for (Rule rule : {Rule::RootDraw, Rule::Draft})
+    EXPECT_GT(gate.member_rule_rounds(0.0, rule), 40) << rule_name(rule);
 }
 
 // A member whose pool never came (the drafter died or fell silent mid-round: the daemon's
