@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <stdexcept>
 
 namespace rootspec {
@@ -204,14 +205,52 @@ double BatchAuto::rate(int arm, int members) const {
   return 0;
 }
 
+namespace {
+// Sizes near a batch's: within a quarter of it (1, 2, 3, 4-5 for 4, 7-10 for 8, 13-20 for 16).
+int smallest_near(int members) { return static_cast<int>(std::ceil(members / 1.25 - 1e-9)); }
+int largest_near(int members) { return static_cast<int>(std::floor(members * 1.25 + 1e-9)); }
+}  // namespace
+
 bool BatchAuto::measured_near(int arm, int members) const {
   members = std::clamp(members, 1, kMaxMembers);
-  for (int n = std::max(1, (members + 1) / 2); n <= std::min(kMaxMembers, 2 * members); ++n)
+  for (int n = std::max(1, smallest_near(members)); n <= std::min(kMaxMembers, largest_near(members)); ++n)
     if (rates_.at(arm)[n].rounds > 0) return true;
   return false;
 }
 
+double BatchAuto::ratio_at_nearest_size(int a, int b, int members, double* doublings) const {
+  members = std::clamp(members, 1, kMaxMembers);
+  for (int d = 0; d <= kMaxMembers; ++d)
+    for (int n : {members + d, members - d}) {
+      if (n < 1 || n > kMaxMembers) continue;
+      const Rate& ra = rates_.at(a)[n];
+      const Rate& rb = rates_.at(b)[n];
+      if (ra.rounds == 0 || rb.rounds == 0 || ra.ms <= 0 || rb.tokens <= 0) continue;
+      *doublings = std::fabs(std::log2(static_cast<double>(members) / n));
+      return (ra.tokens / ra.ms) / (rb.tokens / rb.ms);
+    }
+  return 0;
+}
+
+double BatchAuto::relative_rate(int a, int b, int members) const {
+  members = std::clamp(members, 1, kMaxMembers);
+  const auto& ra = rates_.at(a);
+  const auto& rb = rates_.at(b);
+  for (int d = 0; d <= members; ++d)
+    for (int n : {members + d, members - d}) {  // the nearest size, the larger first
+      if (n < std::max(1, smallest_near(members)) || n > std::min(kMaxMembers, largest_near(members)))
+        continue;
+      if (ra[n].rounds > 0 && rb[n].rounds > 0 && ra[n].ms > 0 && rb[n].tokens > 0)
+        return (ra[n].tokens / ra[n].ms) / (rb[n].tokens / rb[n].ms);
+    }
+  const double of_b = rate(b, members);  // no size of both: the rates borrowed at this size
+  return of_b > 0 ? rate(a, members) / of_b : 0.0;
+}
+
 void BatchAuto::switch_to(int arm, bool probe) {
+  from_plain_ = !opt_.arms[current_].speculate && opt_.arms[arm].speculate;
+  stretch_settle_ms_ = stretch_ms_ = 0;
+  stretch_rounds_ = 0;
   if (probe) before_probe_ = current_;
   current_ = arm;
   probing_ = probe;
@@ -227,9 +266,21 @@ int BatchAuto::decide(int members) {
     probing_ = false;
     // The probed arm stays if it beat the one before by the margin; else back, and the next
     // probe waits twice as long.
-    const double before = rate(before_probe_, members);
-    const bool won = before <= 0 || rate(current_, members) > before * (1 + opt_.margin);
-    if (!exploring_) gap_ = won ? opt_.first_gap : std::min(opt_.max_gap, gap_ * 2);
+    const double ratio = relative_rate(current_, before_probe_, members);
+    const bool won = rate(before_probe_, members) <= 0 || ratio > 1 + opt_.margin;
+    if (from_plain_ && stretch_rounds_ > 0) {  // what the switch cost beyond the probe's steady rounds
+      const double extra =
+          std::max(0.0, stretch_settle_ms_ - opt_.settle_rounds * stretch_ms_ / stretch_rounds_);
+      switch_ms_ += std::max(0.2, 1.0 / ++switches_) * (extra - switch_ms_);
+    }
+    if (!exploring_ && won) gap_ = opt_.first_gap;
+    if (!exploring_ && !won) {
+      int gap = gap_ * (ratio < kFarLoss ? 4 : 2);
+      const double before_ms = rates_[before_probe_][std::clamp(members, 1, kMaxMembers)].ms;
+      if (from_plain_ && before_ms > 0)  // the switches into speculation at most kProbeShare of the time
+        gap = std::max(gap, static_cast<int>(std::ceil(switch_ms_ / (kProbeShare * before_ms))));
+      gap_ = std::min(opt_.max_gap, gap);
+    }
     exploring_ = false;
     if (!won) switch_to(before_probe_, false);
     return current_;
@@ -238,6 +289,11 @@ int BatchAuto::decide(int members) {
   // borrowed from a far size would judge the trial unfairly: a batch's rate grows with its size).
   for (int a = 0; a < arms(); ++a) {
     if (a == current_ || measured_near(a, members)) continue;
+    // …unless it lost to this one at another size by more than a move of kRatioPerDoubling per
+    // doubling of the batch could make up.
+    double doublings = 0;
+    const double ratio = ratio_at_nearest_size(a, current_, members, &doublings);
+    if (ratio > 0 && ratio * (1 + kRatioPerDoubling * doublings) <= 1 + opt_.margin) continue;
     if (in_mode_ >= measured_rounds && measured_near(current_, members)) {
       switch_to(a, true);
       exploring_ = true;  // a first measurement: its loss does not lengthen the gap
@@ -245,10 +301,12 @@ int BatchAuto::decide(int members) {
     return current_;
   }
   int best = current_;
-  for (int a = 0; a < arms(); ++a)
-    if (rate(a, members) > rate(best, members)) best = a;
-  const double here = rate(current_, members);
-  if (best != current_ && here > 0 && rate(best, members) > here * (1 + opt_.margin)) {
+  double best_ratio = 1;  // over the current arm's rate
+  for (int a = 0; a < arms(); ++a) {
+    const double ratio = a == current_ ? 1.0 : relative_rate(a, current_, members);
+    if (ratio > best_ratio) best = a, best_ratio = ratio;
+  }
+  if (best != current_ && best_ratio > 1 + opt_.margin) {
     switch_to(best, false);  // at this size another arm runs faster (the batch grew or shrank)
   } else if (in_mode_ >= opt_.settle_rounds + gap_ && arms() > 1) {
     next_probe_ = (next_probe_ + 1) % arms();
@@ -264,7 +322,11 @@ void BatchAuto::observe(int members, int arm, int tokens, double wall_ms) {
   if (arm != current_) return;  // the round a switch was decided in still ran the arm before
   const bool measured = in_mode_ >= opt_.settle_rounds && wall_ms > 0;
   ++in_mode_;  // rounds of the current arm since the switch
-  if (!measured) return;
+  if (!measured) {
+    stretch_settle_ms_ += std::max(wall_ms, 0.0);
+    return;
+  }
+  stretch_ms_ += wall_ms, ++stretch_rounds_;
   Rate& r = rates_[arm][members];
   if (r.rounds == 0) {
     r.tokens = tokens;

@@ -23,14 +23,29 @@
 //     (smoothing 0.05: ~20 rounds; tokens and time averaged apart, so fast rounds do not weigh
 //     more, Jensen); a size not measured yet borrows the nearest measured sizes' rates, linearly
 //     in n between two (no cliff at a size: the estimate moves with n);
-//   an arm not measured within a factor two of the batch's size is tried once the current one
-//     is (16 rounds each: a batch's round times vary ±20% on two cores): rates borrowed from far
-//     sizes guide the choice but do not stand for a measurement;
+//   an arm not measured within a quarter of the batch's size (4-5 requests for 4, 13-20 for 16)
+//     is tried once the current one is (16 rounds each: a batch's round times vary ±20% on two
+//     cores): rates borrowed from other sizes guide the choice but do not stand for a
+//     measurement (within a factor two, as before, an arm that lost at 2 requests was not tried
+//     at 4, where it won); but an arm that lost to the current one at another size is not tried
+//     where a move of their ratio by half per doubling of the batch would not make it win (on
+//     the AMD EPYC VM root-draw B = 8 over `ar` at T = 0 went 1.37×, 0.91×, 0.61× from 1 to 2
+//     to 4 concurrent: ×0.67 a doubling; each arm's first rounds at a size, 18 with the
+//     drafter's catch-up, cost more than their share where a cell has a few hundred rounds);
 //   the batch moves to the arm with the best rate at its size when it beats the current one's by
-//     `margin` (5%: below this VM's drift between rounds, so noise alone does not flip it);
+//     `margin` (5%: below this VM's drift between rounds, so noise alone does not flip it); two
+//     arms are compared at the size nearest the batch's where both ran (relative_rate): a rate
+//     borrowed from a smaller size stands below one measured here whatever the arms (at 4
+//     concurrent, T = 1, root-draw measured at 4 beat plain's rate borrowed from 2 and ran every
+//     round at 0.64× `ar`: bench/results/concurrency-epyc/README.md);
 //   after `gap` rounds on one arm, the next other arm in turn is measured again for
-//     `probe_rounds` rounds; a probe that loses doubles the gap (up to 1 024 rounds: probes then
-//     cost < 2% of the rounds), one that wins keeps its arm and resets the gap (64);
+//     `probe_rounds` rounds; a probe that loses doubles the gap, ×4 where its arm ran below 0.8×
+//     the other (as auto_decoder.h's gap: at T = 1 on two cores the speculative arms ran 0.4-0.6×
+//     plain in a batch, and each of their probes, with its drafter's catch-up, cost ~18 rounds at
+//     that rate), and at least what keeps the switches from plain decoding (the drafters' catch-up
+//     of every member's unsent tokens: its first rounds' time beyond the probe's steady rounds,
+//     4.4 ms a round of pool wait at 4 concurrent on the AMD EPYC VM) under 2% of the plain
+//     time, up to 1 024 rounds; one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
 //     with the tokens it was not sent, as in auto_decoder.h;
 //   the last arm chooses each root-draw member's B for the batch (choose_budgets): the batch's round costs
@@ -123,6 +138,12 @@ struct BatchAutoOptions {
 class BatchAuto {
  public:
   static constexpr int kMaxMembers = 64;
+  // How far two arms' rates' ratio may move as the batch doubles (the header).
+  static constexpr double kRatioPerDoubling = 0.5;
+  // A probe whose arm ran below this share of the arm before it lost far (the header).
+  static constexpr double kFarLoss = 0.8;
+  // Probes from plain decoding wait until their switches cost at most this share of the time.
+  static constexpr double kProbeShare = 0.02;
   explicit BatchAuto(BatchAutoOptions options = {});
 
   // The arm the `auto` members of the next round of about `members` requests (≥ 2) follow.
@@ -180,8 +201,14 @@ class BatchAuto {
     int rounds = 0;
   };
   void switch_to(int arm, bool probe);
-  // The arm was measured at a size within a factor two of `members`.
+  // The arm was measured at a size near `members` (within a quarter of it).
   bool measured_near(int arm, int members) const;
+  // Arm a's rate over arm b's at the size nearest `members` where both were measured, and how
+  // many doublings of the batch away that size is (|log2(members / size)|); 0: no such size.
+  double ratio_at_nearest_size(int a, int b, int members, double* doublings) const;
+  // Arm a's rate over arm b's at the size nearest `members` (within a quarter of it) where both
+  // were measured; where none is, their rates at `members` (borrowed: rate()); 0: b unmeasured.
+  double relative_rate(int a, int b, int members) const;
 
   BatchAutoOptions opt_;
   std::vector<std::array<Rate, kMaxMembers + 1>> rates_;  // [arm][members]
@@ -192,6 +219,14 @@ class BatchAuto {
   int in_mode_ = 0;                                       // rounds since the last switch
   int gap_ = 0;                                           // rounds before the next probe (0: first_gap)
   int next_probe_ = 0;                                    // arms are probed in turn
+  // The current stretch: it left plain decoding for speculation, its unmeasured first rounds'
+  // time, its measured rounds' time and count; and what such a switch costs beyond steady
+  // rounds (running mean, ms: the drafters' catch-up).
+  bool from_plain_ = false;
+  double stretch_settle_ms_ = 0, stretch_ms_ = 0;
+  int stretch_rounds_ = 0;
+  double switch_ms_ = 0;
+  int switches_ = 0;
   // The pass cost (observe_pass): tree pass time against rows, running sums of a least-squares
   // line with forgetting; a round's time besides it per batch size, running means.
   double s0_ = 0, s1_ = 0, s2_ = 0, sy_ = 0, sxy_ = 0;

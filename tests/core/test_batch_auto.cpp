@@ -3,6 +3,7 @@
 // sizes not measured borrow their neighbours' rates, linearly in the size.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <vector>
 
 #include "batch_auto.h"
@@ -93,6 +94,84 @@ TEST(BatchAuto, AGrowingBatchMovesToTheArmFastestAtItsSize) {
                                        {{24, 1.0}, {12, 1.0}, {16, 1.0}, {18, 1.0}, {14, 1.0}, {20, 1.0}});
   EXPECT_EQ(gate.current(), kPlain);
   EXPECT_GT(followed[kPlain], 950);
+}
+
+// Root-draw wins at 2 requests (3 tokens a ms against plain's 2.5), plain at 4 (6 against 4):
+// at 4, plain (measured at 2 only, its rate there below root-draw's at 4) is measured again as
+// soon as root-draw is measured there (18 + 18 rounds), not judged by its rate borrowed from 2
+// until a probe comes round (678 plain rounds of the 960 so); the other arms' first measurements
+// at 4 take ~60 of them.
+TEST(BatchAuto, AnArmThatLostAtTwoRequestsIsMeasuredAgainAtFourWhereItWins) {
+  BatchAuto gate;
+  rounds_per_arm(gate, 2, 2000, 0, {{5, 2.0}, {3, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}});
+  ASSERT_EQ(gate.current(), kRootDraw);
+  const auto followed =
+      rounds_per_arm(gate, 4, 1000, 960, {{6, 1.0}, {4, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}});
+  EXPECT_EQ(gate.current(), kPlain);
+  EXPECT_GT(followed[kPlain], 880) << "plain followed in " << followed[kPlain]
+                                   << " of the 960 rounds after the 40th";
+}
+
+// At 2 requests plain runs 4 tokens a ms, root-draw 3, the others 1. At 4 only root-draw, which
+// lost by a quarter, is measured again: a move of half its ratio per doubling could make it win;
+// the others, at a quarter of plain's rate, are left to the regular probes (one at most here).
+TEST(BatchAuto, ArmsThatLostFarAtAnotherSizeAreNotTriedAgainAtANewOne) {
+  BatchAuto gate;
+  rounds_per_arm(gate, 2, 2000, 0, {{4, 1.0}, {3, 1.0}, {1, 1.0}, {1, 1.0}, {1, 1.0}, {1, 1.0}});
+  ASSERT_EQ(gate.current(), kPlain);
+  const auto followed =
+      rounds_per_arm(gate, 4, 200, 200, {{8, 1.0}, {6, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}, {2, 1.0}});
+  EXPECT_GT(followed[kRootDraw], 0) << "root-draw was not measured at 4";
+  const int far = followed[kDraft] + followed[kDraftSmall] + followed[kRootDrawSmall] +
+                  followed[kRulesAndBudgetsForTheBatch];
+  EXPECT_LE(far, 18) << "arms at a quarter of plain's rate at 2 took " << far << " of 200 rounds at 4";
+}
+
+// Plain and one speculative arm: a probe that ran below 0.8× plain lengthens the gap ×4, one that
+// lost by less ×2, so over 4 000 rounds an arm at half plain's rate is probed in fewer rounds than
+// one at 0.9×.
+TEST(BatchAuto, AnArmThatLosesFarIsProbedMoreRarelyThanOneThatLosesClosely) {
+  auto probed_rounds = [](double speculative_rate) {
+    BatchAutoOptions o;
+    o.arms = {{false, Rule::RootDraw, 0}, {true, Rule::RootDraw, 0}};
+    o.first_arm = 0;
+    BatchAuto gate(o);
+    const auto followed = rounds_per_arm(gate, 4, 4000, 3900, {{10, 1.0}, {10 * speculative_rate, 1.0}});
+    return followed[1];
+  };
+  const int far = probed_rounds(0.5), close = probed_rounds(0.9);
+  EXPECT_LT(far, close) << "probes at half plain's rate took " << far << " rounds, at 0.9× " << close;
+  EXPECT_GT(far, 0) << "the far arm was never probed again";
+}
+
+// Plain (1 ms a round) and root-draw at 0.9× its rate, whose first two rounds after plain
+// decoding cost 25 ms more each (the drafters' catch-up): after the first lost probes the gap
+// keeps the switches under 2% of the plain time (50 ms / (0.02 · 1 ms) = 2 500 rounds, at most
+// 1 024) at once, where probes that cost nothing to start come after 64, 128, … rounds.
+TEST(BatchAuto, ProbesWhoseSwitchFromPlainDecodingCostsComeRarely) {
+  auto probes = [](double switch_ms) {
+    BatchAutoOptions o;
+    o.arms = {{false, Rule::RootDraw, 0}, {true, Rule::RootDraw, 0}};
+    o.first_arm = 0;
+    BatchAuto gate(o);
+    int arm = gate.current(), since_switch = 0, started = 0;
+    for (int r = 0; r < 8000; ++r) {
+      const int next = gate.decide(4);
+      const bool catching_up = arm == 1 && since_switch < 2;
+      gate.observe(4, arm, arm == 1 ? 9 : 10, 1.0 + (catching_up ? switch_ms / 2 : 0.0));
+      since_switch = next == arm ? since_switch + 1 : 0;
+      started += next == 1 && arm == 0;
+      arm = next;
+    }
+    return started;
+  };
+  const int free_starts = probes(0.0), dear_starts = probes(50.0);
+  EXPECT_LT(dear_starts, free_starts)
+      << dear_starts << " probes that cost 50 ms to start, " << free_starts << " that cost nothing";
+  EXPECT_LE(dear_starts, 2 + 8000 / (1024 + 18)) << "after the first lost probe, gaps shorter than the most";
+  EXPECT_GT(dear_starts, 1) << "speculation was never probed again";
+  std::printf("  probes started: %d that cost 50 ms to start, %d that cost nothing\n", dear_starts,
+              free_starts);
 }
 
 TEST(BatchAuto, SizesNotMeasuredBorrowTheirNeighboursRatesLinearly) {
