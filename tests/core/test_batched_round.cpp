@@ -59,36 +59,44 @@ TEST(BatchedRoundLaw, EveryMemberOfAMixedBatchFollowsItsOwnTargetLaw) {
   }
 }
 
-// Greedy members of mixed batches (every rule, `auto`, beside sampled members) emit what plain
-// greedy decoding of the target emits, token for token.
-TEST(BatchedRoundLaw, GreedyMembersOfMixedBatchesEmitPlainDecodingsChain) {
-  constexpr int kLength = 12;
+// Runs 40 decodes of the batch `members` (its `auto` members deciding with `gate` where given)
+// and asserts that its greedy members emit plain greedy decoding's chain, token for token.
+void expect_greedy_members_emit_plain_chain(const std::vector<testing::LawCase>& members, int length,
+                                            uint64_t seed, BatchAuto* gate = nullptr) {
   Rng ar_rng(1);
   const std::vector<int32_t> chain =
-      table_decode(test_model(), plain(0.0).options, PoolShape{3, 4, 3}, kLength, ar_rng);
-  const std::vector<testing::LawCase> members = {
-      member(Rule::Draft, Verifier::Greedy, 0.0, 8),
-      member(Rule::RootDraw, Verifier::Residual, 1.0, 3),
-      member(Rule::RootDraw, Verifier::Tev, 0.0, 3),
-      member(Rule::Pearl, Verifier::Residual, 0.0, 8),
-      member(Rule::Draft, Verifier::Tev, 0.7, 8),
-      member(Rule::RootDraw, Verifier::Greedy, 0.0, 4, true),
-      member(Rule::PearlTop1, Verifier::Predraw, 0.0, 5),
-      plain(0.0),
-  };
+      table_decode(test_model(), plain(0.0).options, PoolShape{3, 4, 3}, length, ar_rng);
   std::vector<RequestOptions> options;
   for (const auto& c : members) options.push_back(c.options);
-  Rng rng(99);
+  Rng rng(seed);
   for (int decode = 0; decode < 40; ++decode) {
-    const auto out = table_decode_batch(test_model(), options, members.front().shape, kLength, rng);
+    const auto out =
+        table_decode_batch(test_model(), options, members.front().shape, length, rng, nullptr, gate);
     for (size_t m = 0; m < members.size(); ++m) {
       if (members[m].options.temperature != 0) continue;
-      ASSERT_GE(out[m].size(), static_cast<size_t>(kLength));
-      for (int i = 0; i < kLength; ++i)
+      ASSERT_GE(out[m].size(), static_cast<size_t>(length));
+      for (int i = 0; i < length; ++i)
         ASSERT_EQ(out[m][i], chain[i])
             << "decode " << decode << " member " << m << " (" << name_of(members[m]) << ") token " << i;
     }
   }
+}
+
+// Greedy members of mixed batches (every rule, `auto`, beside sampled members) emit what plain
+// greedy decoding of the target emits, token for token.
+TEST(BatchedRoundLaw, GreedyMembersOfMixedBatchesEmitPlainDecodingsChain) {
+  expect_greedy_members_emit_plain_chain(
+      {
+          member(Rule::Draft, Verifier::Greedy, 0.0, 8),
+          member(Rule::RootDraw, Verifier::Residual, 1.0, 3),
+          member(Rule::RootDraw, Verifier::Tev, 0.0, 3),
+          member(Rule::Pearl, Verifier::Residual, 0.0, 8),
+          member(Rule::Draft, Verifier::Tev, 0.7, 8),
+          member(Rule::RootDraw, Verifier::Greedy, 0.0, 4, true),
+          member(Rule::PearlTop1, Verifier::Predraw, 0.0, 5),
+          plain(0.0),
+      },
+      12, 99);
 }
 
 // The planted bug: each member's selection reads the root row of the member selected just before
@@ -160,19 +168,6 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
 // rounds: greedy `auto` members, beside sampled ones, follow root-draw in some rounds and draft in
 // others, members of one round differing, and still emit plain greedy decoding's chain.
 TEST(BatchedRoundLaw, GreedyAutoMembersWhoseRulesTheBatchChoosesEmitPlainDecodingsChain) {
-  constexpr int kLength = 24;
-  Rng ar_rng(1);
-  const std::vector<int32_t> chain =
-      table_decode(test_model(), plain(0.0).options, PoolShape{3, 4, 3}, kLength, ar_rng);
-  const std::vector<testing::LawCase> members = {
-      member(Rule::RootDraw, Verifier::Greedy, 0.0, 8, true),
-      member(Rule::RootDraw, Verifier::Residual, 1.0, 4, true),
-      member(Rule::RootDraw, Verifier::Tev, 0.0, 3, true),
-      member(Rule::RootDraw, Verifier::Residual, 0.0, 8, true),
-      member(Rule::RootDraw, Verifier::Predraw, 0.7, 6, true),
-  };
-  std::vector<RequestOptions> options;
-  for (const auto& c : members) options.push_back(c.options);
   BatchAutoOptions o;
   o.arms = {{false, Rule::RootDraw, 0}, {true, Rule::RootDraw, 0, true, true}};  // plain, rules for the batch
   o.probe_rounds = 1, o.first_gap = 1, o.max_gap = 2, o.settle_rounds = 0;
@@ -180,18 +175,15 @@ TEST(BatchedRoundLaw, GreedyAutoMembersWhoseRulesTheBatchChoosesEmitPlainDecodin
   o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;
   o.member_explore_every = 2;
   BatchAuto gate(o);
-  Rng rng(77);
-  for (int decode = 0; decode < 40; ++decode) {
-    const auto out =
-        table_decode_batch(test_model(), options, members.front().shape, kLength, rng, nullptr, &gate);
-    for (size_t m = 0; m < members.size(); ++m) {
-      if (members[m].options.temperature != 0) continue;
-      ASSERT_GE(out[m].size(), static_cast<size_t>(kLength));
-      for (int i = 0; i < kLength; ++i)
-        ASSERT_EQ(out[m][i], chain[i])
-            << "decode " << decode << " member " << m << " (" << name_of(members[m]) << ") token " << i;
-    }
-  }
+  expect_greedy_members_emit_plain_chain(
+      {
+          member(Rule::RootDraw, Verifier::Greedy, 0.0, 8, true),
+          member(Rule::RootDraw, Verifier::Residual, 1.0, 4, true),
+          member(Rule::RootDraw, Verifier::Tev, 0.0, 3, true),
+          member(Rule::RootDraw, Verifier::Residual, 0.0, 8, true),
+          member(Rule::RootDraw, Verifier::Predraw, 0.7, 6, true),
+      },
+      24, 77, &gate);
   std::printf("  rounds whose members' rules differed: %d\n", gate.mixed_rule_rounds());
   EXPECT_GT(gate.mixed_rule_rounds(), 40) << "the batch's members never followed different rules in a round";
   for (Rule rule : {Rule::RootDraw, Rule::Draft})
