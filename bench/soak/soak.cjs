@@ -93,7 +93,8 @@ function kindOf(i) {
   if (k < 90) return 'cancelled';
   return 'disconnected';
 }
-const rules = ['root-draw', 'root', 'ar', 'root-draw'];
+// Every decoder a user may name, `auto` (the default, deciding with the batch: batch_auto.h) included.
+const rules = ['root-draw', 'root', 'ar', 'auto'];
 
 function greedyPayload(i) {
   return { prompt: prompts[i % prompts.length], max_tokens: 16 + (i % 3) * 16, temperature: 0,

@@ -26,8 +26,8 @@
 //   an arm not measured within a quarter of the batch's size (4-5 requests for 4, 13-20 for 16)
 //     is tried once the current one is (16 rounds each: a batch's round times vary ±20% on two
 //     cores): rates borrowed from other sizes guide the choice but do not stand for a
-//     measurement (within a factor two, as before, an arm that lost at 2 requests was not tried
-//     at 4, where it won); but an arm that lost to the current one at another size is not tried
+//     measurement (within a factor two, an arm that lost at 2 requests went untried at 4, where
+//     it won); but an arm that lost to the current one at another size is not tried
 //     where a move of their ratio by half per doubling of the batch would not make it win (on
 //     the AMD EPYC VM root-draw B = 8 over `ar` at T = 0 went 1.37×, 0.91×, 0.61× from 1 to 2
 //     to 4 concurrent: ×0.67 a doubling; each arm's first rounds at a size, 18 with the
@@ -48,17 +48,16 @@
 //     time, up to 1 024 rounds; one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
 //     with the tokens it was not sent, as in auto_decoder.h;
-//   the last arm chooses each root-draw member's B for the batch (choose_budgets): the batch's round costs
-//   its
-//     measured base at its size plus a tree pass fitted as a line in its total rows (a row costs
-//     what the batch's other rows make it cost: little where one row is bound by reading the
-//     weights, a share of the arithmetic where it binds), and each member's rows are worth its
-//     E(B): members whose deeper trees pay keep them, the others shrink first;
-//   …and each member's rule (choose_member_rules), as the round starts: for
-//     each temperature, what a member's round under each rule emitted and how many tree rows it
-//     ran (running means over ~20 member-rounds, smoothing as above), valued at the arm's rate λ
-//     at this size: tokens − λ · (tree rows · row cost + [root-draw] root row cost), where a root
-//     row costs the root pass line's slope times the share of rounds whose root pass outlasted
+//   the last arm chooses each root-draw member's B for the batch (choose_budgets): the batch's
+//     round costs its measured base at its size plus a tree pass fitted as a line in its total
+//     rows (a row costs what the batch's other rows make it cost: little where one row is bound
+//     by reading the weights, a share of the arithmetic where it binds), and each member's rows
+//     are worth its E(B): members whose deeper trees pay keep them, the others shrink first;
+//   …and each member's rule (choose_member_rules), as the round starts: for each temperature,
+//     what a member's round under each rule emitted and how many tree rows it ran (running
+//     means over ~20 member-rounds, smoothing as above), valued at the arm's rate λ at this
+//     size: tokens − λ · (tree rows · row cost + [root-draw] root row cost), where a root row
+//     costs the root pass line's slope times the share of rounds whose root pass outlasted
 //     drafting (a hidden root pass costs nothing); where no member needs the root pass but by
 //     choice, all draft when the root pass's mean unhidden time, at λ, is worth more than what
 //     root-draw gains its members (the batch then skips the pass). A rule with fewer than

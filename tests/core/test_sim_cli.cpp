@@ -1,7 +1,7 @@
 // rootspec-sim as a user runs it: JSON output, paper 000 App. B.1 through `analyze`, and bad
 // input → exit code 2 with one line on stderr naming the problem.
-#include <cstdint>
 #include <gtest/gtest.h>
+#include <cstdint>
 
 #include <sys/wait.h>
 #include <unistd.h>
