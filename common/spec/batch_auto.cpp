@@ -31,8 +31,8 @@ BatchAuto::BatchAuto(BatchAutoOptions options) : opt_(std::move(options)), rates
 }
 
 namespace {
-constexpr double kForget =
-    0.98;  // the pass lines' forgetting: ~50 passes, as auto_decoder.h's tree-time line
+// The pass lines' forgetting: ~50 passes, as auto_decoder.h's tree-time line.
+constexpr double kForget = 0.98;
 
 // The slope of a least-squares line from its running sums (0: one x so far, or falling).
 double slope_of(double s0, double s1, double s2, double sy, double sxy) {
@@ -218,15 +218,16 @@ bool BatchAuto::measured_near(int arm, int members) const {
   return false;
 }
 
-double BatchAuto::ratio_at_nearest_size(int a, int b, int members, double* doublings) const {
+double BatchAuto::ratio_at_nearest_size(int a, int b, int members, int* size) const {
   members = std::clamp(members, 1, kMaxMembers);
+  *size = 0;
   for (int d = 0; d <= kMaxMembers; ++d)
-    for (int n : {members + d, members - d}) {
+    for (int n : {members + d, members - d}) {  // the nearest size, the larger first
       if (n < 1 || n > kMaxMembers) continue;
       const Rate& ra = rates_.at(a)[n];
       const Rate& rb = rates_.at(b)[n];
       if (ra.rounds == 0 || rb.rounds == 0 || ra.ms <= 0 || rb.tokens <= 0) continue;
-      *doublings = std::fabs(std::log2(static_cast<double>(members) / n));
+      *size = n;
       return (ra.tokens / ra.ms) / (rb.tokens / rb.ms);
     }
   return 0;
@@ -234,16 +235,10 @@ double BatchAuto::ratio_at_nearest_size(int a, int b, int members, double* doubl
 
 double BatchAuto::relative_rate(int a, int b, int members) const {
   members = std::clamp(members, 1, kMaxMembers);
-  const auto& ra = rates_.at(a);
-  const auto& rb = rates_.at(b);
-  for (int d = 0; d <= members; ++d)
-    for (int n : {members + d, members - d}) {  // the nearest size, the larger first
-      if (n < std::max(1, smallest_near(members)) || n > std::min(kMaxMembers, largest_near(members)))
-        continue;
-      if (ra[n].rounds > 0 && rb[n].rounds > 0 && ra[n].ms > 0 && rb[n].tokens > 0)
-        return (ra[n].tokens / ra[n].ms) / (rb[n].tokens / rb[n].ms);
-    }
-  const double of_b = rate(b, members);  // no size of both: the rates borrowed at this size
+  int size = 0;
+  const double ratio = ratio_at_nearest_size(a, b, members, &size);
+  if (size >= smallest_near(members) && size <= largest_near(members)) return ratio;
+  const double of_b = rate(b, members);  // no size of both near: the rates borrowed at this size
   return of_b > 0 ? rate(a, members) / of_b : 0.0;
 }
 
@@ -291,8 +286,9 @@ int BatchAuto::decide(int members) {
     if (a == current_ || measured_near(a, members)) continue;
     // …unless it lost to this one at another size by more than a move of kRatioPerDoubling per
     // doubling of the batch could make up.
-    double doublings = 0;
-    const double ratio = ratio_at_nearest_size(a, current_, members, &doublings);
+    int size = 0;
+    const double ratio = ratio_at_nearest_size(a, current_, members, &size);
+    const double doublings = size > 0 ? std::fabs(std::log2(static_cast<double>(members) / size)) : 0.0;
     if (ratio > 0 && ratio * (1 + kRatioPerDoubling * doublings) <= 1 + opt_.margin) continue;
     if (in_mode_ >= measured_rounds && measured_near(current_, members)) {
       switch_to(a, true);

@@ -202,9 +202,9 @@ class BatchAuto {
   void switch_to(int arm, bool probe);
   // The arm was measured at a size near `members` (within a quarter of it).
   bool measured_near(int arm, int members) const;
-  // Arm a's rate over arm b's at the size nearest `members` where both were measured, and how
-  // many doublings of the batch away that size is (|log2(members / size)|); 0: no such size.
-  double ratio_at_nearest_size(int a, int b, int members, double* doublings) const;
+  // Arm a's rate over arm b's at the size nearest `members` where both were measured, that size
+  // in *size; 0 (and *size 0): no such size.
+  double ratio_at_nearest_size(int a, int b, int members, int* size) const;
   // Arm a's rate over arm b's at the size nearest `members` (within a quarter of it) where both
   // were measured; where none is, their rates at `members` (borrowed: rate()); 0: b unmeasured.
   double relative_rate(int a, int b, int members) const;
