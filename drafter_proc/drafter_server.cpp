@@ -279,8 +279,14 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
           return true;
         }
         if (b.prompt.empty()) return refuse(identity, h, "body.prompt", "no tokens");
+        if (const auto [field, message] = check_sampling_params(b.sampling, vocab_); !field.empty())
+          return refuse(identity, h, "body.sampling." + field, message);
         Session& s = take_session(h.request);
-        s.draft->start(b.shape, b.draft_seed, b.draft_ahead);
+        // [drafter] process_rows off: raw draft rows whatever the request's parameters (the
+        // acceptance both ways: bench/sampling/drafter_processing.sh).
+        s.draft->start(b.shape, b.draft_seed, b.draft_ahead,
+                       config_.drafter.process_rows ? b.sampling : SamplingParams{},
+                       static_cast<int>(b.prompt.size()) - b.generated);
         begin_draft(identity, s, b.prompt);
         return true;
       }

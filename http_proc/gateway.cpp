@@ -96,6 +96,7 @@ class TargetCall {
     socket_.connect(endpoint);
   }
   uint64_t id() const { return id_; }
+  void* handle() { return socket_.handle(); }
   // True once the connection to the target dropped (it died or restarted): a restarted target
   // knows nothing of this request.
   bool target_gone() { return watch_->poll_disconnected(); }
@@ -161,8 +162,9 @@ void send_error(httplib::Response& res, const HttpError& e) {
 }
 
 // What a request collected from the target.
+// What a request collected from the target: every choice's Done, or the first Error.
 struct Outcome {
-  std::optional<DoneBody> done;
+  std::vector<DoneBody> done;  // [n] when every choice finished
   std::optional<ErrorBody> error;
   bool client_gone = false;
   bool target_silent = false;  // no answer in time: the pair is down
@@ -286,33 +288,50 @@ int Gateway::run() {
       if (!target_status(ctx_, target, 500)) return send_error(res, unavailable);
       target_down_ = false;
     }
-    auto call = std::make_shared<TargetCall>(ctx_, target, next_id_++);
-    res.set_header("X-Request-Id", std::to_string(call->id()));
+    // One Generate per choice, all sent before any answer is awaited: the target queues them
+    // together, so they share rounds as far as its max_batch allows.
+    using Calls = std::vector<std::shared_ptr<TargetCall>>;
+    auto calls = std::make_shared<Calls>();
+    for (int i = 0; i < p.n; ++i) calls->push_back(std::make_shared<TargetCall>(ctx_, target, next_id_++));
+    const uint64_t id = calls->front()->id();
+    res.set_header("X-Request-Id", std::to_string(id));
     const int64_t start = t_request_start_ns;
-    call->generate(p.body);
-    // The target's first answer: Accepted (queued) or an Error.
-    std::optional<Message> first;
-    for (int64_t end = monotonic_ns() + static_cast<int64_t>(kAcceptTimeoutS * 1e9);
-         !first && monotonic_ns() < end;)
-      first = call->next(kPollMs);
-    if (!first) {
-      call->cancel();
-      target_down_ = true;
-      return send_error(res, unavailable);
+    for (int i = 0; i < p.n; ++i) (*calls)[i]->generate(openai::choice_body(p, i));
+    auto cancel_all = [calls] {
+      for (auto& c : *calls) c->cancel();
+    };
+    // Each call's first answer: Accepted (queued) or an Error (the first Error answers all).
+    const int64_t accept_end = monotonic_ns() + static_cast<int64_t>(kAcceptTimeoutS * 1e9);
+    for (auto& call : *calls) {
+      std::optional<Message> first;
+      while (!first && monotonic_ns() < accept_end) first = call->next(kPollMs);
+      if (!first) {
+        cancel_all();
+        target_down_ = true;
+        return send_error(res, unavailable);
+      }
+      if (first->header().type == MessageType::Error) {
+        cancel_all();
+        return send_error(res, openai::error_from_target(ep, first->error()));
+      }
     }
-    if (first->header().type == MessageType::Error)
-      return send_error(res, openai::error_from_target(ep, first->error()));
     const openai::ResponseIds ids{
-        (ep == Endpoint::ChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(call->id()),
+        (ep == Endpoint::ChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(id),
         static_cast<int64_t>(std::time(nullptr)), model_name_};
     auto watch = std::make_shared<PeerWatch>(req);
-    // Reads the target's messages to the request's end, handing each Delta's text to `on_text`
-    // (false: the client has gone).
-    // `on_notice` gets a Delta's notice (decoding changed course), when given.
-    auto collect = [this, call, watch, start](const std::function<bool(const std::string&)>& on_text,
-                                              const std::function<void(const std::string&)>& on_notice) {
+    // Reads the target's messages of every choice to the request's end, handing each Delta to
+    // `on_delta` with its choice (false: the client has gone). `on_notice` gets a Delta's
+    // notice (decoding changed course), when given. The first Error ends every choice.
+    using OnDelta = std::function<bool(int, const DeltaBody&)>;
+    auto collect = [this, calls, watch, start, cancel_all](
+                       const OnDelta& on_delta, const std::function<void(const std::string&)>& on_notice) {
       Outcome o;
+      const size_t n = calls->size();
+      std::vector<std::optional<DoneBody>> done(n);
+      size_t finished = 0;
       int64_t silent_since = monotonic_ns(), looked = 0;
+      std::vector<zmq::pollitem_t> items;
+      for (auto& c : *calls) items.push_back({c->handle(), 0, ZMQ_POLLIN, 0});
       for (;;) {
         // The client may go away at any time, also while Deltas keep coming (a request that is
         // not streamed writes nothing to it until the end): look every kPollMs.
@@ -320,61 +339,75 @@ int Gateway::run() {
           looked = monotonic_ns();
           if (watch->closed()) {
             o.client_gone = true;
-            call->cancel();
+            cancel_all();
             return o;
           }
         }
         if (stopping_) {
-          call->cancel();
+          cancel_all();
           o.error = ErrorBody{"shutdown", "the gateway is stopping"};
           return o;
         }
-        std::optional<Message> m;
-        try {
-          m = call->next(kPollMs);
-          if (m && m->header().type == MessageType::Delta) {
-            const DeltaBody d = m->delta();
-            if (!d.notice.empty() && on_notice) on_notice(d.notice);
-            if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
-            silent_since = monotonic_ns();
-            if (!d.text.empty() && !on_text(d.text)) {
-              o.client_gone = true;
-              call->cancel();
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(kPollMs));
+        bool heard = false;
+        for (size_t i = 0; i < n; ++i) {
+          if (done[i]) continue;
+          std::optional<Message> m;
+          try {
+            m = (*calls)[i]->next(0);
+            if (!m) {
+              if ((*calls)[i]->target_gone()) {
+                target_down_ = true;
+                cancel_all();
+                o.error = ErrorBody{"target", "the target went away; the request was lost"};
+                return o;
+              }
+              continue;
+            }
+            heard = true;
+            if (m->header().type == MessageType::Delta) {
+              const DeltaBody d = m->delta();
+              if (!d.notice.empty() && on_notice) on_notice(d.notice);
+              if (o.first_token_s < 0 && !d.tokens.empty()) o.first_token_s = (monotonic_ns() - start) / 1e9;
+              if (!on_delta(static_cast<int>(i), d)) {
+                o.client_gone = true;
+                cancel_all();
+                return o;
+              }
+            } else if (m->header().type == MessageType::Done) {
+              done[i] = m->done();
+              ++finished;
+              metrics_.generation(*done[i], done[i]->ms_queued / 1e3, o.first_token_s);
+              // A cancel the gateway did not ask for: the target is shutting down.
+              if (done[i]->stop_reason == "cancelled") {
+                cancel_all();
+                o.error = ErrorBody{"shutdown", "the request was cancelled by the server"};
+                return o;
+              }
+            } else if (m->header().type == MessageType::Error) {
+              cancel_all();
+              o.error = m->error();
               return o;
             }
-            continue;
-          }
-          if (m && m->header().type == MessageType::Done) {
-            o.done = m->done();
-            metrics_.generation(*o.done, o.done->ms_queued / 1e3, o.first_token_s);
-            // A cancel the gateway did not ask for: the target is shutting down.
-            if (o.done->stop_reason == "cancelled")
-              o.error = ErrorBody{"shutdown", "the request was cancelled by the server"};
+          } catch (const ProtocolError& e) {
+            cancel_all();
+            o.error = ErrorBody{"", std::string("bad reply from the target: ") + e.what()};
             return o;
           }
-          if (m && m->header().type == MessageType::Error) {
-            o.error = m->error();
-            return o;
-          }
-        } catch (const ProtocolError& e) {
-          o.error = ErrorBody{"", std::string("bad reply from the target: ") + e.what()};
+        }
+        if (finished == n) {
+          for (auto& d : done) o.done.push_back(std::move(*d));
           return o;
         }
-        if (!m && call->target_gone()) {
-          target_down_ = true;
-          o.error = ErrorBody{"target", "the target went away; the request was lost"};
-          return o;
-        }
-        if (!m) {
+        if (heard) {
+          silent_since = monotonic_ns();  // the target lives
+        } else if ((monotonic_ns() - silent_since) / 1e9 > config_.http.request_timeout_s + kAcceptTimeoutS) {
           // A decoding request hears from the target every round; a queued one may wait long,
           // so silence only counts once the deadline has passed.
-          if ((monotonic_ns() - silent_since) / 1e9 > config_.http.request_timeout_s + kAcceptTimeoutS) {
-            o.target_silent = true;
-            return o;
-          }
-          continue;
+          cancel_all();
+          o.target_silent = true;
+          return o;
         }
-        silent_since = monotonic_ns();  // another message (an Accepted, say): the target lives
       }
     };
     auto failure = [ep](const Outcome& o) -> HttpError {
@@ -383,57 +416,79 @@ int Gateway::run() {
       if (o.error) return openai::error_from_target(ep, *o.error);
       return HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout");
     };
+    auto deadline_passed = [](const Outcome& o) {
+      for (const DoneBody& d : o.done)
+        if (d.stop_reason == "deadline") return true;
+      return false;
+    };
+    const bool logprobs = p.body.logprobs >= 0;
 
     if (!p.stream) {
-      std::string text;
+      std::vector<std::string> texts(p.n);
       const Outcome o = collect(
-          [&](const std::string& t) {
-            text += t;
+          [&](int i, const DeltaBody& d) {
+            texts[i] += d.text;
             return true;
           },
           nullptr);  // the response's "rootspec" field says it
       if (o.client_gone) {
-        spdlog::info("request {}: the client went away; cancelled", call->id());
+        spdlog::info("request {}: the client went away; cancelled", id);
         res.status = 499;  // nginx's "client closed request": nobody reads it
         return;
       }
-      if (!o.done || o.error || o.done->stop_reason == "deadline") return send_error(res, failure(o));
-      return send_json(res, 200, openai::response(ep, ids, text, *o.done));
+      if (o.done.empty() || o.error || deadline_passed(o)) return send_error(res, failure(o));
+      std::vector<openai::Choice> choices;
+      for (int i = 0; i < p.n; ++i) choices.push_back({texts[i], o.done[i]});
+      return send_json(res, 200, openai::response(ep, ids, choices, logprobs));
     }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [ep, ids, p, call, collect, failure](size_t, httplib::DataSink& sink) {
-          // Runs outside httplib's exception handling: nothing may escape.
-          try {
-            auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-            if (ep == Endpoint::ChatCompletions && !write(openai::sse(openai::chunk(ep, ids, "", true)))) {
-              call->cancel();
+    res.set_chunked_content_provider("text/event-stream", [ep, ids, p, id, logprobs, cancel_all, collect,
+                                                           failure,
+                                                           deadline_passed](size_t, httplib::DataSink& sink) {
+      // Runs outside httplib's exception handling: nothing may escape.
+      try {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (ep == Endpoint::ChatCompletions)
+          for (int i = 0; i < p.n; ++i)
+            if (!write(openai::sse(openai::chunk(ep, ids, i, "", true)))) {
+              cancel_all();
               return false;
             }
-            const Outcome o = collect(
-                [&](const std::string& t) { return write(openai::sse(openai::chunk(ep, ids, t, false))); },
-                [&](const std::string& notice) { write(openai::sse_comment("rootspec: " + notice)); });
-            if (o.client_gone) {
-              spdlog::info("request {}: the client went away mid-stream; cancelled", call->id());
-              return false;
-            }
-            if (o.done && !o.error && o.done->stop_reason != "deadline") {
-              json last = openai::chunk(ep, ids, "", false, openai::finish_reason(o.done->stop_reason));
-              openai::add_degraded(last, *o.done);
-              write(openai::sse(last));
-              if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, *o.done)));
-            } else {
-              write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
-            }
-            write(openai::kDone);
-            sink.done();
-            return true;
-          } catch (const std::exception& e) {
-            spdlog::error("request {}: {}", call->id(), e.what());
-            call->cancel();
-            return false;
+        std::vector<size_t> offsets(p.n, 0);  // completions' text_offset: the bytes of the tokens sent
+        const Outcome o = collect(
+            [&](int i, const DeltaBody& d) {
+              if (d.text.empty() && d.logprobs.empty()) return true;
+              json lp = nullptr;
+              if (logprobs) {
+                lp = openai::logprobs_json(ep, d.logprobs, offsets[i]);
+                for (const LogprobEntry& e : d.logprobs) offsets[i] += e.chosen.bytes.size();
+              }
+              return write(openai::sse(openai::chunk(ep, ids, i, d.text, false, "", lp)));
+            },
+            [&](const std::string& notice) { write(openai::sse_comment("rootspec: " + notice)); });
+        if (o.client_gone) {
+          spdlog::info("request {}: the client went away mid-stream; cancelled", id);
+          return false;
+        }
+        if (!o.done.empty() && !o.error && !deadline_passed(o)) {
+          for (int i = 0; i < p.n; ++i) {
+            json last = openai::chunk(ep, ids, i, "", false, openai::finish_reason(o.done[i].stop_reason));
+            openai::add_degraded(last, o.done[i]);
+            write(openai::sse(last));
           }
-        });
+          if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, o.done)));
+        } else {
+          write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
+        }
+        write(openai::kDone);
+        sink.done();
+        return true;
+      } catch (const std::exception& e) {
+        spdlog::error("request {}: {}", id, e.what());
+        cancel_all();
+        return false;
+      }
+    });
   };
   server.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
     generate(Endpoint::Completions, req, res);

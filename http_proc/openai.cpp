@@ -1,5 +1,6 @@
 #include "openai.h"
 
+#include <algorithm>
 #include <set>
 
 namespace rootspec::openai {
@@ -74,6 +75,45 @@ std::string string(const json& j, const char* key, size_t max_bytes = std::strin
   return s;
 }
 
+// A number in [lo, hi] (`open_lo`: lo itself excluded), else a 400 naming the parameter.
+double number_in(const json& j, const char* key, double lo, double hi, bool open_lo = false) {
+  const double x = number(j, key);
+  if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
+    throw bad(key, std::string("'") + key + "' must be in " + (open_lo ? "(" : "[") + dump(lo) + ", " +
+                       dump(hi) + "], got " + dump(j[key]));
+  return x;
+}
+
+// The protocol's bound on token ids (common/ipc/protocol.cpp): a larger id is the client's
+// error here; ids below it but past the model's vocabulary are the target's (400 too).
+constexpr int64_t kMaxTokenId = (1 << 24) - 1;
+
+// logit_bias: {"<token id>": bias, …} as OpenAI sends it (JSON keys are strings), to the
+// protocol's ascending (id, bias) pairs.
+std::vector<std::pair<int32_t, float>> logit_bias_of(const json& j) {
+  const json& v = j["logit_bias"];
+  if (!v.is_object())
+    throw bad("logit_bias",
+              "'logit_bias' must be an object of token ids to biases, not " + std::string(type_name(v)));
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v.items()) {
+    const bool digits =
+        !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) > kMaxTokenId)
+      throw bad("logit_bias",
+                "'logit_bias' keys must be token ids (decimal integers below 2^24), got '" + key + "'");
+    if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+      throw bad("logit_bias",
+                "'logit_bias' values must be numbers in [-100, 100]; token " + key + " has " + dump(bias));
+    out.emplace_back(static_cast<int32_t>(std::stoll(key)), bias.get<float>());
+  }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      throw bad("logit_bias", "'logit_bias' names token " + std::to_string(out[i].first) + " twice");
+  return out;
+}
+
 // The protocol's bound on a rule or verifier name (common/ipc/protocol.cpp's Generate fields):
 // a longer one is the client's error here, not a message the target cannot read.
 constexpr size_t kMaxNameBytes = 64;
@@ -94,24 +134,14 @@ std::string content_of(const json& m, const std::string& where) {
   return text;
 }
 
-// Parameters the API has that rootspec refuses unless at their neutral value: an exact
-// speculative decoder samples the target's distribution at the temperature and nothing else.
+// Parameters the API has that rootspec refuses unless at their neutral value.
 void refuse_unsupported(const json& j) {
   auto neutral = [&](const char* key, const json& ok) {
     if (present(j, key) && j[key] != ok)
       throw bad(key, std::string("'") + key + "' is not supported (only " + dump(ok) + ")");
   };
-  neutral("n", 1);
-  neutral("best_of", 1);
   neutral("echo", false);
-  neutral("presence_penalty", 0);
-  neutral("frequency_penalty", 0);
-  neutral("top_p", 1);
-  neutral("logprobs", false);
-  neutral("top_logprobs", 0);
   neutral("suffix", "");
-  if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
-    throw bad("logit_bias", "'logit_bias' is not supported");
   for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
     if (present(j, key)) throw bad(key, std::string("'") + key + "' is not supported");
   if (present(j, "response_format") && j["response_format"] != json{{"type", "text"}})
@@ -143,10 +173,14 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
                                                "logit_bias",
                                                "logprobs",
                                                "user",
-                                               "rule",
+                                               "top_k",  // vLLM's extra parameters
+                                               "min_p",
+                                               "repetition_penalty",
+                                               "logprobs_mode",
+                                               "rule",  // rootspec's own
                                                "budget",
                                                "verifier",
-                                               "stop_at_eos"};  // the last four: rootspec's own
+                                               "stop_at_eos"};
   static const std::set<std::string> completion_only = {"prompt", "echo", "best_of", "suffix"};
   static const std::set<std::string> chat_only = {
       "messages",  "max_completion_tokens", "top_logprobs",  "tools",
@@ -232,7 +266,50 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
   if (present(j, "verifier")) g.verifier = string(j, "verifier", kMaxNameBytes);
   if (present(j, "budget")) g.budget = static_cast<int32_t>(integer(j, "budget", 1, 1 << 20));
   if (present(j, "stop_at_eos")) g.stop_at_eos = boolean(j, "stop_at_eos");
+
+  if (present(j, "n")) p.n = static_cast<int>(integer(j, "n", 1, kMaxChoices));
+  // best_of k decodes k and returns the best n: rootspec returns every choice it decodes.
+  if (present(j, "best_of") && integer(j, "best_of", 1, kMaxChoices) != p.n)
+    throw bad("best_of", "'best_of' is not supported unless equal to n (every choice decoded is returned)");
+  // The processed target law (DESIGN §7): the target checks them too, under the same names.
+  if (present(j, "top_p")) g.top_p = number_in(j, "top_p", 0, 1, /*open_lo=*/true);
+  if (present(j, "min_p")) g.min_p = number_in(j, "min_p", 0, 1);
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (present(j, key)) {
+      const double x = number_in(j, key, -2, 2);
+      (key == std::string("presence_penalty") ? g.presence_penalty : g.frequency_penalty) = x;
+    }
+  if (present(j, "repetition_penalty"))
+    g.repetition_penalty = number_in(j, "repetition_penalty", 0, 1e9, /*open_lo=*/true);
+  if (present(j, "top_k")) {  // vLLM: −1 (or 0) keeps every token
+    const int64_t k = integer(j, "top_k", -1, kMaxTokenId + 1);
+    g.top_k = static_cast<int32_t>(std::max<int64_t>(k, 0));
+  }
+  if (present(j, "logit_bias")) g.logit_bias = logit_bias_of(j);
+  if (chat) {
+    const bool wanted = present(j, "logprobs") && boolean(j, "logprobs");
+    if (present(j, "top_logprobs")) {
+      const int64_t k = integer(j, "top_logprobs", 0, 20);
+      if (!wanted && k > 0) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+      if (wanted) g.logprobs = static_cast<int32_t>(k);
+    } else if (wanted) {
+      g.logprobs = 0;
+    }
+  } else if (present(j, "logprobs")) {
+    g.logprobs = static_cast<int32_t>(integer(j, "logprobs", 0, 20));
+  }
+  if (present(j, "logprobs_mode")) {
+    g.logprobs_mode = string(j, "logprobs_mode", 16);
+    if (g.logprobs_mode != "processed" && g.logprobs_mode != "raw")
+      throw bad("logprobs_mode", "'logprobs_mode' must be \"processed\" or \"raw\"");
+  }
   return p;
+}
+
+GenerateBody choice_body(const ParsedRequest& request, int index) {
+  GenerateBody g = request.body;
+  g.seed = request.body.seed + static_cast<uint64_t>(index);  // wraps mod 2^64
+  return g;
 }
 
 std::string client_param(Endpoint endpoint, const std::string& field) {
@@ -256,27 +333,77 @@ std::string finish_reason(const std::string& stop_reason) {
   return stop_reason == "eos" || stop_reason == "stop" ? "stop" : "length";
 }
 
-json usage(const DoneBody& d) {
-  const int completion = static_cast<int>(d.tokens.size());
-  return {{"prompt_tokens", d.prompt_tokens},
-          {"completion_tokens", completion},
-          {"total_tokens", d.prompt_tokens + completion}};
+json usage(const std::vector<DoneBody>& choices) {
+  const int prompt = choices.empty() ? 0 : choices[0].prompt_tokens;
+  int completion = 0;
+  for (const DoneBody& d : choices) completion += static_cast<int>(d.tokens.size());
+  return {
+      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
-json response(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const DoneBody& done) {
+namespace {
+json byte_list(const std::string& bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(c);
+  return out;
+}
+}  // namespace
+
+json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries, size_t text_offset) {
+  if (endpoint == Endpoint::ChatCompletions) {
+    json content = json::array();
+    for (const LogprobEntry& e : entries) {
+      json top = json::array();
+      for (const TokenLogprobWire& t : e.top)
+        top.push_back({{"token", t.bytes}, {"logprob", t.logprob}, {"bytes", byte_list(t.bytes)}});
+      content.push_back({{"token", e.chosen.bytes},
+                         {"logprob", e.chosen.logprob},
+                         {"bytes", byte_list(e.chosen.bytes)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       offsets = json::array();
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.chosen.bytes);
+    token_logprobs.push_back(e.chosen.logprob);
+    json top = json::object();
+    for (const TokenLogprobWire& t : e.top) top[t.bytes] = t.logprob;
+    top_logprobs.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += e.chosen.bytes.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top_logprobs},
+          {"text_offset", offsets}};
+}
+
+json response(Endpoint endpoint, const ResponseIds& ids, const std::vector<Choice>& choices, bool logprobs) {
   const bool chat = endpoint == Endpoint::ChatCompletions;
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(done.stop_reason)}};
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
-    choice["text"] = text;
-  json r = {{"id", ids.id},
-            {"object", chat ? "chat.completion" : "text_completion"},
-            {"created", ids.created},
-            {"model", ids.model},
-            {"choices", json::array({choice})},
-            {"usage", usage(done)}};
-  add_degraded(r, done);
+  json list = json::array();
+  std::vector<DoneBody> dones;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", logprobs ? logprobs_json(endpoint, c.done.logprobs) : json(nullptr)},
+                   {"finish_reason", finish_reason(c.done.stop_reason)}};
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else
+      choice["text"] = c.text;
+    list.push_back(choice);
+    dones.push_back(c.done);
+  }
+  json r = {{"id", ids.id},           {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", ids.created}, {"model", ids.model},
+            {"choices", list},        {"usage", usage(dones)}};
+  for (const DoneBody& d : dones)
+    if (!d.degraded.empty()) {
+      add_degraded(r, d);
+      break;
+    }
   return r;
 }
 
@@ -291,11 +418,12 @@ std::string sse_comment(const std::string& text) {
   return line + "\n\n";
 }
 
-json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool first,
-           const std::string& finish) {
+json chunk(Endpoint endpoint, const ResponseIds& ids, int index, const std::string& text, bool first,
+           const std::string& finish, const json& logprobs) {
   const bool chat = endpoint == Endpoint::ChatCompletions;
-  json choice = {
-      {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  json choice = {{"index", index},
+                 {"logprobs", logprobs},
+                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
   if (chat) {
     json delta = json::object();
     if (first)
@@ -313,7 +441,7 @@ json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, b
           {"choices", json::array({choice})}};
 }
 
-json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done) {
+json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const std::vector<DoneBody>& done) {
   const bool chat = endpoint == Endpoint::ChatCompletions;
   return {{"id", ids.id},
           {"object", chat ? "chat.completion.chunk" : "text_completion"},

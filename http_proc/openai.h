@@ -32,18 +32,32 @@ struct HttpError {
 
 enum class Endpoint { Completions, ChatCompletions };
 
+constexpr int kMaxChoices = 16;  // n: a request decodes as n Generates
+
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::Completions;
   GenerateBody body;           // for the target (always streamed from it; stream below is the client's)
   bool stream = false;         // server-sent events to the client
   bool include_usage = false;  // stream_options.include_usage
   std::string model;           // as the client named it ("" when it named none)
+  // Choices: n Generates of the same prompt submitted together (they share rounds when the
+  // target's max_batch allows); choice i decodes with seed `body.seed + i` (mod 2^64), so a
+  // request with a seed is reproducible and its choice 0 is the n = 1 answer. Each prefills the
+  // prompt itself (no prefix sharing yet).
+  int n = 1;
 };
 
+// The Generate of choice `index` (its seed derived as ParsedRequest::n says).
+GenerateBody choice_body(const ParsedRequest& request, int index);
+
 // Parses a request body; throws HttpError (400) naming the parameter for malformed JSON, wrong
-// types, unsupported values (n > 1, echo, logprobs, penalties, top_p ≠ 1), max_tokens ≤ 0 and a
-// negative temperature. Our own options ride along as extra fields, as vLLM accepts them:
-// rule, budget, verifier, stop_at_eos (default true).
+// types, values out of range (each named), unsupported parameters (echo, suffix, best_of ≠ n,
+// tools, response_format other than text), n outside [1, kMaxChoices] and max_tokens ≤ 0. The
+// sampling parameters (top_p, presence_penalty, frequency_penalty, logit_bias with token-id
+// string keys) and logprobs (chat: logprobs + top_logprobs; completions: logprobs k) are
+// OpenAI's; extra fields as vLLM accepts them: top_k (−1 or 0: off), min_p,
+// repetition_penalty, logprobs_mode ("processed" | "raw"), and rootspec's rule, budget,
+// verifier, stop_at_eos (default true).
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text);
 
 // The target's field names as the client named them ("max_new_tokens" → "max_tokens", …).
@@ -60,22 +74,39 @@ struct ResponseIds {
   int64_t created = 0;  // unix seconds
   std::string model;
 };
-nlohmann::json usage(const DoneBody& done);
-// The whole response of a request that was not streamed. A request that finished with plain
+// One choice of a response: the text the target streamed and its Done.
+struct Choice {
+  std::string text;
+  DoneBody done;
+};
+// The prompt's tokens once, the completion tokens of every choice summed.
+nlohmann::json usage(const std::vector<DoneBody>& choices);
+// A choice's "logprobs" for `entries` (a Done's or a Delta's): chat's {"content": [{token,
+// logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}, or the completions'
+// {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}. Every generated token
+// has its entry (usage's completion_tokens; tokens after a stop string included). A token is its
+// bytes as text (ill-formed UTF-8 shows as U+FFFD; `bytes` has them exactly); text_offset is the
+// byte offset of each token's bytes after `text_offset`'s (the bytes of the tokens before it).
+nlohmann::json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries,
+                             size_t text_offset = 0);
+// The whole response of a request that was not streamed, choices[i] with index i; "logprobs" is
+// logprobs_json of each Done's when `logprobs`, else null. A request that finished with plain
 // decoding because the drafter was gone says so in an extra field (clients ignore unknown
-// fields): "rootspec": {"degraded": why, "degraded_at": tokens before}.
-nlohmann::json response(Endpoint endpoint, const ResponseIds& ids, const std::string& text,
-                        const DoneBody& done);
-// One stream chunk: text (or, for chat, the opening role chunk with `first`), or the last chunk
-// with the finish reason.
-nlohmann::json chunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool first,
-                     const std::string& finish_reason = "");
+// fields): "rootspec": {"degraded": why, "degraded_at": tokens before} (the first choice's that
+// degraded).
+nlohmann::json response(Endpoint endpoint, const ResponseIds& ids, const std::vector<Choice>& choices,
+                        bool logprobs);
+// One stream chunk of choice `index`: text (or, for chat, the opening role chunk with `first`)
+// with its tokens' logprobs (null: none), or the choice's last chunk with the finish reason.
+nlohmann::json chunk(Endpoint endpoint, const ResponseIds& ids, int index, const std::string& text,
+                     bool first, const std::string& finish_reason = "",
+                     const nlohmann::json& logprobs = nullptr);
 // The "rootspec" field above, added to `response` (a stream's last chunk) when `done` degraded.
 void add_degraded(nlohmann::json& response, const DoneBody& done);
 // A server-sent comment (": …"): clients skip it; a stream shows its notices so.
 std::string sse_comment(const std::string& text);
 // The usage chunk that stream_options.include_usage asks for (choices empty).
-nlohmann::json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const DoneBody& done);
+nlohmann::json usage_chunk(Endpoint endpoint, const ResponseIds& ids, const std::vector<DoneBody>& choices);
 // JSON text of a response: invalid UTF-8 from a client (echoed in an error, say) becomes U+FFFD
 // instead of an exception.
 std::string dump(const nlohmann::json& json);

@@ -131,11 +131,12 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
   if (options.auto_rule && !costs.options().fixed_costs)
     throw std::invalid_argument("table_decode: auto needs fixed costs here (AutoOptions::fixed_costs)");
   AutoController adaptive(costs, options.temperature);
+  SamplingContext sampling(context);
   std::vector<int32_t> emitted;
   while (emitted.size() < static_cast<size_t>(min_tokens)) {
     RoundRecord record;
-    const RoundOutcome out =
-        run_round(options, root, target, &drafter, rng, records ? &record : nullptr, hooks, &adaptive);
+    const RoundOutcome out = run_round(options, root, target, &drafter, rng, records ? &record : nullptr,
+                                       hooks, &adaptive, &sampling);
     emitted.insert(emitted.end(), out.emitted.begin(), out.emitted.end());
     root = out.continuation;
     if (records) records->push_back(record);
@@ -154,6 +155,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
     std::unique_ptr<TableRoundDrafter> drafter;
     std::unique_ptr<TableScorer> target;
     std::unique_ptr<AutoController> adaptive;
+    std::unique_ptr<SamplingContext> sampling;
     int32_t root = -1;
     std::vector<int32_t> emitted;
   };
@@ -174,6 +176,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
             std::make_unique<TableScorer>(model, std::vector<int32_t>(context.begin(), context.end() - 1));
         m.costs = std::make_unique<AutoCostModel>(table_auto_options());
         m.adaptive = std::make_unique<AutoController>(*m.costs, members[i].temperature);
+        m.sampling = std::make_unique<SamplingContext>(context);
         m.root = context.back();
       }
       BatchMember b;
@@ -182,6 +185,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
       b.drafter = m.drafter.get();
       b.rng = &m.rng;
       b.auto_decoder = m.adaptive.get();
+      b.sampling = m.sampling.get();
       batch.push_back(b);
       scorers.push_back(m.target.get());
       who.push_back(i);
@@ -227,7 +231,18 @@ AutoOptions table_auto_options() {
 }
 
 std::vector<double> exact_joint(const TableModel& model, double temperature, int n) {
+  RequestOptions options;
+  options.temperature = temperature;
+  return exact_joint(model, options, n);
+}
+
+std::vector<double> exact_joint(const TableModel& model, const RequestOptions& options, int n) {
   const int V = model.vocab();
+  const bool processed = options.sampling.processes_rows();
+  const SamplingContext committed(model.context());
+  std::vector<float> logits(V);
+  RowScratch scratch;
+  std::vector<int32_t> path;
   int64_t cells = 1;
   for (int i = 0; i < n; ++i) cells *= V;
   std::vector<double> joint(cells, 0.0);
@@ -247,7 +262,15 @@ std::vector<double> exact_joint(const TableModel& model, double temperature, int
       joint[f.index] += f.prob;
       continue;
     }
-    temper_probs(model.target_row(f.key), V, temperature, row.data());
+    if (processed) {  // the row of the context + the f.depth tokens of f.index (base V)
+      path.assign(f.depth, 0);
+      for (int64_t i = f.index, d = f.depth - 1; d >= 0; --d, i /= V) path[d] = static_cast<int32_t>(i % V);
+      temper_probs(model.target_row(f.key), V, kLogitRows, logits.data());
+      process_logits(logits.data(), V, options.sampling, options.temperature, committed, path.data(), f.depth,
+                     row.data(), scratch);
+    } else {
+      temper_probs(model.target_row(f.key), V, options.temperature, row.data());
+    }
     double total = 0.0;
     for (int t = 0; t < V; ++t) total += row[t];
     for (int t = 0; t < V; ++t)

@@ -82,5 +82,8 @@ AutoOptions table_auto_options();
 // Exact target joint law of the first n tokens after the context at the temperature:
 // [V^n] probabilities indexed by the tokens in base V.
 std::vector<double> exact_joint(const TableModel& model, double temperature, int n);
+// …under a request's processed law (sampling.h: its temperature and sampling parameters), the
+// penalties counting the generated tokens of each prefix: the law every rule must follow.
+std::vector<double> exact_joint(const TableModel& model, const RequestOptions& options, int n);
 
 }  // namespace rootspec

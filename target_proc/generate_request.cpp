@@ -17,8 +17,18 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
   if (b.max_new_tokens >= 0) o.max_new_tokens = b.max_new_tokens;
   o.seed = b.seed;
   o.stop_at_eos = b.stop_at_eos;
+  SamplingParams& s = o.sampling;
+  if (b.top_k) s.top_k = *b.top_k;
+  if (b.top_p) s.top_p = *b.top_p;
+  if (b.min_p) s.min_p = *b.min_p;
+  if (b.presence_penalty) s.presence_penalty = *b.presence_penalty;
+  if (b.frequency_penalty) s.frequency_penalty = *b.frequency_penalty;
+  if (b.repetition_penalty) s.repetition_penalty = *b.repetition_penalty;
+  if (!b.logit_bias.empty()) s.logit_bias = b.logit_bias;
+  if (b.logprobs >= 0) o.logprobs = b.logprobs;
+  if (!b.logprobs_mode.empty()) o.logprobs_raw = b.logprobs_mode == "raw";
   r.stream = b.stream;
-  if (const OptionProblem p = check_request_options(o)) throw ProtocolError(p.option, p.message);
+  if (const OptionProblem p = check_request_options(o, vocab)) throw ProtocolError(p.option, p.message);
   if (o.budget > max_budget)
     throw ProtocolError(
         "budget", "must be in [1, " + std::to_string(max_budget) + "], got " + std::to_string(o.budget));

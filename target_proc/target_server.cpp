@@ -16,6 +16,22 @@ namespace {
 
 double ms_since(int64_t start_ns) { return (monotonic_ns() - start_ns) / 1e6; }
 
+// A round's logprob entry as a client receives it, with each token's bytes. A log-probability
+// rounded above 0 is 0: the wire carries log-probabilities of a law.
+LogprobEntry wire_logprob(const TokenLogprob& lp, const Tokenizer* tokenizer) {
+  auto entry = [&](int32_t token, float logprob) {
+    TokenLogprobWire w;
+    w.token = token;
+    w.logprob = std::min(logprob, 0.0f);
+    if (tokenizer && token < tokenizer->vocab_size()) w.bytes = tokenizer->token_bytes(token);
+    return w;
+  };
+  LogprobEntry e;
+  e.chosen = entry(lp.token, lp.logprob);
+  for (const auto& [token, logprob] : lp.top) e.top.push_back(entry(token, logprob));
+  return e;
+}
+
 // Folds a round into the Done's stage totals and trace.
 void add_round(DoneBody& done, const RoundRecord& r) {
   if (r.root_start_ns != 0) done.ms_root_pass += (r.root_end_ns - r.root_start_ns) / 1e6;
@@ -35,7 +51,11 @@ struct TargetServer::Decoding {
         o(req.request.options),
         rng(o.seed),  // the request's one generator (rng.h contract)
         output(o, model.eos_token_ids, config.max_context - static_cast<int>(req.request.prompt.size())),
-        stops(req.request.stop) {}
+        stops(req.request.stop) {
+    // The penalties count over the committed context: the tokens prefilled, the root included,
+    // then what each round emits (the round appends those itself).
+    if (o.sampling.processes_rows()) sampling.emplace(req.request.prompt);
+  }
   Pending req;
   RequestOptions o;  // autoregressive from the round the drafter is lost
   Rng rng;
@@ -43,7 +63,8 @@ struct TargetServer::Decoding {
   DoneBody done;
   std::optional<TokenStreamDecoder> text;
   StopStrings stops;
-  std::unique_ptr<RemoteDrafter> drafter;  // null: no drafter (ar, degraded)
+  std::optional<SamplingContext> sampling;  // with sampling parameters beyond the temperature
+  std::unique_ptr<RemoteDrafter> drafter;   // null: no drafter (ar, degraded)
   std::optional<AutoController> adaptive;
   std::string notice;       // for the next Delta
   int sequence = -1;        // the target's KV of this request
@@ -76,6 +97,9 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
   void start(const std::vector<int32_t>& prompt, const PoolShape& shape, uint64_t draft_seed,
              bool draft_ahead, bool defer) {
     prefill_ = PrefillBody{prompt, shape, draft_seed, draft_ahead};
+    // The drafter processes its rows as the target's (runtime_drafter.h); sent only when any
+    // parameter processes rows.
+    if (request_.o.sampling.processes_rows()) prefill_.sampling = request_.o.sampling;
     if (!defer) send_prefill();
   }
   const Pool& wait_pool(RoundRecord& record) override {
@@ -115,6 +139,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     try {
       if (!prefill_sent_) {
         prefill_.prompt.insert(prefill_.prompt.end(), unsent_.begin(), unsent_.end());
+        prefill_.generated = static_cast<int32_t>(unsent_.size());  // counted as generated there too
         send_prefill();
       } else {
         send(encode(header(MessageType::Commit), CommitBody{unsent_}));
@@ -342,9 +367,21 @@ void TargetServer::degrade(Decoding& d, const std::string& why) {
   spdlog::warn("request {}: {}", d.req.id, d.notice);
 }
 
-void TargetServer::stream(Decoding& d, const std::vector<int32_t>& tokens) {
+void TargetServer::stream(Decoding& d, const std::vector<int32_t>& tokens,
+                          const std::vector<TokenLogprob>& logprobs) {
   DeltaBody delta;
   delta.tokens = tokens;
+  if (d.o.logprobs >= 0) {
+    // The round's entries are the emitted tokens'; those the request did not take (past its
+    // end) drop theirs.
+    if (logprobs.size() < tokens.size())
+      throw std::logic_error("the round gave " + std::to_string(logprobs.size()) + " logprobs for " +
+                             std::to_string(tokens.size()) + " tokens");
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      delta.logprobs.push_back(wire_logprob(logprobs[i], tokenizer_));
+      d.done.logprobs.push_back(delta.logprobs.back());
+    }
+  }
   if (d.text) {
     std::string decoded;
     for (int32_t t : tokens)
@@ -441,6 +478,7 @@ void TargetServer::run_round_of_batch() {
     m.rng = &d.rng;
     m.record = &d.record;
     m.auto_decoder = d.adaptive ? &*d.adaptive : nullptr;
+    m.sampling = d.sampling ? &*d.sampling : nullptr;
     members.push_back(m);
     of_member.push_back(&d);
     sequences.push_back(d.sequence);
@@ -459,7 +497,7 @@ void TargetServer::run_round_of_batch() {
     d.done.last_commit_ns = now;
     d.root = out.continuation;
     add_round(d.done, d.record);
-    stream(d, d.output.take(out.emitted));
+    stream(d, d.output.take(out.emitted), out.logprobs);
   }
   // Clients are read every round (a speculative round may find its pools ready and never
   // wait for them): Cancels, Statuses and new requests are answered within a round.

@@ -74,8 +74,9 @@ class TargetServer {
   void finish(Decoding& d);
   // Plain decoding (ar) from here on for `d`: exact all the same, and said so.
   void degrade(Decoding& d, const std::string& why);
-  // Streams the tokens a round adds to `d`, their text cut before a stop string.
-  void stream(Decoding& d, const std::vector<int32_t>& tokens);
+  // Streams the tokens a round adds to `d`, their text cut before a stop string, and their
+  // logprobs when asked for (`logprobs`: the round's, [emitted] ⊇ tokens); the Done keeps them too.
+  void stream(Decoding& d, const std::vector<int32_t>& tokens, const std::vector<TokenLogprob>& logprobs);
   // The drafter is gone: drop the link (killing a drafter that stopped answering), every member
   // speculating goes on with ar, and later requests decode with ar until poll_reconnect() finds
   // one again.

@@ -315,10 +315,46 @@ void print_table(std::ostream& out, const BenchSummary& s) {
   }
 }
 
+// --sampling "top_p=0.9,presence_penalty=0.5,logit_bias=10:2.5" into every request's body
+// (sampling.h's parameters; logit_bias items ID:BIAS, repeatable).
+void apply_sampling(const std::string& spec, GenerateBody& body) {
+  std::stringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("--sampling '" + item + "': expected KEY=VALUE");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "top_k")
+      body.top_k = std::stoi(value);
+    else if (key == "top_p")
+      body.top_p = std::stod(value);
+    else if (key == "min_p")
+      body.min_p = std::stod(value);
+    else if (key == "presence_penalty")
+      body.presence_penalty = std::stod(value);
+    else if (key == "frequency_penalty")
+      body.frequency_penalty = std::stod(value);
+    else if (key == "repetition_penalty")
+      body.repetition_penalty = std::stod(value);
+    else if (key == "logit_bias") {
+      const size_t colon = value.find(':');
+      if (colon == std::string::npos) throw std::invalid_argument("--sampling logit_bias: expected ID:BIAS");
+      body.logit_bias.emplace_back(std::stoi(value.substr(0, colon)), std::stof(value.substr(colon + 1)));
+      std::sort(body.logit_bias.begin(), body.logit_bias.end());
+    } else {
+      throw std::invalid_argument("--sampling: unknown parameter '" + key +
+                                  "' (top_k, top_p, min_p, presence_penalty, frequency_penalty, "
+                                  "repetition_penalty, logit_bias)");
+    }
+  }
+}
+
 // The body of prompt p's decode of grid point g (`seed` its sampling seed).
 GenerateBody request_body(const BenchPrompt& p, const GridPoint& g, int max_new_tokens,
-                          const std::string& verifier, uint64_t seed, bool stream) {
+                          const std::string& verifier, uint64_t seed, bool stream,
+                          const std::string& sampling) {
   GenerateBody body;
+  apply_sampling(sampling, body);
   if (p.has_ids) {
     body.prompt_ids = p.prompt_ids;
     body.has_prompt_ids = true;
@@ -361,7 +397,8 @@ int main(int argc, char** argv) {
       "rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
   std::string endpoint, launch_config, prompts_path,
       out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1",
-      budgets_s = "8,59", baseline = "draft", verifier, build_dir, run_dir, root_dir = ROOTSPEC_SOURCE_DIR;
+      budgets_s = "8,59", baseline = "draft", verifier, sampling, build_dir, run_dir,
+      root_dir = ROOTSPEC_SOURCE_DIR;
   std::vector<std::string> sets;
   int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000, repeats = 1;
   uint64_t seed = 0;
@@ -389,6 +426,9 @@ int main(int argc, char** argv) {
   app.add_option("--budgets", budgets_s, "tree budgets B")->capture_default_str();
   app.add_option("--max-new-tokens", max_new_tokens, "limit per decode (default: the server's)");
   app.add_option("--verifier", verifier, "verifier for every tree decoder (default: the server's)");
+  app.add_option("--sampling", sampling,
+                 "sampling parameters of every request, KEY=VALUE,…: top_k, top_p, min_p, presence_penalty, "
+                 "frequency_penalty, repetition_penalty, logit_bias=ID:BIAS (repeatable)");
   app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")
       ->capture_default_str();
   app.add_option("--repeats", repeats,
@@ -431,6 +471,8 @@ int main(int argc, char** argv) {
     if (!(level > 0 && level < 1)) throw CLI::ValidationError("--level", "must be in (0, 1)");
     if (prompts_path.empty()) prompts_path = root_dir + "/bench/prompts/prompts.jsonl";
     try {
+      GenerateBody checked;
+      apply_sampling(sampling, checked);  // a typo fails before the pair starts
       grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s),
                          parse_budgets(budgets_s));
       prompts = load_prompt_set(prompts_path);
@@ -565,8 +607,8 @@ int main(int argc, char** argv) {
               f.t.sent_s = now_s();
               if (!it.warmup && level_start < 0) level_start = f.t.sent_s;
               warm_flying += it.warmup;
-              flying.emplace(client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true)),
-                             f);
+              flying.emplace(
+                  client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true, sampling)), f);
               ++next;
             }
             client.poll(100, [&](const Message& m, double at) {
@@ -698,9 +740,9 @@ int main(int argc, char** argv) {
       if (g_interrupted || gone) break;
       const BenchPrompt& p = prompts[static_cast<size_t>(item.prompt)];
       const GridPoint& g = grid[static_cast<size_t>(item.combination)];
-      const GenerateBody body =
-          request_body(p, g, max_new_tokens, verifier,
-                       decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream);
+      const GenerateBody body = request_body(
+          p, g, max_new_tokens, verifier,
+          decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream, sampling);
       Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
       if (o.kind == Outcome::kInterrupted) break;
       if (o.kind == Outcome::kDone) {
@@ -762,6 +804,7 @@ int main(int argc, char** argv) {
   run["decodes_done"] = records.size();
   run["max_new_tokens"] = max_new_tokens;
   run["verifier"] = verifier.empty() ? "server default" : verifier;
+  run["sampling"] = sampling;
   run["seed"] = seed;
   run["wall_s"] = wall_s;
   run["interrupted"] = interrupted;

@@ -50,6 +50,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
     if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
     if (key == "max_batch" && section == "target") return void(p.max_batch = integer());
+    if (key == "process_rows" && section == "drafter") return void(p.process_rows = boolean());
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
     if (key == "drafter") return void(c.drafter_endpoint = str());
@@ -74,6 +75,12 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "temperature") return void(d.temperature = number());
     if (key == "stop_at_eos") return void(d.stop_at_eos = boolean());
     if (key == "auto_draft") return void(c.auto_draft = boolean());
+    if (key == "logprobs_mode") {
+      const std::string mode = str();
+      if (mode != "processed" && mode != "raw")
+        throw ConfigError(where + ": must be \"processed\" or \"raw\"");
+      return void(d.logprobs_raw = mode == "raw");
+    }
   } else if (section == "pool") {
     if (key == "kind") {
       const std::string kind = str();

@@ -8,16 +8,20 @@
 //              them; the rest wait in arrival order; the drafter keeps as many sessions)
 //              cuda_graphs (on a cuda device: false runs every pass eagerly), attention (on a cuda
 //              device: "tensor-core", the default, or "simple", the reference kernel)
-//   [drafter]  model, device, dtype, threads, cuda_graphs, attention
+//   [drafter]  model, device, dtype, threads, cuda_graphs, attention, process_rows (default true:
+//              with a request's sampling parameters the drafter processes its draft rows the way
+//              the target processes its own, DESIGN §7, runtime_drafter.h; false: raw draft rows)
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": shared memory for the per-request messages and pools
 //              when the drafter endpoint is on this host, whatever devices the processes use
 //              (shm_channel.h), else ZeroMQ; "zmq"; "shm"; "nccl": pools device to device over
 //              NCCL, the two processes on CUDA devices)
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
-//              rule, verifier, budget, temperature, stop_at_eos; auto_draft (default true: `auto`
-//              alone may choose draft where the root pass does not hide inside drafting;
-//              false: root-draw or ar only, auto_decoder.h)
+//              rule, verifier, budget, temperature, stop_at_eos, logprobs_mode ("processed",
+//              the default: logprobs report the processed law p̃ that the tokens are drawn from,
+//              DESIGN §7; "raw": the target's own law at T = 1, nothing applied); auto_draft
+//              (default true: `auto` alone may choose draft where the root pass does not hide
+//              inside drafting; false: root-draw or ar only, auto_decoder.h)
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth
 //              (default true: each pool as deep as the request's recent Commits suggest, within
 //              depth; runtime_drafter.h), draft_ahead (a request's default: the drafter grows the
@@ -58,6 +62,7 @@ struct ProcessConfig {
   int max_batch = 1;                      // target: requests decoded at once (1: one at a time)
   bool cuda_graphs = true;                // on a cuda device: replay captured graphs (false: eager passes)
   std::string attention = "tensor-core";  // on a cuda device: tree attention's kernel ("simple")
+  bool process_rows = true;               // drafter: process draft rows by the request's sampling parameters
 };
 
 struct HttpConfig {

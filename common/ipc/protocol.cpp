@@ -209,16 +209,7 @@ class MapReader {
   std::string where() const { return path_.empty() ? "message" : path_; }
   std::string element(const char* key, uint32_t i) const { return at(key) + "[" + std::to_string(i) + "]"; }
 
- private:
-  const msgpack::object_array& array(const char* key, size_t max_len) const {
-    const auto& o = need(key);
-    if (o.type != msgpack::type::ARRAY)
-      throw ProtocolError(at(key), std::string("must be an array, not ") + kind(o));
-    if (o.via.array.size > max_len)
-      throw ProtocolError(at(key), "holds " + std::to_string(o.via.array.size) + " entries, more than " +
-                                       std::to_string(max_len));
-    return o.via.array;
-  }
+  // One value, checked: errors name `where`.
   static int64_t as_int(const msgpack::object& o, const std::string& where, int64_t lo, int64_t hi) {
     if (!is_int(o)) throw ProtocolError(where, std::string("must be an integer, not ") + kind(o));
     if (o.type == msgpack::type::POSITIVE_INTEGER && o.via.u64 > static_cast<uint64_t>(hi))
@@ -242,6 +233,17 @@ class MapReader {
       throw ProtocolError(where,
                           "must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return v;
+  }
+
+ private:
+  const msgpack::object_array& array(const char* key, size_t max_len) const {
+    const auto& o = need(key);
+    if (o.type != msgpack::type::ARRAY)
+      throw ProtocolError(at(key), std::string("must be an array, not ") + kind(o));
+    if (o.via.array.size > max_len)
+      throw ProtocolError(at(key), "holds " + std::to_string(o.via.array.size) + " entries, more than " +
+                                       std::to_string(max_len));
+    return o.via.array;
   }
 
   const msgpack::object_map* map_;
@@ -285,6 +287,17 @@ class Fields {
   template <class Get>
   Fields& number(const char* name, Get get, double lo, double hi) {
     return scalar(name, get, [lo, hi](const MapReader& r, const char* k) { return r.number(k, lo, hi); });
+  }
+  // A std::optional scalar: absent on the wire when empty, read with the same checks as above.
+  template <class Get>
+  Fields& optional_integer(const char* name, Get get, int64_t lo, int64_t hi) {
+    return optional_scalar(name, get,
+                           [lo, hi](const MapReader& r, const char* k) { return r.integer(k, lo, hi); });
+  }
+  template <class Get>
+  Fields& optional_number(const char* name, Get get, double lo, double hi) {
+    return optional_scalar(name, get,
+                           [lo, hi](const MapReader& r, const char* k) { return r.number(k, lo, hi); });
   }
   template <class Get>
   Fields& boolean(const char* name, Get get) {
@@ -422,6 +435,16 @@ class Fields {
           v = static_cast<std::remove_reference_t<decltype(v)>>(read(r, k));
         });
   }
+  template <class Get, class Read>
+  Fields& optional_scalar(const char* name, Get get, Read read) {
+    add(
+        name, [get](Packer& pk, const B& b) { pk.pack(*std::invoke(get, b)); },
+        [get, read](const MapReader& r, const char* k, B& b) {
+          auto& v = std::invoke(get, b);
+          v = static_cast<typename std::remove_reference_t<decltype(v)>::value_type>(read(r, k));
+        });
+    return optional([get](const B& b) { return std::invoke(get, b).has_value(); });
+  }
   void write_fields(Packer& pk, const B& b) const {
     for (const Field<B>& f : list_)
       if (!f.written || f.written(b)) {
@@ -478,6 +501,59 @@ const Fields<ReadyBody>& ready_fields() {
   return f;
 }
 
+// logit_bias on the wire (Generate, Prefill): [[token id, bias], …], ids ascending and unique.
+void pack_logit_bias(Packer& pk, const std::vector<std::pair<int32_t, float>>& bias) {
+  pk.pack_array(static_cast<uint32_t>(bias.size()));
+  for (const auto& [token, b] : bias) {
+    pk.pack_array(2);
+    pk.pack(static_cast<int64_t>(token));
+    pk.pack(b);
+  }
+}
+void read_logit_bias(const MapReader& r, const char* k, std::vector<std::pair<int32_t, float>>& out) {
+  out.clear();
+  r.for_each_element(k, kMaxTokens, [&](const msgpack::object& o, const std::string& where) {
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != 2)
+      throw ProtocolError(where, "must be a pair [token id, bias]");
+    const auto token =
+        static_cast<int32_t>(MapReader::as_int(o.via.array.ptr[0], where + "[0]", 0, kMaxVocab - 1));
+    const auto bias =
+        static_cast<float>(MapReader::as_number(o.via.array.ptr[1], where + "[1]", -100.0, 100.0));
+    if (!out.empty() && out.back().first >= token)
+      throw ProtocolError(where, "token ids must be ascending and unique");
+    out.emplace_back(token, bias);
+  });
+}
+
+// A request's sampling parameters (Prefill): Generate's names and wire ranges, each absent when
+// off; the exact ranges are check_sampling_params's, errors under the same names.
+const Fields<SamplingParams>& sampling_fields() {
+  using S = SamplingParams;
+  static const Fields<S> f =
+      Fields<S>()
+          .integer("top_k", &S::top_k, 0, kMaxVocab)
+          .optional([](const S& s) { return s.top_k != 0; })
+          .number("top_p", &S::top_p, 0.0, 1.0)
+          .optional([](const S& s) { return s.top_p != 1; })
+          .number("min_p", &S::min_p, 0.0, 1.0)
+          .optional([](const S& s) { return s.min_p != 0; })
+          .number("presence_penalty", &S::presence_penalty, -2.0, 2.0)
+          .optional([](const S& s) { return s.presence_penalty != 0; })
+          .number("frequency_penalty", &S::frequency_penalty, -2.0, 2.0)
+          .optional([](const S& s) { return s.frequency_penalty != 0; })
+          .number("repetition_penalty", &S::repetition_penalty, 0.0, kInf)
+          .optional([](const S& s) { return s.repetition_penalty != 1; })
+          .custom(
+              "logit_bias", [](Packer& pk, const S& s) { pack_logit_bias(pk, s.logit_bias); },
+              [](const MapReader& r, const char* k, S& s) { read_logit_bias(r, k, s.logit_bias); })
+          .optional([](const S& s) { return !s.logit_bias.empty(); })
+          .check([](const MapReader& r, S& s) {
+            const auto [field, message] = check_sampling_params(s);
+            if (!field.empty()) throw ProtocolError(r.at(field), message);
+          });
+  return f;
+}
+
 const Fields<PrefillBody>& prefill_fields() {
   static const Fields<PrefillBody> f =
       Fields<PrefillBody>()
@@ -485,7 +561,16 @@ const Fields<PrefillBody>& prefill_fields() {
           .map("shape", &PrefillBody::shape, shape_fields())
           .u64("draft_seed", &PrefillBody::draft_seed)
           .boolean("draft_ahead", &PrefillBody::draft_ahead)
-          .optional([](const PrefillBody& b) { return b.draft_ahead; });
+          .optional([](const PrefillBody& b) { return b.draft_ahead; })
+          .map("sampling", &PrefillBody::sampling, sampling_fields())
+          .optional([](const PrefillBody& b) { return b.sampling.processes_rows(); })
+          .integer("generated", &PrefillBody::generated, 0, kMaxTokens)
+          .optional([](const PrefillBody& b) { return b.generated > 0; })
+          .check([](const MapReader& r, PrefillBody& b) {
+            if (b.generated >= static_cast<int64_t>(b.prompt.size()))
+              throw ProtocolError(r.at("generated"),
+                                  "must be below the prompt's length (the prompt itself comes first)");
+          });
   return f;
 }
 
@@ -610,7 +695,25 @@ const Fields<GenerateBody>& generate_fields() {
           .optional([](const G& b) { return b.deadline_ms > 0; })
           .integer("draft_ahead", &G::draft_ahead, -1, 1)
           .optional([](const G& b) { return b.draft_ahead >= 0; })
+          // Wire ranges; the target checks the exact ones (check_request_options) under the
+          // same names.
+          .optional_integer("top_k", &G::top_k, 0, kMaxVocab)
+          .optional_number("top_p", &G::top_p, 0.0, 1.0)
+          .optional_number("min_p", &G::min_p, 0.0, 1.0)
+          .optional_number("presence_penalty", &G::presence_penalty, -2.0, 2.0)
+          .optional_number("frequency_penalty", &G::frequency_penalty, -2.0, 2.0)
+          .optional_number("repetition_penalty", &G::repetition_penalty, 0.0, kInf)
+          .custom(
+              "logit_bias", [](Packer& pk, const G& b) { pack_logit_bias(pk, b.logit_bias); },
+              [](const MapReader& r, const char* k, G& b) { read_logit_bias(r, k, b.logit_bias); })
+          .optional([](const G& b) { return !b.logit_bias.empty(); })
+          .integer("logprobs", &G::logprobs, -1, 20)
+          .optional([](const G& b) { return b.logprobs >= 0; })
+          .string("logprobs_mode", &G::logprobs_mode, 16)
+          .optional([](const G& b) { return !b.logprobs_mode.empty(); })
           .check([](const MapReader& r, G& b) {
+            if (r.has("logprobs_mode") && b.logprobs_mode != "processed" && b.logprobs_mode != "raw")
+              throw ProtocolError(r.at("logprobs_mode"), "must be \"processed\" or \"raw\"");
             if (r.has("prompt") + r.has("prompt_ids") + r.has("messages") != 1)
               throw ProtocolError(r.at("prompt"),
                                   "give exactly one of prompt (text), prompt_ids and messages");
@@ -624,13 +727,53 @@ const Fields<GenerateBody>& generate_fields() {
   return f;
 }
 
+const Fields<TokenLogprobWire>& token_logprob_fields() {
+  using T = TokenLogprobWire;
+  static const Fields<T> f = Fields<T>()
+                                 .integer("token", &T::token, 0, kMaxVocab - 1)
+                                 .number("logprob", &T::logprob, -kInf, 0.0)
+                                 .string("bytes", &T::bytes, 1024);
+  return f;
+}
+
+// {"token", "logprob", "bytes", "top": [{"token", "logprob", "bytes"}, …]}
+const Fields<LogprobEntry>& logprob_entry_fields() {
+  using E = LogprobEntry;
+  static const Fields<E> f =
+      Fields<E>()
+          .integer(
+              "token", [](auto& e) -> auto& { return e.chosen.token; }, 0, kMaxVocab - 1)
+          .number(
+              "logprob", [](auto& e) -> auto& { return e.chosen.logprob; }, -kInf, 0.0)
+          .string(
+              "bytes", [](auto& e) -> auto& { return e.chosen.bytes; }, 1024)
+          .map_array("top", &E::top, token_logprob_fields(), 20);
+  return f;
+}
+
+// A message's logprobs are one entry per token, each naming its token.
+void check_logprobs(const MapReader& r, const std::vector<int32_t>& tokens,
+                    const std::vector<LogprobEntry>& lp) {
+  if (lp.empty()) return;
+  if (lp.size() != tokens.size())
+    throw ProtocolError(r.at("logprobs"), "has " + std::to_string(lp.size()) + " entries, tokens has " +
+                                              std::to_string(tokens.size()));
+  for (size_t i = 0; i < lp.size(); ++i)
+    if (lp[i].chosen.token != tokens[i])
+      throw ProtocolError(r.element("logprobs", static_cast<uint32_t>(i)) + ".token",
+                          "is not tokens[" + std::to_string(i) + "]");
+}
+
 const Fields<DeltaBody>& delta_fields() {
   static const Fields<DeltaBody> f =
       Fields<DeltaBody>()
           .int_array("tokens", &DeltaBody::tokens, kMaxTokens, 0, kMaxVocab - 1)
           .string("text", &DeltaBody::text, 16u << 20)
           .string("notice", &DeltaBody::notice, 1024)
-          .optional([](const DeltaBody& b) { return !b.notice.empty(); });
+          .optional([](const DeltaBody& b) { return !b.notice.empty(); })
+          .map_array("logprobs", &DeltaBody::logprobs, logprob_entry_fields(), kMaxTokens)
+          .optional([](const DeltaBody& b) { return !b.logprobs.empty(); })
+          .check([](const MapReader& r, DeltaBody& b) { check_logprobs(r, b.tokens, b.logprobs); });
   return f;
 }
 
@@ -707,7 +850,10 @@ const Fields<DoneBody>& done_fields() {
           .optional([](const D& b) { return !b.degraded.empty(); })
           .integer("degraded_at", &D::degraded_at, -1, kMaxTokens)
           .optional([](const D& b) { return !b.degraded.empty(); })
+          .map_array("logprobs", &D::logprobs, logprob_entry_fields(), kMaxTokens)
+          .optional([](const D& b) { return !b.logprobs.empty(); })
           .check([](const MapReader& r, D& b) {
+            check_logprobs(r, b.tokens, b.logprobs);
             if (b.tokens_to_first_eos > static_cast<int32_t>(b.tokens.size()))
               throw ProtocolError(r.at("tokens_to_first_eos"), "exceeds the tokens sent");
           });
@@ -801,9 +947,14 @@ Message::Message(const void* data, size_t size) : impl_(nullptr) {
     const MapReader top(impl_->handle.get(), "");
     top.only({"v", "type", "request", "round", "body"});
     const int64_t v = top.integer("v", 0, std::numeric_limits<uint32_t>::max());
+    // One version only: a message of another carries fields this build would misread or miss
+    // (an older Generate has no logprobs, a newer one may mean more), so it is refused whole
+    // and the receiver answers with an Error on "v".
     if (v != kProtocolVersion)
-      throw ProtocolError("v", "protocol version " + std::to_string(v) + " is not the supported " +
-                                   std::to_string(kProtocolVersion));
+      throw ProtocolError("v", "protocol version " + std::to_string(v) + " is " +
+                                   (v < kProtocolVersion ? "older" : "newer") + " than this build's " +
+                                   std::to_string(kProtocolVersion) + ": upgrade the " +
+                                   (v < kProtocolVersion ? "sender" : "receiver"));
     const std::string type = top.string("type", 32);
     bool known = false;
     for (const auto& t : kTypes)

@@ -10,17 +10,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pool.h"
 #include "round.h"
+#include "sampling.h"
 
 namespace rootspec {
 
 // 2: the Done's tokens_to_first_eos (the EOS excluded) and its trace of RoundRecords.
-constexpr uint32_t kProtocolVersion = 2;
+// 3: a Generate's sampling parameters (top_k, top_p, min_p, penalties, logit_bias) and
+//    logprobs; a Delta's and a Done's logprobs. A message of any other version is refused
+//    whole (ProtocolError on "v", answered with an Error): an older client's Generate would
+//    otherwise decode with fields it never meant.
+constexpr uint32_t kProtocolVersion = 3;
 constexpr size_t kMaxMessageBytes = 64u << 20;  // larger messages are refused unread
 constexpr int kMaxPoolNodes = 1 << 16;
 constexpr int kMaxTokens = 1 << 20;  // prompt or committed tokens in one message
@@ -74,6 +81,13 @@ struct PrefillBody {
   PoolShape shape;
   uint64_t draft_seed = 0;   // the drafter's own stream (Rheo tail draws)
   bool draft_ahead = false;  // grow the most probable next Commit's pool while the target verifies
+  // The request's sampling parameters when they process rows (on the wire only then, under
+  // Generate's names and encodings; absent: none): the drafter processes its draft rows the same
+  // way (runtime_drafter.h), unless its config's [drafter] process_rows is off.
+  SamplingParams sampling;
+  // How many of `prompt`'s last tokens the target emitted (a Prefill deferred by `auto`'s plain
+  // rounds): the penalties count them as generated tokens, the rest as the prompt (sampling.h).
+  int32_t generated = 0;
 };
 // target → drafter: tokens emitted by round `round − 1`; the drafter appends them and sends
 // Pool round `round`.
@@ -115,6 +129,14 @@ struct GenerateBody {
   int32_t deadline_ms = 0;        // > 0: the request ends this long after the target received it
                                   // (queued: Error "deadline"; decoding: Done "deadline")
   int32_t draft_ahead = -1;  // 1: the drafter drafts ahead (runtime_drafter.h), 0: not, −1: server default
+  // The processed target law's parameters (sampling.h, DESIGN §7); absent: the server's default
+  // (the config's [decoding], off unless it says otherwise). Ranges as check_sampling_params.
+  std::optional<int32_t> top_k;  // 0: off
+  std::optional<double> top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
+  // (token id, bias in [−100, 100]), ids ascending and unique; on the wire [[id, bias], …].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int32_t logprobs = -1;      // each token's log-probability and this many alternatives (0–20); −1: none
+  std::string logprobs_mode;  // "processed" (p̃), "raw" (the target's own law at T = 1); "": server default
 };
 // target → client: the Generate passed its checks and waits in the queue, `position` requests
 // ahead of it (the one decoding included). Every Generate gets this or an Error first.
@@ -129,10 +151,25 @@ struct StatusBody {
   bool drafter_alive = false;
   int64_t served = 0;  // Done messages sent since the start
 };
+// One token and its log-probability, with its bytes (the target holds the tokenizer: a client
+// needs no vocabulary to show it; "" without a tokenizer or for ids past it).
+struct TokenLogprobWire {
+  int32_t token = 0;
+  float logprob = 0;  // ≤ 0; −inf for a token the law excludes
+  std::string bytes;
+};
+// An emitted token's entry (RoundOutcome::logprobs as a client receives it): the token itself and
+// the most probable tokens of the row it was drawn from, most probable first.
+struct LogprobEntry {
+  TokenLogprobWire chosen;
+  std::vector<TokenLogprobWire> top;  // at most 20
+};
+
 struct DeltaBody {
   std::vector<int32_t> tokens;
   std::string text;    // complete UTF-8 characters only
   std::string notice;  // once, when decoding changed course ("the drafter is gone; continuing with ar")
+  std::vector<LogprobEntry> logprobs;  // one per token when the Generate asked for logprobs, else empty
 };
 
 struct DoneBody {
@@ -151,6 +188,7 @@ struct DoneBody {
   // the drafter was gone (exact all the same): why. Empty otherwise.
   std::string degraded;
   int32_t degraded_at = -1;
+  std::vector<LogprobEntry> logprobs;  // one per token of `tokens` when asked for, else empty
 };
 
 std::string encode(const Header& h, const HelloBody& b);

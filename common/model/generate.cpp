@@ -24,13 +24,16 @@ RuntimeOptions runtime_options_for(const RequestOptions& o, const PoolShape& sha
 
 namespace {
 
-// The drafter in this process: each pool is grown when the round asks for it.
+// The drafter in this process: each pool is grown when the round asks for it. With `sampling`
+// that processes rows its draft rows are processed as the daemon's drafter processes them
+// (runtime_drafter.h); none: raw draft rows. The prompt is counted as the prompt even when the
+// first pool comes after rounds of plain decoding (`auto`), as the target counts it.
 class LocalDrafter : public RoundDrafter {
  public:
   LocalDrafter(ModelRuntime& runtime, const PoolShape& shape, uint64_t draft_seed,
-               std::vector<int32_t> prompt)
+               std::vector<int32_t> prompt, const SamplingParams& sampling = {})
       : session_(runtime), pending_(std::move(prompt)) {
-    session_.start(shape, draft_seed);
+    session_.start(shape, draft_seed, /*draft_ahead=*/false, sampling, static_cast<int>(pending_.size()));
   }
   const Pool& wait_pool(RoundRecord&) override {
     session_.draft(pending_, pool_);
@@ -50,7 +53,8 @@ class LocalDrafter : public RoundDrafter {
 }  // namespace
 
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
-                        const RequestOptions& o, const PoolShape& shape, AutoCostModel* auto_costs) {
+                        const RequestOptions& o, const PoolShape& shape, AutoCostModel* auto_costs,
+                        bool drafter_processes_rows) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   if (!o.autoregressive && !drafter)
     throw std::invalid_argument(std::string("generate: rule ") + rule_name(o.rule) + " needs a drafter");
@@ -70,7 +74,9 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   ModelScorer scorer(target);
   std::unique_ptr<LocalDrafter> local;
   const uint64_t draft_seed = draw_drafter_seed(o, shape, rng);
-  if (!o.autoregressive) local = std::make_unique<LocalDrafter>(*drafter, shape, draft_seed, prompt);
+  if (!o.autoregressive)
+    local = std::make_unique<LocalDrafter>(*drafter, shape, draft_seed, prompt,
+                                           drafter_processes_rows ? o.sampling : SamplingParams{});
 
   RequestOutput output(o, target.config().eos_token_ids, INT_MAX);
   AutoCostModel own_costs;
@@ -78,13 +84,16 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   if (o.auto_rule && !o.autoregressive)
     adaptive.emplace(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
   GenerateResult res;
+  SamplingContext sampling(prompt);
   if (adaptive) adaptive->start_clock();
   while (!output.finished()) {
     RoundRecord record;
-    const RoundOutcome out =
-        run_round(o, root, scorer, local.get(), rng, &record, nullptr, adaptive ? &*adaptive : nullptr);
+    const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record, nullptr,
+                                       adaptive ? &*adaptive : nullptr, &sampling);
     root = out.continuation;
-    output.take(out.emitted);
+    const size_t taken = output.take(out.emitted).size();
+    res.logprobs.insert(res.logprobs.end(), out.logprobs.begin(),
+                        out.logprobs.begin() + std::min(taken, out.logprobs.size()));
     res.rounds.push_back(record);
   }
   res.tokens = output.tokens();
@@ -112,6 +121,7 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
     AutoCostModel costs;
     std::optional<AutoController> adaptive;
     std::optional<RequestOutput> output;
+    std::optional<SamplingContext> sampling;
     GenerateResult result;
   };
   std::vector<Request> requests(n);
@@ -127,10 +137,11 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
     if (prompts[i].size() > 1)
       target.prefill(r.sequence, std::vector<int32_t>(prompts[i].begin(), prompts[i].end() - 1));
     r.root = prompts[i].back();
+    r.sampling.emplace(prompts[i]);
     const uint64_t draft_seed = draw_drafter_seed(o, shape, r.rng);
     if (!o.autoregressive) {
       drafters[i]->truncate(0);
-      r.drafter = std::make_unique<LocalDrafter>(*drafters[i], shape, draft_seed, prompts[i]);
+      r.drafter = std::make_unique<LocalDrafter>(*drafters[i], shape, draft_seed, prompts[i], o.sampling);
     }
     r.output.emplace(o, target.config().eos_token_ids, INT_MAX);
     if (o.auto_rule && !o.autoregressive) {
@@ -154,6 +165,7 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
       records[i] = RoundRecord{};
       m.record = &records[i];
       m.auto_decoder = r.adaptive ? &*r.adaptive : nullptr;
+      m.sampling = &*r.sampling;
       batch.push_back(m);
       sequences.push_back(r.sequence);
       who.push_back(i);
@@ -163,8 +175,11 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
     run_batched_round(batch, scorer);
     for (size_t k = 0; k < batch.size(); ++k) {
       Request& r = requests[who[k]];
-      r.root = batch[k].outcome.continuation;
-      r.output->take(batch[k].outcome.emitted);
+      const RoundOutcome& out = batch[k].outcome;
+      r.root = out.continuation;
+      const size_t taken = r.output->take(out.emitted).size();
+      r.result.logprobs.insert(r.result.logprobs.end(), out.logprobs.begin(),
+                               out.logprobs.begin() + std::min(taken, out.logprobs.size()));
       r.result.rounds.push_back(records[who[k]]);
     }
   }

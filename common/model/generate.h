@@ -17,18 +17,21 @@
 namespace rootspec {
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;      // the new tokens, at most max_new_tokens
-  std::vector<RoundRecord> rounds;  // one per round
-  int target_passes = 0;            // root passes + tree passes (prefill excluded)
+  std::vector<int32_t> tokens;         // the new tokens, at most max_new_tokens
+  std::vector<RoundRecord> rounds;     // one per round
+  int target_passes = 0;               // root passes + tree passes (prefill excluded)
+  std::vector<TokenLogprob> logprobs;  // [tokens] with RequestOptions::logprobs ≥ 0
 };
 
 // Runtimes capable of `prompt` + max_new_tokens + one round's overrun (see
 // runtime_options_for). The caches are reset first. The drafter may be null only for ar.
 // Decoder `auto` learns its costs into `auto_costs` (a model per machine and pair, kept across
-// calls by the caller), or into one of its own.
+// calls by the caller), or into one of its own. `drafter_processes_rows`: the drafter processes
+// its rows by the request's sampling parameters (runtime_drafter.h; the daemon's [drafter]
+// process_rows); false: raw draft rows. The output is exact either way.
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
                         const RequestOptions& options, const PoolShape& shape = PoolShape(),
-                        AutoCostModel* auto_costs = nullptr);
+                        AutoCostModel* auto_costs = nullptr, bool drafter_processes_rows = true);
 
 // Several requests decoded together, one process (the batched round, run_batched_round): every
 // round one root pass and one tree pass of `target` over all unfinished requests; request i

@@ -132,7 +132,8 @@ RowsView ModelRuntime::root_pass(int32_t token, PassKind kind) {
 
 RowsView ModelRuntime::root_pass_tempered(int32_t token, PassKind kind, double temperature) {
   assert(kind == PassKind::Root || kind == PassKind::Plain);
-  if (!(temperature >= 0)) throw std::invalid_argument("root pass: a temperature below 0");
+  if (!(temperature >= 0) && temperature != kLogitRows)
+    throw std::invalid_argument("root pass: a temperature below 0");
   append_root(token);
   const RowsView rows = run_nodes({token}, 0, kind, temperature);
   kv_.commit({0});
@@ -146,12 +147,14 @@ RowsView ModelRuntime::tree_pass(const std::vector<int32_t>& tokens, const std::
 
 RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
                                           const std::vector<int32_t>& parents, double temperature) {
-  if (!(temperature >= 0)) throw std::invalid_argument("tree pass: a temperature below 0");
+  if (!(temperature >= 0) && temperature != kLogitRows)
+    throw std::invalid_argument("tree pass: a temperature below 0");
   kv_.discard_tree();
   const int first = kv_.add_nodes(tokens, parents);
   const int n = static_cast<int>(tokens.size());
-  // One pass's rows stay on a device that keeps them; larger trees come back as logits.
-  const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket;
+  // One pass's rows stay on a device that keeps them; larger trees, and logits for the processed
+  // law (processed on the host: the device does not process rows yet), come back as logits.
+  const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket && temperature != kLogitRows;
   if (on_device)
     backend_->forward_kept(placed(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n))),
                            PassKind::Tree, temperature);

@@ -17,10 +17,41 @@ constexpr double kLengthForget = 0.95;  // weight of the older Commit lengths pe
 RuntimeDrafter::RuntimeDrafter(ModelRuntime& rt, bool top_k_on_host)
     : rt_(rt), vocab_(rt.vocab_size()), top_k_on_host_(top_k_on_host) {}
 
+void RuntimeDrafter::set_processing(const SamplingParams* params, const SamplingContext* committed) {
+  assert(!params || committed);
+  params_ = params && params->processes_rows() ? params : nullptr;
+  committed_ = committed;
+}
+
+void RuntimeDrafter::row_of(const Pool& pool, int v, const float* logits, float* out) {
+  if (!params_) {
+    cpu_softmax(logits, vocab_, out);  // the draft row at T = 1
+    return;
+  }
+  // The node's path below C: its pool ancestors, then itself (the root: none), as the target
+  // counts a tree node's path (round.cpp: ProcessedRows).
+  path_.clear();
+  for (int a = v; a != kRoot; a = pool.parent[a]) path_.push_back(pool.token[a]);
+  std::reverse(path_.begin(), path_.end());
+  // T = 1 whatever the request's temperature: the pool ranks untempered draft probabilities
+  // (DESIGN §2); the cuts (top_k, top_p, min_p) apply to that row.
+  process_logits(logits, vocab_, *params_, 1.0, *committed_, path_.data(), static_cast<int>(path_.size()),
+                 out, scratch_);
+}
+
+int32_t RuntimeDrafter::top_token(const float* logits, const std::vector<int32_t>& path) {
+  if (!params_) return static_cast<int32_t>(argmax(logits, vocab_));
+  std::vector<float>& row = scratch_row_;
+  row.resize(vocab_);
+  process_logits(logits, vocab_, *params_, 1.0, *committed_, path.data(), static_cast<int>(path.size()),
+                 row.data(), scratch_);
+  return static_cast<int32_t>(argmax(row.data(), vocab_));
+}
+
 void RuntimeDrafter::begin_round(const float* root_logits) {
   root_logits_.assign(root_logits, root_logits + vocab_);
   root_probs_.resize(vocab_);
-  cpu_softmax(root_logits, vocab_, root_probs_.data());
+  row_of(Pool{}, kRoot, root_logits, root_probs_.data());
   tree_of_pool_.clear();
   tree_started_ = false;
 }
@@ -50,14 +81,13 @@ void RuntimeDrafter::start_step(const Pool& pool, const std::vector<int>& nodes,
   if (!pass.tokens.empty()) tree_started_ = true;  // the pass runs next
 }
 
-void RuntimeDrafter::step_rows(const std::vector<int>& nodes, const StepPass& pass, const RowsView& pass_rows,
-                               std::vector<float>& out) {
+void RuntimeDrafter::step_rows(const Pool& pool, const std::vector<int>& nodes, const StepPass& pass,
+                               const RowsView& pass_rows, std::vector<float>& out) {
   out.resize(nodes.size() * static_cast<size_t>(vocab_));
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i] == kRoot) std::copy(root_probs_.begin(), root_probs_.end(), out.begin() + i * vocab_);
   for (size_t j = 0; j < pass.at.size(); ++j)
-    cpu_softmax(pass_rows.row(static_cast<int>(j)), vocab_,
-                out.data() + pass.at[j] * vocab_);  // the draft rows at T = 1
+    row_of(pool, nodes[pass.at[j]], pass_rows.row(static_cast<int>(j)), out.data() + pass.at[j] * vocab_);
 }
 
 void RuntimeDrafter::step_top_k(const std::vector<int>& nodes, const StepPass& pass,
@@ -85,7 +115,7 @@ void RuntimeDrafter::draft_rows(const Pool& pool, const std::vector<int>& nodes,
   if (!pass.tokens.empty())
     rows =
         pass.new_tree ? rt_.tree_pass(pass.tokens, pass.parents) : rt_.extend_tree(pass.tokens, pass.parents);
-  step_rows(nodes, pass, rows, out);
+  step_rows(pool, nodes, pass, rows, out);
 }
 
 bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes, int k,
@@ -102,11 +132,17 @@ bool RuntimeDrafter::draft_top_k(const Pool& pool, const std::vector<int>& nodes
   return true;
 }
 
-void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead) {
+void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead,
+                         const SamplingParams& sampling, int prompt_length) {
   rt_.truncate(0);
   shape_ = shape;
   rng_ = Rng(draft_seed);
   ahead_on_ = draft_ahead;
+  sampling_ = sampling;
+  context_ = SamplingContext();
+  prompt_length_ = prompt_length;
+  counted_prompt_ = false;
+  drafter_.set_processing(&sampling_, &context_);
   guess_.clear();
   last_chain_.clear();
   chain_commits_.clear();
@@ -119,7 +155,25 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
 void DraftSession::drop_guess() {
   rt_.truncate(guess_from_);
   rng_ = rng_before_guess_;
+  if (drafter_.processes()) context_ = context_before_guess_;
   guess_.clear();
+}
+
+void DraftSession::count_tokens(const std::vector<int32_t>& tokens) {
+  if (!drafter_.processes()) return;
+  if (counted_prompt_) {
+    context_.append(tokens);
+    return;
+  }
+  // The prompt's tokens are seen, not generated (sampling.h): the target's SamplingContext is
+  // built from the prompt it prefilled, the root token included.
+  const size_t prompt = prompt_length_ < 0 ? tokens.size() : static_cast<size_t>(prompt_length_);
+  if (prompt > tokens.size())
+    throw std::invalid_argument("drafter: a prompt of " + std::to_string(prompt) +
+                                " tokens, the first draft has " + std::to_string(tokens.size()));
+  context_ = SamplingContext(std::vector<int32_t>(tokens.begin(), tokens.begin() + prompt));
+  context_.append(std::vector<int32_t>(tokens.begin() + prompt, tokens.end()));
+  counted_prompt_ = true;
 }
 
 void DraftSession::learn_commit_length(const std::vector<int32_t>& tokens) {
@@ -176,7 +230,8 @@ bool DraftSession::begin_draft(const std::vector<int32_t>& tokens, Pool& pool) {
   }
   depth_.learn(static_cast<int>(tokens.size()));  // the Commit that followed the last pool
   depth_.sent(depth);
-  if (ahead) return true;
+  if (ahead) return true;  // the guess counted its tokens
+  count_tokens(tokens);
   // The tokens in prefill()'s chunks; with draft-ahead on where one call could differ, the
   // guess's own two calls (see the class comment).
   chunks_.clear();
@@ -226,7 +281,7 @@ void DraftSession::take_step(const RowsView& pass_rows, const TopKRowsView& pass
     drafter_.step_top_k(frontier, step_, pass_top, growth_->k(), step_tokens_, step_probs_);
     growth_->take_top_k(step_tokens_.data(), step_probs_.data());
   } else {
-    drafter_.step_rows(frontier, step_, pass_rows, step_rows_);
+    drafter_.step_rows(*growing_, frontier, step_, pass_rows, step_rows_);
     growth_->take_rows(step_rows_.data());
   }
 }
@@ -297,18 +352,18 @@ bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& ab
   const int n = guess_length(static_cast<int>(chain.size()));
   guess_from_ = rt_.length();
   rng_before_guess_ = rng_;
+  if (drafter_.processes()) context_before_guess_ = context_;
   guess_.assign(chain.begin(), chain.begin() + std::min<size_t>(n, chain.size()));
   drafter_.set_abandon(abandon);
   try {
     // C + guess then holds what draft(guess) would append: the same two prefills (begin_draft).
     if (n > static_cast<int>(chain.size())) {
-      const RowsView end = rt_.prefill(chain);
-      const float* row = end.row(0);
-      guess_.push_back(static_cast<int32_t>(std::max_element(row, row + drafter_.vocab_size()) - row));
+      guess_.push_back(drafter_.top_token(rt_.prefill(chain).row(0), chain));
     } else if (n > 1) {
       rt_.prefill(std::vector<int32_t>(guess_.begin(), guess_.end() - 1));
     }
     if (abandon && abandon()) throw DraftAbandoned{};
+    count_tokens(guess_);  // as draft(guess) counts them; drop_guess() takes them back
     const RowsView last = rt_.prefill({guess_.back()});
     drafter_.begin_round(last.row(0));
     PoolShape shape = shape_;

@@ -6,6 +6,15 @@
 // Within a round the pool's forwarded nodes accumulate in the runtime's tree (each expansion
 // step extends it by that step's frontier: one tree pass); the tree is discarded when the
 // round's emitted tokens are appended with prefill().
+//
+// Processed draft rows (issue 47, DESIGN §7): with a request's sampling parameters that process
+// rows, each draft row pool growth reads is the processed law (sampling.h: process_logits) of the
+// drafter's logits for the pool node's own path — C's statistics (the drafter's SamplingContext,
+// which follows the target's: the prompt prefilled, root token included, then each Commit's
+// tokens) and the node's pool ancestors and itself. The law is taken at T = 1: the pool ranks
+// untempered draft probabilities (DESIGN §2); the request's temperature stays the target's. The
+// drafter may propose from any law (exactness never depends on it); proposing from the law the
+// target's rows follow raises acceptance.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +26,7 @@
 
 #include "model_runtime.h"
 #include "pool.h"
+#include "sampling.h"
 
 namespace rootspec {
 
@@ -27,6 +37,15 @@ class RuntimeDrafter : public DraftModel {
   explicit RuntimeDrafter(ModelRuntime& rt, bool top_k_on_host = false);
 
   int vocab_size() const override { return vocab_; }
+
+  // Processes every draft row by `params` over `committed` (C's statistics, read at each row)
+  // from the next begin_round on; null: raw draft rows. Both must outlive the drafter's use.
+  void set_processing(const SamplingParams* params, const SamplingContext* committed);
+  bool processes() const { return params_ != nullptr; }
+
+  // The drafter's most probable token at C + path from its logits there ([vocab]): of the
+  // processed row when processing (ties: the lower id).
+  int32_t top_token(const float* logits, const std::vector<int32_t>& path);
 
   // Starts a round: `root_logits` is the drafter's row at C ([vocab]).
   void begin_round(const float* root_logits);
@@ -46,12 +65,15 @@ class RuntimeDrafter : public DraftModel {
     bool new_tree = false;                 // the round's first pass: tree_pass, not extend_tree
   };
   void start_step(const Pool& pool, const std::vector<int>& nodes, StepPass& pass);
-  void step_rows(const std::vector<int>& nodes, const StepPass& pass, const RowsView& pass_rows,
-                 std::vector<float>& out);  // out: [nodes, vocab]
+  void step_rows(const Pool& pool, const std::vector<int>& nodes, const StepPass& pass,
+                 const RowsView& pass_rows, std::vector<float>& out);  // out: [nodes, vocab]
   void step_top_k(const std::vector<int>& nodes, const StepPass& pass, const TopKRowsView& pass_top, int k,
                   std::vector<int32_t>& tokens, std::vector<float>& probs);  // [nodes, k] each
-  // draft_top_k is offered for k (see the constructor).
-  bool offers_top_k(int k) const { return top_k_on_host_ || rt_.device_top_k() >= k; }
+  // draft_top_k is offered for k (see the constructor), never while processing: biases and
+  // penalties change which tokens are the top k, and the device's top-k rows come from the raw
+  // logits, so processed rows are read whole and cut on the host (pool growth takes the top k
+  // of each processed row itself).
+  bool offers_top_k(int k) const { return !processes() && (top_k_on_host_ || rt_.device_top_k() >= k); }
 
   // Polled before each pass; when it returns true the pass throws DraftAbandoned instead
   // (draft-ahead gives way to the target's next message). Empty: never.
@@ -59,12 +81,20 @@ class RuntimeDrafter : public DraftModel {
 
  private:
   void check_abandon() const;
+  // out[0..vocab) = the draft row at pool node v (kRoot: C) from its logits: softmax at T = 1,
+  // or the processed law for v's path when processing.
+  void row_of(const Pool& pool, int v, const float* logits, float* out);
 
   ModelRuntime& rt_;
   int vocab_;
   bool top_k_on_host_;
+  const SamplingParams* params_ = nullptr;      // processing's parameters (null: raw rows)
+  const SamplingContext* committed_ = nullptr;  // …and C's statistics
+  std::vector<int32_t> path_;                   // [depth] a node's path below C, oldest first
+  RowScratch scratch_;
+  std::vector<float> scratch_row_;             // [vocab] top_token's processed row
   std::vector<float> root_logits_;             // [vocab] the drafter's logits at C
-  std::vector<float> root_probs_;              // [vocab] untempered draft row at C
+  std::vector<float> root_probs_;              // [vocab] draft row at C (processed when processing)
   std::unordered_map<int, int> tree_of_pool_;  // pool index → runtime tree node
   bool tree_started_ = false;
   std::function<bool()> abandon_;
@@ -96,6 +126,11 @@ struct DraftAbandoned {};
 // drafter's own stream, never of the target's draws (paper 000 §3), and a request decodes the
 // same whether a guess hit, missed or was abandoned.
 //
+// With sampling parameters that process rows (start()), the session keeps C's SamplingContext
+// beside the cache: a guess appends to it as to the cache, and a missed or abandoned one puts it
+// back with them, so a pool drafted ahead is processed over the same statistics as the pool
+// draft() grows for that Commit.
+//
 // Several sessions over one backend (ModelRuntime::sequences: the drafter's requests of a batch)
 // draft together in shared passes: begin_draft() each, then draft_step_together() while any is
 // drafting(). A step is one pass for all: each session's next prefill chunk of the tokens it
@@ -111,7 +146,13 @@ class DraftSession {
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}
   // A new request: empties the cache; `draft_seed` seeds the Rheo tail draws (request.h). Commit
   // lengths are learnt anew (they follow the request's budget, which the drafter is not told).
-  void start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead = false);
+  // `sampling`: the request's parameters; when they process rows, so do the session's draft rows
+  // (RuntimeDrafter::set_processing; off: pass none). The first `prompt_length` tokens that
+  // draft() appends are the prompt, the rest generated tokens, which the penalties count (a first
+  // draft() may carry tokens the target emitted in rounds of plain decoding); −1: the first
+  // draft()'s tokens are the prompt.
+  void start(const PoolShape& shape, uint64_t draft_seed, bool draft_ahead = false,
+             const SamplingParams& sampling = {}, int prompt_length = -1);
   // Appends `tokens` to C and grows the pool below the new C into `pool`. Returns true when
   // that pool was drafted ahead (`tokens` were the guess).
   bool draft(const std::vector<int32_t>& tokens, Pool& pool);
@@ -144,8 +185,11 @@ class DraftSession {
   // Takes the growth's steps that need no pass (the root's row is at hand); ends the draft when
   // the pool is whole.
   void settle();
-  // Back to C as it was before the guess (cache and generator).
+  // Back to C as it was before the guess (cache, generator and sampling context).
   void drop_guess();
+  // C grew by `tokens`: the sampling context counts them (the first draft(): the prompt's, then
+  // any generated ones).
+  void count_tokens(const std::vector<int32_t>& tokens);
   // Counts the Commit's length when it followed the last pool's chain; the guess takes the most
   // frequent length.
   void learn_commit_length(const std::vector<int32_t>& tokens);
@@ -160,6 +204,11 @@ class DraftSession {
   Pool ahead_pool_;             // the pool below C + guess_
   int guess_from_ = 0;          // length() of C before the guess was appended
   Rng rng_before_guess_;
+  SamplingParams sampling_;  // the request's (processes_rows(): the draft rows are processed)
+  SamplingContext context_;  // C's statistics while processing
+  int prompt_length_ = -1;   // start()'s: of the first draft()'s tokens, the prompt's (−1: all)
+  bool counted_prompt_ = false;
+  SamplingContext context_before_guess_;
   AheadCounts counts_;
   std::vector<int32_t> last_chain_;    // the most probable chain of the pool last sent
   std::vector<double> chain_commits_;  // [1 + n] Commits that followed the chain (decaying counts):

@@ -30,7 +30,7 @@ std::string decoder_name(const RequestOptions& options) {
 
 const char* decoder_names() { return "ar, auto, draft, root, root-draw, pearl, pearl-top1"; }
 
-OptionProblem check_request_options(const RequestOptions& o) {
+OptionProblem check_request_options(const RequestOptions& o, int vocab) {
   if (o.budget < 1) return {"budget", "must be at least 1, got " + std::to_string(o.budget)};
   if (!(o.temperature >= 0) || o.temperature > 100)
     return {"temperature", "must be in [0, 100], got " + std::to_string(o.temperature)};
@@ -38,6 +38,10 @@ OptionProblem check_request_options(const RequestOptions& o) {
   if (!o.autoregressive && o.verifier == Verifier::Greedy && o.temperature != 0)
     return {"verifier", "greedy is exact only at temperature 0"};
   if (o.max_new_tokens < 1) return {"max_new_tokens", "must be at least 1"};
+  if (o.logprobs < -1 || o.logprobs > 20)
+    return {"logprobs", "must be in [0, 20] alternatives, got " + std::to_string(o.logprobs)};
+  const auto [field, message] = check_sampling_params(o.sampling, vocab);
+  if (!field.empty()) return {field, message};
   return {};
 }
 

@@ -10,6 +10,7 @@
 
 #include "pool.h"
 #include "rng.h"
+#include "sampling.h"
 #include "selection.h"
 #include "verifier.h"
 
@@ -27,6 +28,13 @@ struct RequestOptions {
   Verifier verifier = Verifier::Residual;
   int budget = 8;            // B: most tree nodes a rule may select
   double temperature = 0.0;  // 0 = greedy
+  SamplingParams sampling;   // logit_bias, penalties, top_k / top_p / min_p (sampling.h): off by default
+  // Each emitted token's log-probability and its `logprobs` most probable alternatives (0–20;
+  // −1: none), from the rows the round already has (RoundOutcome::logprobs): under the
+  // processed law (at T = 0: the processed logits at T = 1), or the raw target law (T = 1,
+  // nothing applied) with logprobs_raw.
+  int logprobs = -1;
+  bool logprobs_raw = false;
   int max_new_tokens = 128;
   bool stop_at_eos = true;  // stop after the target's first EOS token
   uint64_t seed = 0;        // Rng(seed) drives every draw of the request (rng.h)
@@ -40,12 +48,14 @@ std::string decoder_name(const RequestOptions& options);
 const char* decoder_names();
 
 // The first problem of a set of options as {option, message} ({"", ""} when none): budget < 1,
-// temperature outside [0, 100], greedy verification at T > 0, max_new_tokens < 1.
+// temperature outside [0, 100], greedy verification at T > 0, max_new_tokens < 1, a sampling
+// parameter out of range (check_sampling_params; token ids against `vocab` when > 0), logprobs
+// outside [−1, 20].
 struct OptionProblem {
   std::string option, message;
   explicit operator bool() const { return !option.empty(); }
 };
-OptionProblem check_request_options(const RequestOptions& options);
+OptionProblem check_request_options(const RequestOptions& options, int vocab = 0);
 
 // The drafter's own generator seed (Rheo tail draws), drawn from the request's generator
 // before anything else when the pool is a Rheo pool and the request drafts: the one place this

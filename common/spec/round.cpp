@@ -53,6 +53,77 @@ void count(const RoundOutcome& out, RoundRecord& r) {
   r.emitted = static_cast<int32_t>(out.emitted.size());
 }
 
+// A member's rows under the processed law (sampling.h): the scorer's logit rows (kLogitRows),
+// each processed on first read for its own node's path. Pass row 0 is the anchor; its path is
+// empty when the anchor is the root token (already in C), [y] when it is a drawn y; a node's path
+// is its row 0 path, then its ancestors below the anchor, then itself.
+class ProcessedRows : public RowSource {
+ public:
+  // `tokens`/`parents`: the tree pass's input (null for the root row: one row, empty path).
+  void reset(const RowsView& logits, const TreePassInput* input, bool anchor_generated,
+             const RequestOptions& o, const SamplingContext& context, const RoundHooks* hooks) {
+    logits_ = logits;
+    input_ = input;
+    anchor_generated_ = anchor_generated;
+    options_ = &o;
+    context_ = &context;
+    hooks_ = hooks;
+    ready_.assign(logits.n_rows, 0);
+    rows_.resize(static_cast<size_t>(logits.n_rows) * logits.vocab);
+  }
+  RowsView view() const { return RowsView{nullptr, logits_.n_rows, logits_.vocab, this}; }
+  const float* row(int i) const override {
+    assert(i >= 0 && i < logits_.n_rows);
+    float* out = rows_.data() + static_cast<size_t>(i) * logits_.vocab;
+    if (ready_[i]) return out;
+    path_of(i);
+    const int len = static_cast<int>(path_.size());
+    if (hooks_ && hooks_->process)
+      hooks_->process(input_ == nullptr, logits_.row(i), logits_.vocab, *options_, *context_, path_.data(),
+                      len, out);
+    else
+      process_logits(logits_.row(i), logits_.vocab, options_->sampling, options_->temperature, *context_,
+                     path_.data(), len, out, scratch_);
+    ready_[i] = 1;
+    return out;
+  }
+  // `token`'s log-probability in row i and the row's best alternatives (RequestOptions::logprobs).
+  TokenLogprob logprob(int i, int32_t token) const {
+    const float* processed = row(i);
+    path_of(i);
+    logprobs_.resize(logits_.vocab);
+    logprob_row(logits_.row(i), logits_.vocab, options_->sampling, options_->temperature,
+                options_->logprobs_raw, *context_, path_.data(), static_cast<int>(path_.size()), processed,
+                logprobs_.data(), scratch_);
+    TokenLogprob out;
+    static_cast<TokenLogprobs&>(out) =
+        pick_logprobs(logprobs_.data(), logits_.vocab, token, options_->logprobs, scratch_.order);
+    out.token = token;
+    return out;
+  }
+
+ private:
+  void path_of(int i) const {
+    path_.clear();
+    if (!input_) return;
+    for (int r = i; r > 0; r = input_->parents[r]) path_.push_back(input_->tokens[r]);
+    if (anchor_generated_) path_.push_back(input_->tokens[0]);
+    std::reverse(path_.begin(), path_.end());
+  }
+
+  RowsView logits_;
+  const TreePassInput* input_ = nullptr;
+  bool anchor_generated_ = false;
+  const RequestOptions* options_ = nullptr;
+  const SamplingContext* context_ = nullptr;
+  const RoundHooks* hooks_ = nullptr;
+  mutable std::vector<uint8_t> ready_;   // [n_rows]
+  mutable std::vector<float> rows_;      // [n_rows, vocab] processed rows
+  mutable std::vector<int32_t> path_;    // [depth] the row's path, oldest first
+  mutable std::vector<float> logprobs_;  // [vocab]
+  mutable RowScratch scratch_;
+};
+
 }  // namespace
 
 namespace {
@@ -110,13 +181,40 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
     RoundPlan plan;
     TreePassInput tree;
+    bool processed = false;  // its rows are processed here (sampling.h)
+    const SamplingContext* context = nullptr;
+    ProcessedRows root_row, tree_rows;
+    VerifyResult verified;
   };
+  static const SamplingContext no_penalties;  // what rows without penalties read of the context
   std::vector<MemberRound> rounds(n);
+  // Each emitted token's log-probability from the row that drew it (RequestOptions::logprobs):
+  // y from the root row, an accepted node from its parent's row (the anchor's for the first
+  // level), the continuation from the exit node's.
+  auto fill_logprobs = [&](int m) {
+    BatchMember& b = batch[m];
+    const MemberRound& mr = rounds[m];
+    std::vector<TokenLogprob>& out = b.outcome.logprobs;
+    out.clear();
+    if (mr.plain || mr.plan.skip_tree_pass) {
+      out.push_back(mr.root_row.logprob(0, b.outcome.emitted.front()));
+      return;
+    }
+    if (mr.plan.first_drawn) out.push_back(mr.root_row.logprob(0, mr.plan.first_token));
+    const DraftTree& tree = mr.plan.verify_tree;
+    for (int v : mr.verified.accepted_nodes)
+      out.push_back(mr.tree_rows.logprob(tree.parent[v] == kRoot ? 0 : tree.parent[v] + 1, tree.token[v]));
+    const int exit = mr.verified.exit_node;
+    out.push_back(mr.tree_rows.logprob(exit == kRoot ? 0 : exit + 1, mr.verified.continuation));
+    assert(out.size() == b.outcome.emitted.size());
+  };
   // `auto` learns from the finished round, then the drafter hears whether a pool is wanted.
   auto finish = [&](int m, int32_t first_token) {
     BatchMember& b = batch[m];
     MemberRound& mr = rounds[m];
+    if (b.options->logprobs >= 0) fill_logprobs(m);  // before the context grows by the round
     count(b.outcome, *mr.record);
+    if (b.sampling) b.sampling->append(b.outcome.emitted);
     if (mr.adaptive) mr.adaptive->observe(*mr.record, first_token);
     if (b.drafter && !b.options->autoregressive)
       b.drafter->round_done(b.outcome.emitted, !mr.adaptive || mr.adaptive->speculate());
@@ -137,6 +235,11 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.batch_budgets = mr.adaptive && mr.adaptive->batch_budgets();
     mr.in.vocab = target.vocab_size();
     mr.in.budget = o.budget;
+    // logprobs read the logits too (the raw law, or the processed law's alternatives at T = 0).
+    mr.processed = o.sampling.processes_rows() || o.logprobs >= 0;
+    if (o.sampling.penalises() && !b.sampling)
+      throw std::invalid_argument("run_batched_round: penalties need the member's SamplingContext");
+    mr.context = b.sampling ? b.sampling : &no_penalties;
     assert(mr.plain || b.drafter);
   }
   // `auto` members whose arm chooses each one's rule (member_rules): from past rounds, before
@@ -167,7 +270,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
   for (int m = 0; m < n; ++m) {
     const MemberRound& mr = rounds[m];
     if (mr.plain || rule_draws_first(mr.rule))
-      roots.push_back({m, batch[m].root_token, batch[m].options->temperature, mr.plain});
+      roots.push_back(
+          {m, batch[m].root_token, mr.processed ? kLogitRows : batch[m].options->temperature, mr.plain});
   }
   // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
   // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
@@ -219,12 +323,16 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
       const int m = roots[k].member;
       MemberRound& mr = rounds[m];
       mr.record->root_start_ns = start, mr.record->root_end_ns = end;
+      const float* root_row = rows[k].row(0);
+      if (mr.processed) {
+        mr.root_row.reset(rows[k], nullptr, false, *batch[m].options, *mr.context, hooks);
+        root_row = mr.root_row.row(0);
+      }
       if (!mr.plain) {
-        mr.in.root_probs = rows[k].row(0);
+        mr.in.root_probs = root_row;
         continue;
       }
-      batch[m].outcome =
-          single_token(sample_index(rows[k].row(0), mr.in.vocab, *batch[m].rng));  // plain: one draw
+      batch[m].outcome = single_token(sample_index(root_row, mr.in.vocab, *batch[m].rng));  // plain: one draw
       finish(m, -1);
     }
   }
@@ -290,6 +398,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     const RequestOptions& o = *b.options;
     mr.in.pool = mr.pool;
     if (rule_needs_target_pool_probs(mr.rule)) {
+      if (mr.processed)
+        throw std::invalid_argument("rule oracle: not with sampling parameters (analysis only)");
       if (!target.pool_path_probs(m, *mr.pool, b.root_token, o.temperature, mr.pool_path_probs))
         throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
       mr.in.pool_path_probs = &mr.pool_path_probs;
@@ -310,7 +420,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.record->tree_depth =
         (depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end())) + (mr.plan.first_drawn ? 1 : 0);
     mr.tree = tree_pass_input(mr.plan);
-    trees.push_back({m, &mr.tree, o.temperature});
+    trees.push_back({m, &mr.tree, mr.processed ? kLogitRows : o.temperature});
   }
 
   // Tree pass: every member's anchor and verify tree, each under its own tree mask.
@@ -336,13 +446,18 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     if (mr.plan.skip_tree_pass) {
       b.outcome = single_token(mr.plan.first_token);
     } else {
-      const RowsView& rows = tree_rows[next_tree++];
+      RowsView rows = tree_rows[next_tree++];
       const int64_t t0 = monotonic_ns();
+      if (mr.processed) {
+        mr.tree_rows.reset(rows, &mr.tree, mr.plan.first_drawn, *b.options, *mr.context, hooks);
+        rows = mr.tree_rows.view();
+      }
       const VerifyResult v =
           hooks && hooks->verify
               ? hooks->verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool)
               : verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool);
       b.outcome = assemble_round(mr.plan, v);
+      if (b.options->logprobs >= 0) mr.verified = v;
       if (mr.adaptive) mr.adaptive->learn_edges(*mr.pool, mr.plan.verify_tree, v.accepted_nodes);
       mr.record->verify_ns += monotonic_ns() - t0;
     }
@@ -367,7 +482,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
 
 RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks,
-                       AutoController* auto_decoder) {
+                       AutoController* auto_decoder, SamplingContext* sampling) {
   std::vector<BatchMember> one(1);
   one[0].options = &o;
   one[0].root_token = root_token;
@@ -375,6 +490,7 @@ RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer
   one[0].rng = &rng;
   one[0].record = record;
   one[0].auto_decoder = auto_decoder;
+  one[0].sampling = sampling;
   EachOwnScorer scorer({&target});
   run_batched_round(one, scorer, hooks);
   return std::move(one[0].outcome);

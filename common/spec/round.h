@@ -25,6 +25,7 @@
 
 #include "request.h"
 #include "rows.h"
+#include "sampling.h"
 #include "selection.h"
 #include "verifier.h"
 
@@ -38,7 +39,9 @@ struct TreePassInput {
 TreePassInput tree_pass_input(const RoundPlan& plan);
 
 // The target as a round sees it. Rows come back as probabilities at the decoding temperature
-// (rows.h), so verifiers never see logits; a backend may temper on its device.
+// (rows.h), so verifiers never see logits; a backend may temper on its device. At kLogitRows
+// they come back as raw logits: the round processes them (sampling.h) for requests whose
+// sampling parameters need more than a temperature.
 class TargetScorer {
  public:
   virtual ~TargetScorer() = default;
@@ -137,6 +140,12 @@ class RoundDrafter {
   virtual void round_done(const std::vector<int32_t>& tokens, bool next_pool) = 0;
 };
 
+// One emitted token's log-probability under the law it was drawn from, and the most probable
+// tokens of that row (RequestOptions::logprobs).
+struct TokenLogprob : TokenLogprobs {
+  int32_t token = -1;
+};
+
 // What a round produced.
 struct RoundOutcome {
   std::vector<int32_t> emitted;  // accepted tokens then the continuation (≥ 1 token)
@@ -145,6 +154,9 @@ struct RoundOutcome {
   // Tree-pass rows whose K/V the cache keeps, in order: row 0 (the anchor) and the accepted
   // nodes' rows (tree index + 1). Empty when the tree pass was skipped.
   std::vector<int32_t> kept_pass_rows;
+  // [emitted] with RequestOptions::logprobs ≥ 0: each emitted token's, from the row that drew it
+  // (the root row, the anchor's or a tree node's), no extra pass.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // Replaceable stages, for the tests that plant bugs in the real round and show that the law
@@ -152,6 +164,11 @@ struct RoundOutcome {
 struct RoundHooks {
   std::function<RoundPlan(Rule, const SelectionInputs&, int32_t root_token, Rng&)> plan;
   std::function<VerifyResult(Verifier, const DraftTree&, const RowsView&, Rng&, const Pool*)> verify;
+  // Row processing under the processed law (process_logits): the root row (`root` true; path
+  // empty) or a tree-pass row for its node's path.
+  std::function<void(bool root, const float* logits, int vocab, const RequestOptions&, const SamplingContext&,
+                     const int32_t* path, int path_len, float* out)>
+      process;
 };
 
 class AutoController;  // auto_decoder.h
@@ -217,7 +234,10 @@ struct BatchMember {
   Rng* rng = nullptr;                      // the request's own generator: every draw of its round
   RoundRecord* record = nullptr;           // optional
   AutoController* auto_decoder = nullptr;  // required with options->auto_rule
-  RoundOutcome outcome;                    // out
+  // The committed context's statistics (sampling.h): required when options->sampling
+  // penalises(); the round appends each round's emitted tokens.
+  SamplingContext* sampling = nullptr;
+  RoundOutcome outcome;  // out
 };
 
 // One round for every member of `batch`, written once (DESIGN §1–2): the root pass over all of
@@ -232,6 +252,11 @@ struct BatchMember {
 // With `batch_auto` and two or more members, the `auto` members decide together at the batch's
 // scale (batch_auto.h): the next round's mode is taken as this round starts, from past rounds,
 // and this round's rate (all members' tokens over its time) is measured for it.
+//
+// A member whose sampling parameters need more than a temperature (SamplingParams::
+// processes_rows) gets raw logit rows from the scorer (kLogitRows), and each row it reads — the
+// root row and every tree-pass row — is processed for its own node's path (DESIGN §7): the
+// committed context, then y where drawn, then the node's ancestors and the node.
 class BatchAuto;
 void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
                        const RoundHooks* hooks = nullptr, BatchAuto* batch_auto = nullptr);
@@ -239,7 +264,8 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
 // The batch of one: a single request's round.
 RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record = nullptr,
-                       const RoundHooks* hooks = nullptr, AutoController* auto_decoder = nullptr);
+                       const RoundHooks* hooks = nullptr, AutoController* auto_decoder = nullptr,
+                       SamplingContext* sampling = nullptr);
 
 // The verifier's result as the round's output (the drawn y first, when followed).
 RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& verified);

@@ -25,6 +25,10 @@ void one_hot(int index, int vocab, float* out) {
 }  // namespace
 
 void probs_from_logits(const float* logits, int vocab, double temperature, float* out) {
+  if (temperature == kLogitRows) {
+    if (out != logits) std::copy(logits, logits + vocab, out);
+    return;
+  }
   assert(temperature >= 0);
   const int best = argmax(logits, vocab);
   if (temperature == 0.0) return one_hot(best, vocab, out);
@@ -43,6 +47,11 @@ void probs_from_logits(const float* logits, int vocab, double temperature, float
 }
 
 void temper_probs(const float* probs, int vocab, double temperature, float* out) {
+  if (temperature == kLogitRows) {
+    for (int i = 0; i < vocab; ++i)
+      out[i] = probs[i] > 0 ? std::log(probs[i]) : -std::numeric_limits<float>::infinity();
+    return;
+  }
   assert(temperature >= 0);
   if (temperature == 0.0) return one_hot(argmax(probs, vocab), vocab, out);
   if (temperature == 1.0) {

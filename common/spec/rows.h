@@ -41,12 +41,19 @@ struct TopKRowsView {
   int k = 0;
 };
 
+// The temperature that asks for a row's raw logits instead of probabilities: the round makes the
+// rows of the processed law (sampling.h) from them, each for its own node's path. At it,
+// probs_from_logits copies the logits and temper_probs gives log p (a probability row's logits).
+constexpr double kLogitRows = -1.0;
+
 // Lowest index of the largest value.
 int argmax(const float* row, int vocab);
 
-// out[0..vocab) = tempered probabilities of a logit row (see header comment).
+// out[0..vocab) = tempered probabilities of a logit row (see header comment); the logits
+// themselves at kLogitRows.
 void probs_from_logits(const float* logits, int vocab, double temperature, float* out);
-// out[0..vocab) = tempered probabilities of a probability row (p^(1/T), renormalised).
+// out[0..vocab) = tempered probabilities of a probability row (p^(1/T), renormalised); log p
+// (−inf for 0) at kLogitRows.
 void temper_probs(const float* probs, int vocab, double temperature, float* out);
 
 // The k largest logits of a logit row (ties → the lower id), best first, into tokens[0..k), and

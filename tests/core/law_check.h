@@ -53,7 +53,7 @@ constexpr int exactness_runs(int full) {
 inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& c, int n, int runs,
                                         uint64_t seed, const RoundHooks* hooks = nullptr) {
   const int V = model.vocab();
-  const std::vector<double> exact = exact_joint(model, c.options.temperature, n);
+  const std::vector<double> exact = exact_joint(model, c.options, n);
   std::vector<int64_t> counts(exact.size(), 0);
   Rng rng(seed);
   for (int r = 0; r < runs; ++r) {
@@ -92,7 +92,7 @@ inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& mod
   }
   std::vector<ChiSquareResult> results;
   for (size_t m = 0; m < members.size(); ++m)
-    results.push_back(chi_square_test(counts[m], exact_joint(model, members[m].options.temperature, n)));
+    results.push_back(chi_square_test(counts[m], exact_joint(model, members[m].options, n)));
   return results;
 }
 

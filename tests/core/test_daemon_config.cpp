@@ -48,6 +48,15 @@ TEST(DaemonConfig, AutoMayChooseDraftAloneUnlessAutoDraftIsFalse) {
   EXPECT_NE(error_of({"decoding.auto_draft=no"}).find("true or false"), std::string::npos);
 }
 
+TEST(DaemonConfig, LogprobsModeIsADecodingKeyDefaultingToProcessed) {
+  EXPECT_FALSE(DaemonConfig::load("", {}).decoding.logprobs_raw);
+  EXPECT_TRUE(DaemonConfig::load("", {"decoding.logprobs_mode=\"raw\""}).decoding.logprobs_raw);
+  EXPECT_FALSE(DaemonConfig::load("", {"decoding.logprobs_mode=processed"}).decoding.logprobs_raw);
+  EXPECT_NE(error_of({"decoding.logprobs_mode=cooked"}).find("decoding.logprobs_mode: must be"),
+            std::string::npos)
+      << error_of({"decoding.logprobs_mode=cooked"});
+}
+
 TEST(DaemonConfig, CpuKeysAndTransports) {
   const DaemonConfig c =
       DaemonConfig::load("", {"target.idle_drafter_threads=2", "target.ar_uses_drafter_core=false",

@@ -148,5 +148,93 @@ TEST(PlantedBug, CorrectStagesPassTheSameTest) {
   EXPECT_GT(law_p_value(config_for(Rule::Draft, Verifier::Tev, 1.0, 8), hooks), kMinP);
 }
 
+// Planted bugs in the processed target law (sampling.h): each replaces the round's row
+// processing with a plausible mistake; the law test of test_sampling_law.cpp rejects it.
+void real_processing(const float* logits, int vocab, const RequestOptions& o, const SamplingContext& context,
+                     const int32_t* path, int path_len, float* out) {
+  RowScratch scratch;
+  process_logits(logits, vocab, o.sampling, o.temperature, context, path, path_len, out, scratch);
+}
+
+TEST(PlantedSamplingBug, PenaltyCountsFromTheParentsPathAreCaught) {
+  // A tree row's penalties count its parent's path: the node's own token is left out.
+  RoundHooks hooks;
+  hooks.process = [](bool root, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len, float* out) {
+    real_processing(logits, vocab, o, context, path, root || path_len == 0 ? path_len : path_len - 1, out);
+  };
+  testing::LawCase c = config_for(Rule::Draft, Verifier::Residual, 1.0, 8);
+  c.options.sampling.presence_penalty = 1.0;
+  c.options.sampling.frequency_penalty = 0.7;
+  EXPECT_LT(law_p_value(c, hooks), kMinP);
+}
+
+TEST(PlantedSamplingBug, TopPDroppingItsBoundaryTokenIsCaught) {
+  // top_p keeps the tokens strictly below the threshold's crossing: the token that reaches
+  // top_p is dropped (unless it is the first).
+  RoundHooks hooks;
+  hooks.process = [](bool, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len, float* out) {
+    RequestOptions without = o;
+    without.sampling.top_p = 1;
+    real_processing(logits, vocab, without, context, path, path_len, out);
+    std::vector<int32_t> order(vocab);
+    for (int i = 0; i < vocab; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [out](int a, int b) { return out[a] != out[b] ? out[a] > out[b] : a < b; });
+    double cumulative = 0, kept = 0;
+    size_t keep = order.size();
+    for (size_t j = 0; j < order.size(); ++j) {
+      cumulative += out[order[j]];
+      if (cumulative >= o.sampling.top_p) {
+        keep = std::max<size_t>(j, 1);
+        break;
+      }
+    }
+    for (size_t j = keep; j < order.size(); ++j) out[order[j]] = 0;
+    for (int i = 0; i < vocab; ++i) kept += out[i];
+    for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / kept);
+  };
+  testing::LawCase c = config_for(Rule::Draft, Verifier::Residual, 1.0, 8);
+  c.options.sampling.top_p = 0.75;
+  EXPECT_LT(law_p_value(c, hooks), kMinP);
+}
+
+TEST(PlantedSamplingBug, RootDrawsFirstDrawFromTheRawRootRowIsCaught) {
+  // The root row goes to selection unprocessed (tempered only): root-draw's y ignores the
+  // request's parameters; every tree row is processed.
+  RoundHooks hooks;
+  hooks.process = [](bool root, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len, float* out) {
+    if (root)
+      probs_from_logits(logits, vocab, o.temperature, out);
+    else
+      real_processing(logits, vocab, o, context, path, path_len, out);
+  };
+  testing::LawCase c = config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3);
+  c.options.sampling.logit_bias = {{1, 1.2f}, {3, -2.0f}};
+  c.options.sampling.top_k = 3;
+  EXPECT_LT(law_p_value(c, hooks), kMinP);
+}
+
+TEST(PlantedSamplingBug, CorrectProcessingPassesTheSameTest) {
+  // The control: the real processing through the same hook passes each of the cases above.
+  RoundHooks hooks;
+  hooks.process = [](bool, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len,
+                     float* out) { real_processing(logits, vocab, o, context, path, path_len, out); };
+  testing::LawCase penalties = config_for(Rule::Draft, Verifier::Residual, 1.0, 8);
+  penalties.options.sampling.presence_penalty = 1.0;
+  penalties.options.sampling.frequency_penalty = 0.7;
+  EXPECT_GT(law_p_value(penalties, hooks), kMinP);
+  testing::LawCase top_p = config_for(Rule::Draft, Verifier::Residual, 1.0, 8);
+  top_p.options.sampling.top_p = 0.75;
+  EXPECT_GT(law_p_value(top_p, hooks), kMinP);
+  testing::LawCase root = config_for(Rule::RootDraw, Verifier::Residual, 1.0, 3);
+  root.options.sampling.logit_bias = {{1, 1.2f}, {3, -2.0f}};
+  root.options.sampling.top_k = 3;
+  EXPECT_GT(law_p_value(root, hooks), kMinP);
+}
+
 }  // namespace
 }  // namespace rootspec

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
 #include <msgpack.hpp>
 
 #include "protocol.h"
@@ -280,6 +284,235 @@ TEST(Protocol, BadBodiesNameTheField) {
                            }),
                            true),
             "body.prompt_ids[1]");
+}
+
+// The error field of decoding `bytes` with `body` (a Message accessor), "" when it decodes.
+template <class Body>
+std::string body_error(const std::string& bytes, Body (Message::*body)() const) {
+  try {
+    (parse(bytes).*body)();
+  } catch (const ProtocolError& e) {
+    return e.field;
+  }
+  return "";
+}
+
+// A Prefill carries the request's sampling parameters, under Generate's names, only when they
+// process rows (absent: none), and how many of its tokens are generated ones; both are checked
+// as a Generate's are, errors naming the field.
+TEST(Protocol, PrefillCarriesSamplingParametersThatProcessRows) {
+  PrefillBody b{{1, 2, 3, 2, 2}, PoolShape{}, 5};
+  const std::string plain = encode(header(MessageType::Prefill), b);
+  EXPECT_EQ(plain.find("sampling"), std::string::npos) << "written only when rows are processed";
+  EXPECT_EQ(plain.find("generated"), std::string::npos);
+  EXPECT_FALSE(parse(plain).prefill().sampling.processes_rows());
+  b.sampling.top_k = 40;
+  b.sampling.top_p = 0.9;
+  b.sampling.min_p = 0.05;
+  b.sampling.presence_penalty = 0.5;
+  b.sampling.frequency_penalty = -0.5;
+  b.sampling.repetition_penalty = 1.2;
+  b.sampling.logit_bias = {{3, -100.0f}, {17, 2.5f}};
+  b.generated = 2;
+  const PrefillBody r = parse(encode(header(MessageType::Prefill), b)).prefill();
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.top_p, 0.9);
+  EXPECT_EQ(r.sampling.min_p, 0.05);
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5);
+  EXPECT_EQ(r.sampling.frequency_penalty, -0.5);
+  EXPECT_EQ(r.sampling.repetition_penalty, 1.2);
+  EXPECT_EQ(r.sampling.logit_bias, b.sampling.logit_bias);
+  EXPECT_EQ(r.generated, 2);
+  // One parameter alone travels alone; the others keep their "off" values.
+  SamplingParams one;
+  one.repetition_penalty = 1.3;
+  b.sampling = one;
+  const SamplingParams got = parse(encode(header(MessageType::Prefill), b)).prefill().sampling;
+  EXPECT_EQ(got.repetition_penalty, 1.3);
+  EXPECT_EQ(got.top_k, 0);
+  EXPECT_EQ(got.top_p, 1.0);
+  EXPECT_TRUE(got.logit_bias.empty());
+  // Checked as check_sampling_params checks a request's, and the prompt comes before the
+  // generated tokens.
+  b.sampling.top_p = 0;
+  EXPECT_EQ(body_error(encode(header(MessageType::Prefill), b), &Message::prefill), "body.sampling.top_p");
+  b.sampling = one;
+  b.sampling.logit_bias = {{17, 1.0f}, {3, 1.0f}};
+  EXPECT_EQ(body_error(encode(header(MessageType::Prefill), b), &Message::prefill),
+            "body.sampling.logit_bias[1]");
+  b.sampling = one;
+  b.generated = 5;
+  EXPECT_EQ(body_error(encode(header(MessageType::Prefill), b), &Message::prefill), "body.generated");
+}
+
+TEST(Protocol, GenerateCarriesEverySamplingParameterAndAbsentOnesStayUnset) {
+  GenerateBody g;
+  g.prompt = "hi";
+  const GenerateBody plain = parse(encode(header(MessageType::Generate), g)).generate();
+  EXPECT_FALSE(plain.top_k || plain.top_p || plain.min_p || plain.presence_penalty ||
+               plain.frequency_penalty || plain.repetition_penalty)
+      << "absent: the server's default";
+  EXPECT_TRUE(plain.logit_bias.empty());
+  EXPECT_EQ(plain.logprobs, -1);
+  EXPECT_EQ(plain.logprobs_mode, "");
+  g.top_k = 40;
+  g.top_p = 0.9;
+  g.min_p = 0.05;
+  g.presence_penalty = -0.5;
+  g.frequency_penalty = 1.5;
+  g.repetition_penalty = 1.2;
+  g.logit_bias = {{3, -100.0f}, {17, 2.5f}};
+  g.logprobs = 20;
+  g.logprobs_mode = "raw";
+  const GenerateBody r = parse(encode(header(MessageType::Generate), g)).generate();
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_EQ(r.top_p, 0.9);
+  EXPECT_EQ(r.min_p, 0.05);
+  EXPECT_EQ(r.presence_penalty, -0.5);
+  EXPECT_EQ(r.frequency_penalty, 1.5);
+  EXPECT_EQ(r.repetition_penalty, 1.2);
+  EXPECT_EQ(r.logit_bias, g.logit_bias);
+  EXPECT_EQ(r.logprobs, 20);
+  EXPECT_EQ(r.logprobs_mode, "raw");
+  // A zero is a value, not an absence.
+  g.top_k = 0;
+  g.logprobs = 0;
+  EXPECT_EQ(parse(encode(header(MessageType::Generate), g)).generate().top_k, 0);
+  EXPECT_EQ(parse(encode(header(MessageType::Generate), g)).generate().logprobs, 0);
+}
+
+TEST(Protocol, BadSamplingParametersNameTheirField) {
+  auto error_of = [](const std::function<void(GenerateBody&)>& change) {
+    GenerateBody g;
+    g.prompt = "hi";
+    change(g);
+    return body_error(encode(header(MessageType::Generate), g), &Message::generate);
+  };
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.top_p = 1.5; }), "body.top_p");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.min_p = -0.1; }), "body.min_p");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.presence_penalty = 2.5; }), "body.presence_penalty");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.frequency_penalty = std::nan(""); }), "body.frequency_penalty");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.repetition_penalty = -1; }), "body.repetition_penalty");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.top_k = -2; }), "body.top_k");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logprobs = 21; }), "body.logprobs");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logprobs_mode = "cooked"; }), "body.logprobs_mode");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logit_bias = {{5, 1.0f}, {5, 2.0f}}; }), "body.logit_bias[1]");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logit_bias = {{9, 1.0f}, {5, 2.0f}}; }), "body.logit_bias[1]");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logit_bias = {{5, 101.0f}}; }), "body.logit_bias[0][1]");
+  EXPECT_EQ(error_of([](GenerateBody& g) { g.logit_bias = {{-1, 1.0f}}; }), "body.logit_bias[0][0]");
+  EXPECT_EQ(field_of_error(raw_with_header(kProtocolVersion, "generate",
+                                           [](auto& pk) {
+                                             pk.pack_map(2), pk.pack("prompt"), pk.pack("hi");
+                                             pk.pack("logit_bias"), pk.pack_array(1), pk.pack_array(3);
+                                             pk.pack(1), pk.pack(2), pk.pack(3);
+                                           }),
+                           true),
+            "body.logit_bias[0]");
+}
+
+std::vector<LogprobEntry> entries_for(const std::vector<int32_t>& tokens) {
+  std::vector<LogprobEntry> out;
+  for (int32_t t : tokens) {
+    LogprobEntry e;
+    e.chosen = {t, -0.25f * static_cast<float>(t), std::string(1, static_cast<char>('a' + t % 26))};
+    e.top = {{t, e.chosen.logprob, e.chosen.bytes}, {t + 1, -std::numeric_limits<float>::infinity(), "\xe2"}};
+    out.push_back(e);
+  }
+  return out;
+}
+
+void expect_same_entries(const std::vector<LogprobEntry>& got, const std::vector<LogprobEntry>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].chosen.token, want[i].chosen.token) << i;
+    EXPECT_EQ(got[i].chosen.logprob, want[i].chosen.logprob) << i;
+    EXPECT_EQ(got[i].chosen.bytes, want[i].chosen.bytes) << i;
+    ASSERT_EQ(got[i].top.size(), want[i].top.size()) << i;
+    for (size_t k = 0; k < got[i].top.size(); ++k) {
+      EXPECT_EQ(got[i].top[k].token, want[i].top[k].token);
+      EXPECT_EQ(got[i].top[k].logprob, want[i].top[k].logprob);
+      EXPECT_EQ(got[i].top[k].bytes, want[i].top[k].bytes);
+    }
+  }
+}
+
+TEST(Protocol, DeltaAndDoneCarryOneLogprobEntryPerToken) {
+  DeltaBody d{{4, 5}, "ef", ""};
+  EXPECT_TRUE(parse(encode(header(MessageType::Delta), d)).delta().logprobs.empty()) << "none unless asked";
+  d.logprobs = entries_for(d.tokens);
+  expect_same_entries(parse(encode(header(MessageType::Delta), d)).delta().logprobs, d.logprobs);
+  DoneBody done;
+  done.stop_reason = "length";
+  done.tokens = {1, 2, 3};
+  done.logprobs = entries_for(done.tokens);
+  expect_same_entries(parse(encode(header(MessageType::Done), done)).done().logprobs, done.logprobs);
+
+  DeltaBody bad = d;
+  bad.logprobs.pop_back();
+  EXPECT_EQ(body_error(encode(header(MessageType::Delta), bad), &Message::delta), "body.logprobs");
+  bad = d;
+  bad.logprobs[1].chosen.token = 9;
+  EXPECT_EQ(body_error(encode(header(MessageType::Delta), bad), &Message::delta), "body.logprobs[1].token");
+  bad = d;
+  bad.logprobs[0].chosen.logprob = 0.5f;  // not a log-probability
+  EXPECT_EQ(body_error(encode(header(MessageType::Delta), bad), &Message::delta), "body.logprobs[0].logprob");
+  bad = d;
+  bad.logprobs[0].top.resize(21);
+  EXPECT_EQ(body_error(encode(header(MessageType::Delta), bad), &Message::delta), "body.logprobs[0].top");
+  bad = d;
+  bad.logprobs[0].top[1].logprob = std::nanf("");
+  EXPECT_EQ(body_error(encode(header(MessageType::Delta), bad), &Message::delta),
+            "body.logprobs[0].top[1].logprob");
+  DoneBody short_done = done;
+  short_done.logprobs.resize(2);
+  EXPECT_EQ(body_error(encode(header(MessageType::Done), short_done), &Message::done), "body.logprobs");
+}
+
+// Version 3 added the sampling parameters and logprobs: a version-2 Generate (an older client)
+// is refused whole with an error on "v" that says which side is older, never decoded without
+// the fields it could not send.
+TEST(Protocol, MessagesOfAnotherVersionAreRefusedOnVNamingTheOlderSide) {
+  auto prompt_only = [](Packer& pk) { pk.pack_map(1), pk.pack("prompt"), pk.pack("hi"); };
+  ASSERT_EQ(kProtocolVersion, 3u);
+  for (const uint32_t v : {kProtocolVersion - 1, kProtocolVersion + 1}) {
+    try {
+      parse(raw_with_header(v, "generate", prompt_only));
+      ADD_FAILURE() << "version " << v << " accepted";
+    } catch (const ProtocolError& e) {
+      EXPECT_EQ(e.field, "v");
+      EXPECT_NE(std::string(e.what()).find(v < kProtocolVersion ? "older" : "newer"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(parse(raw_with_header(kProtocolVersion, "generate", prompt_only)).generate().prompt, "hi");
+}
+
+// The fuzzer's seeds (tests/fuzz/corpus/fuzz_protocol) are messages of this version, each
+// decoding with the accessor of its type, so fuzzing starts past the version check; the
+// `generate-older-version` seed is the one refused, on "v".
+TEST(Protocol, FuzzSeedsAreOfThisVersionAndDecode) {
+  const std::string dir = std::string(ROOTSPEC_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_protocol/";
+  auto bytes_of = [&](const std::string& name) {
+    std::ifstream f(dir + name, std::ios::binary);
+    EXPECT_TRUE(f) << name;
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  for (const char* name : {"generate", "generate-ids", "generate-sampling"})
+    EXPECT_NO_THROW(parse(bytes_of(name)).generate()) << name;
+  EXPECT_EQ(parse(bytes_of("generate-sampling")).generate().logit_bias.size(), 2u);
+  EXPECT_NO_THROW(parse(bytes_of("delta")).delta());
+  EXPECT_EQ(parse(bytes_of("delta-logprobs")).delta().logprobs.size(), 2u);
+  EXPECT_NO_THROW(parse(bytes_of("done")).done());
+  EXPECT_EQ(parse(bytes_of("done-logprobs")).done().logprobs.size(), 2u);
+  EXPECT_NO_THROW(parse(bytes_of("pool")).pool());
+  EXPECT_NO_THROW(parse(bytes_of("prefill")).prefill());
+  EXPECT_EQ(parse(bytes_of("prefill-sampling")).prefill().sampling.logit_bias.size(), 2u);
+  try {
+    parse(bytes_of("generate-older-version"));
+    ADD_FAILURE() << "an older version decoded";
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.field, "v");
+  }
 }
 
 TEST(Protocol, DoneTraceEntriesAreCheckedByName) {

@@ -3,9 +3,13 @@
 // overlapped root pass, request validation, and memory over many requests. Real processes
 // on a random tiny pair (tests/support/pair_fixture.h).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "pair_fixture.h"
+#include "sampling.h"
 
 namespace rootspec {
 namespace {
@@ -181,6 +185,16 @@ TEST(Daemon, InvalidOptionsGetAnErrorNamingTheOption) {
   GenerateBody text;
   text.prompt = "hello";  // the random pair has no tokenizer
   cases.push_back({text, "prompt"});
+  // Sampling parameters the wire carries but the target refuses (check_request_options).
+  GenerateBody sampling = generate_body({1, 2}, "root", "residual", 8, 0.0);
+  sampling.logit_bias = {{256, 1.0f}};  // past the vocabulary of 256
+  cases.push_back({sampling, "logit_bias"});
+  sampling.logit_bias.clear();
+  sampling.top_p = 0.0;
+  cases.push_back({sampling, "top_p"});
+  sampling.top_p.reset();
+  sampling.repetition_penalty = 0.0;
+  cases.push_back({sampling, "repetition_penalty"});
   for (const Case& c : cases) {
     const Reply r = client.generate(c.body, 20);
     ASSERT_TRUE(r.error) << "no error for " << c.field;
@@ -223,6 +237,205 @@ TEST(Daemon, MemoryIsFlatOver200Requests) {
               target_200, drafter_20, drafter_200);
   EXPECT_LT(target_200, target_20 * 105 / 100);
   EXPECT_LT(drafter_200, drafter_20 * 105 / 100);
+}
+
+}  // namespace
+}  // namespace rootspec
+
+namespace rootspec {
+namespace {
+
+using namespace rootspec::testing;
+
+// Plain greedy decoding of the processed law by hand (DESIGN §7), the independent reference:
+// the target's raw logits after each token, processed for the context so far (sampling.h),
+// argmax. `raw_logprobs` gets each chosen token's log-probability under the raw law (T = 1).
+std::vector<int32_t> processed_greedy(const std::vector<int32_t>& prompt, const SamplingParams& params, int n,
+                                      std::vector<double>* raw_logprobs = nullptr) {
+  set_torch_threads(1);
+  RuntimeOptions o;  // the Reference's caches (pair_fixture.h)
+  o.max_context = 256 + 8 + 2;
+  o.device = test_device();
+  o.max_tree = kMaxTreeBucket;
+  ModelRuntime target(pair_models().target, o);
+  const int vocab = target.vocab_size();
+  SamplingContext committed(prompt);
+  if (prompt.size() > 1) target.prefill(std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+  RowsView row = target.root_pass(prompt.back(), PassKind::Plain);
+  std::vector<float> processed(vocab);
+  RowScratch scratch;
+  std::vector<int32_t> tokens;
+  while (static_cast<int>(tokens.size()) < n) {
+    const float* logits = row.row(0);
+    process_logits(logits, vocab, params, 0.0, committed, nullptr, 0, processed.data(), scratch);
+    const int32_t token =
+        static_cast<int32_t>(std::max_element(processed.begin(), processed.end()) - processed.begin());
+    if (raw_logprobs) {
+      const double top = *std::max_element(logits, logits + vocab);
+      double sum = 0;
+      for (int x = 0; x < vocab; ++x) sum += std::exp(static_cast<double>(logits[x]) - top);
+      raw_logprobs->push_back(logits[token] - top - std::log(sum));
+    }
+    tokens.push_back(token);
+    committed.append({token});
+    if (static_cast<int>(tokens.size()) < n) row = target.root_pass(token, PassKind::Plain);
+  }
+  return tokens;
+}
+
+struct SamplingCase {
+  const char* name;
+  SamplingParams params;
+};
+std::vector<SamplingCase> sampling_cases() {
+  std::vector<SamplingCase> cases(4);
+  cases[0].name = "repetition_penalty";
+  cases[0].params.repetition_penalty = 1.8;
+  cases[1].name = "presence and frequency penalties";
+  cases[1].params.presence_penalty = 2.0;
+  cases[1].params.frequency_penalty = 1.0;
+  cases[2].name = "logit_bias";
+  cases[2].params.logit_bias = {{7, 3.0f}, {42, -100.0f}, {99, 2.0f}};
+  cases[3].name = "cuts and a penalty";
+  cases[3].params.top_k = 3;
+  cases[3].params.top_p = 0.5;
+  cases[3].params.min_p = 0.2;
+  cases[3].params.frequency_penalty = 1.5;
+  return cases;
+}
+
+void set_sampling(GenerateBody& g, const SamplingParams& p) {
+  if (p.top_k != 0) g.top_k = p.top_k;
+  if (p.top_p != 1) g.top_p = p.top_p;
+  if (p.min_p != 0) g.min_p = p.min_p;
+  if (p.presence_penalty != 0) g.presence_penalty = p.presence_penalty;
+  if (p.frequency_penalty != 0) g.frequency_penalty = p.frequency_penalty;
+  if (p.repetition_penalty != 1) g.repetition_penalty = p.repetition_penalty;
+  g.logit_bias = p.logit_bias;
+}
+
+// Every row a rule or verifier reads is processed for its own path: greedy output under
+// penalties and biases is plain decoding's of the processed law, for every decoder.
+TEST(Daemon, GreedyOutputWithPenaltiesAndBiasEqualsPlainProcessedDecoding) {
+  Pair pair;
+  Client client(pair.client_endpoint);
+  int changed = 0;
+  for (const SamplingCase& c : sampling_cases())
+    for (const auto& prompt : test_prompts()) {
+      const auto expected = processed_greedy(prompt, c.params, 24);
+      changed += expected != processed_greedy(prompt, SamplingParams{}, 24);
+      for (const char* rule : {"ar", "auto", "draft", "root-draw", "pearl"})
+        for (const char* verifier : {"greedy", "residual"}) {
+          GenerateBody g = generate_body(prompt, rule, verifier, 8, 0.0);
+          set_sampling(g, c.params);
+          const Reply r = client.generate(g);
+          ASSERT_TRUE(r.done) << c.name << ", " << rule << ": " << (r.error ? r.error->message : "timeout");
+          EXPECT_EQ(r.done->tokens, expected) << c.name << ", " << rule << " " << verifier;
+          EXPECT_EQ(r.tokens, expected) << "streamed, " << c.name << ", " << rule;
+        }
+    }
+  EXPECT_GE(changed, 10) << "the parameters should change most of the 20 greedy outputs";
+}
+
+// A request's logprobs: its Deltas' entries put together are its Done's, one per token.
+std::vector<LogprobEntry> logprobs_of(Client& client, const GenerateBody& g, std::vector<int32_t>* tokens) {
+  client.start(g);
+  std::vector<LogprobEntry> streamed;
+  for (int polls = 0; polls < 1200; ++polls) {
+    const auto m = client.receive(0.05);
+    if (!m) continue;
+    const Message msg(m->data(), m->size());
+    if (msg.header().type == MessageType::Delta) {
+      const DeltaBody d = msg.delta();
+      streamed.insert(streamed.end(), d.logprobs.begin(), d.logprobs.end());
+    } else if (msg.header().type == MessageType::Done) {
+      const DoneBody d = msg.done();
+      *tokens = d.tokens;
+      EXPECT_EQ(d.logprobs.size(), d.tokens.size());
+      EXPECT_EQ(streamed.size(), d.logprobs.size()) << "the Deltas' entries";
+      for (size_t i = 0; i < std::min(streamed.size(), d.logprobs.size()); ++i)
+        EXPECT_EQ(streamed[i].chosen.logprob, d.logprobs[i].chosen.logprob);
+      return d.logprobs;
+    } else if (msg.header().type == MessageType::Error) {
+      ADD_FAILURE() << msg.error().field << ": " << msg.error().message;
+      return {};
+    }
+  }
+  ADD_FAILURE() << "no Done";
+  return {};
+}
+
+// Logprobs come from the rows the round already has: whichever decoder emitted a token (the
+// root row, the anchor's or a tree node's), its entry is plain decoding's (ar) for the same
+// greedy tokens, and under the raw law the hand-computed log-softmax of the target's logits.
+TEST(Daemon, LogprobsOfEveryDecoderEqualPlainDecodingsForTheSameGreedyTokens) {
+  Pair pair;
+  Client client(pair.client_endpoint);
+  for (const bool raw : {false, true})
+    for (const bool penalised : {false, true})
+      for (const auto& prompt : test_prompts()) {
+        SamplingParams params;
+        if (penalised) params = sampling_cases()[3].params;
+        auto request = [&](const char* rule) {
+          GenerateBody g = generate_body(prompt, rule, "greedy", 8, 0.0, 0, 12);
+          set_sampling(g, params);
+          g.logprobs = 5;
+          g.logprobs_mode = raw ? "raw" : "processed";
+          return g;
+        };
+        const std::string what = std::string(raw ? "raw" : "processed") + (penalised ? ", penalised" : "");
+        std::vector<int32_t> ar_tokens;
+        const auto ar = logprobs_of(client, request("ar"), &ar_tokens);
+        ASSERT_EQ(ar.size(), 12u) << what;
+        if (raw) {
+          std::vector<double> by_hand;
+          EXPECT_EQ(processed_greedy(prompt, params, 12, &by_hand), ar_tokens) << what;
+          for (size_t i = 0; i < ar.size(); ++i)
+            EXPECT_NEAR(ar[i].chosen.logprob, by_hand[i], 1e-5) << what << " " << i;
+        }
+        for (size_t i = 0; i < ar.size(); ++i) {
+          // The processed law's cuts (top_k 3) leave fewer tokens than 5 with a probability.
+          if (penalised && !raw)
+            EXPECT_LE(ar[i].top.size(), 3u);
+          else
+            EXPECT_EQ(ar[i].top.size(), 5u);
+          if (!raw || !penalised)
+            EXPECT_EQ(ar[i].top[0].token, ar[i].chosen.token) << "greedy picks the top token";
+        }
+        for (const char* rule : {"root-draw", "draft", "auto"}) {
+          std::vector<int32_t> tokens;
+          const auto got = logprobs_of(client, request(rule), &tokens);
+          ASSERT_EQ(tokens, ar_tokens) << what << ", " << rule;
+          ASSERT_EQ(got.size(), ar.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_NEAR(got[i].chosen.logprob, ar[i].chosen.logprob, 1e-5)
+                << what << ", " << rule << " " << i;
+            ASSERT_EQ(got[i].top.size(), ar[i].top.size());
+            for (size_t k = 0; k < got[i].top.size(); ++k) {
+              EXPECT_EQ(got[i].top[k].token, ar[i].top[k].token) << what << ", " << rule << " " << i;
+              EXPECT_NEAR(got[i].top[k].logprob, ar[i].top[k].logprob, 1e-5) << what << ", " << rule;
+            }
+          }
+        }
+      }
+}
+
+// Version 3 carries the sampling parameters: a version-2 Generate (an older client) gets an
+// Error on "v", never a decode without them, and the target serves on.
+TEST(Daemon, AGenerateOfTheOlderProtocolVersionGetsAnErrorOnV) {
+  Pair pair;
+  Client client(pair.client_endpoint);
+  Header h;
+  h.version = kProtocolVersion - 1;
+  h.type = MessageType::Generate;
+  h.request = 9;
+  client.send(encode(h, generate_body({1, 2}, "root", "residual", 8, 0.0)));
+  const Reply old = client.collect(20);
+  ASSERT_TRUE(old.error) << "no Error";
+  EXPECT_EQ(old.error->field, "v") << old.error->message;
+  EXPECT_NE(old.error->message.find("older"), std::string::npos) << old.error->message;
+  const Reply now = client.generate(generate_body({1, 2}, "root", "residual", 8, 0.0));
+  EXPECT_TRUE(now.done) << (now.error ? now.error->message : "timeout");
 }
 
 }  // namespace

@@ -6,8 +6,12 @@
 //                                                         the same, `workers` at a time
 //
 // A request is {"kind": "completions" | "chat", "stream": bool, "params": {…}} with the
-// client's own parameters; each result is {"ok", "text", "finish_reason", "usage", "id",
-// "status", "error", "ms"} on one JSON line, in the order of the requests.
+// client's own parameters (extra ones, such as vLLM's top_k, go into the body as they are);
+// each result is {"ok", "text", "finish_reason", "usage", "id", "status", "error", "ms",
+// "choices"} on one JSON line, in the order of the requests: text and finish_reason are
+// choice 0's; choices[i] is {"index", "text", "finish_reason", "logprobs"} of the choice with
+// index i, a stream's chunks put together (chat: logprobs.content concatenated; completions:
+// each list of logprobs concatenated).
 'use strict';
 const fs = require('fs');
 
@@ -19,10 +23,11 @@ async function one(client, r) {
   try {
     const api = r.kind === 'chat' ? client.chat.completions : client.completions;
     const res = await api.create(params);
+    const choices = [];
     if (!r.stream) {
-      const c = res.choices[0];
-      out.text = r.kind === 'chat' ? c.message.content : c.text;
-      out.finish_reason = c.finish_reason;
+      for (const c of res.choices)
+        choices.push({ index: c.index, text: r.kind === 'chat' ? c.message.content : c.text,
+                       finish_reason: c.finish_reason, logprobs: c.logprobs });
       out.usage = res.usage;
       out.id = res.id;
     } else {
@@ -32,10 +37,23 @@ async function one(client, r) {
         out.id = chunk.id;
         if (chunk.usage) out.usage = chunk.usage;
         for (const c of chunk.choices) {
-          out.text += (r.kind === 'chat' ? c.delta.content : c.text) || '';
-          if (c.finish_reason) out.finish_reason = c.finish_reason;
+          const to = choices[c.index] || (choices[c.index] = { index: c.index, text: '', finish_reason: null,
+                                                                  logprobs: null });
+          to.text += (r.kind === 'chat' ? c.delta.content : c.text) || '';
+          if (c.finish_reason) to.finish_reason = c.finish_reason;
+          if (c.logprobs) {
+            if (!to.logprobs) to.logprobs = r.kind === 'chat' ? { content: [] }
+                                                              : { tokens: [], token_logprobs: [], top_logprobs: [],
+                                                                  text_offset: [] };
+            for (const key of Object.keys(to.logprobs)) to.logprobs[key].push(...(c.logprobs[key] || []));
+          }
         }
       }
+    }
+    out.choices = choices;
+    if (choices.length > 0) {
+      out.text = choices[0].text;
+      out.finish_reason = choices[0].finish_reason;
     }
   } catch (e) {
     out.ok = false;

@@ -147,6 +147,101 @@ TEST(Http, OpenAiClientGetsWhatRootspecClientGets) {
   }
 }
 
+// Each choice's shape: index i, a text, a finish reason, and logprobs when asked for (one entry
+// per completion token, `top` alternatives each, log-probabilities ≤ 0).
+void expect_well_formed_choices(const json& r, const json& request, int n, int top) {
+  const std::string what = request.dump();
+  ASSERT_TRUE(r["ok"].get<bool>()) << what << ": " << r.dump();
+  ASSERT_EQ(r["choices"].size(), static_cast<size_t>(n)) << what;
+  const bool chat = request["kind"] == "chat";
+  int tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    const json& c = r["choices"][i];
+    EXPECT_EQ(c["index"], i) << what;
+    EXPECT_TRUE(c["text"].is_string()) << what;
+    EXPECT_TRUE(c["finish_reason"] == "stop" || c["finish_reason"] == "length") << what << c.dump();
+    if (top < 0) {
+      EXPECT_TRUE(c["logprobs"].is_null()) << what;
+      continue;
+    }
+    const json& lp = c["logprobs"];
+    const json& entries = chat ? lp["content"] : lp["token_logprobs"];
+    ASSERT_TRUE(entries.is_array()) << what << ": " << c.dump();
+    tokens += static_cast<int>(entries.size());
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const double logprob = chat ? entries[k]["logprob"].get<double>() : entries[k].get<double>();
+      EXPECT_LE(logprob, 0.0) << what;
+      const json& alternatives = chat ? entries[k]["top_logprobs"] : lp["top_logprobs"][k];
+      EXPECT_LE(alternatives.size(), static_cast<size_t>(top))
+          << what;  // completions: distinct token strings
+      if (chat) {
+        EXPECT_EQ(alternatives.size(), static_cast<size_t>(top)) << what;
+        EXPECT_TRUE(entries[k]["bytes"].is_array()) << what;
+      }
+    }
+  }
+  if (top >= 0 && !r["usage"].is_null()) {
+    EXPECT_EQ(tokens, r["usage"]["completion_tokens"].get<int>()) << what;
+  }
+}
+
+// The `openai` client sends every sampling parameter (vLLM's top_k, min_p and
+// repetition_penalty as extra body fields), logprobs and n = 3, streamed and not: each answer
+// is well formed, a stream equals its whole answer (same seed) logprobs included, and n = 3
+// with a seed gives the same choices twice, choice 0 being the n = 1 answer.
+TEST(Http, OpenAiClientSendsEverySamplingParameterAndStreamsEqualWholeAnswers) {
+  Pair pair(http_pair({"target.max_batch=4"}));
+  struct Case {
+    json request;
+    int n = 1, top = -1;  // choices, logprobs' alternatives (−1: none asked)
+  };
+  auto sampled = [](json r, const json& extra) {
+    r["params"]["temperature"] = 0.9;
+    r["params"]["seed"] = 11;
+    r["params"].update(extra);
+    return r;
+  };
+  const std::vector<Case> cases = {
+      {sampled(completion("The quick brown fox", 12), {{"top_p", 0.8}})},
+      {sampled(completion("The quick brown fox", 12), {{"top_k", 5}})},
+      {sampled(chat(user("Hello there"), 12), {{"min_p", 0.1}})},
+      {sampled(completion("Again and again", 12),
+               {{"presence_penalty", 1.5}, {"frequency_penalty", 0.5}, {"repetition_penalty", 1.3}})},
+      {sampled(completion("Biased", 12), {{"logit_bias", {{"101", -100}, {"32", 5}}}})},
+      {sampled(chat(user("Tell me"), 12), {{"logprobs", true}, {"top_logprobs", 3}}), 1, 3},
+      {sampled(completion("Tell me", 12), {{"logprobs", 2}}), 1, 2},
+      {sampled(completion("Tell me", 12), {{"logprobs", 2}, {"logprobs_mode", "raw"}, {"top_p", 0.5}}), 1, 2},
+      {sampled(completion("Three ways", 10), {{"n", 3}}), 3},
+      {sampled(chat(user("Three ways"), 10), {{"n", 3}, {"logprobs", true}, {"top_logprobs", 1}}), 3, 1},
+  };
+  json requests = json::array();
+  for (const Case& c : cases) {
+    json whole = c.request, streamed = c.request;
+    streamed["stream"] = true;
+    streamed["include_usage"] = true;
+    requests.push_back(whole);
+    requests.push_back(streamed);
+  }
+  const auto r = openai_client(pair.url, requests);
+  ASSERT_EQ(r.size(), requests.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const json &whole = r[2 * i], &streamed = r[2 * i + 1];
+    expect_well_formed_choices(whole, requests[2 * i], cases[i].n, cases[i].top);
+    expect_well_formed_choices(streamed, requests[2 * i + 1], cases[i].n, cases[i].top);
+    EXPECT_EQ(streamed["choices"], whole["choices"]) << requests[2 * i].dump();
+    EXPECT_EQ(streamed["usage"], whole["usage"]) << requests[2 * i].dump();
+  }
+  // n = 3 with a seed: the same choices again; choice 0 is the n = 1 answer (seed + 0), and the
+  // three differ (seeds 11, 12, 13 at T = 0.9; the random pair's 10 tokens almost never agree).
+  json three = cases[8].request, one = cases[8].request;
+  one["params"].erase("n");
+  const auto again = openai_client(pair.url, json::array({three, one}));
+  EXPECT_EQ(again[0]["choices"], r[16]["choices"]);
+  EXPECT_EQ(again[1]["text"], r[16]["choices"][0]["text"]);
+  EXPECT_NE(r[16]["choices"][1]["text"], r[16]["choices"][2]["text"]);
+  EXPECT_EQ(r[16]["usage"]["completion_tokens"].get<int>(), 30) << "three choices of 10 tokens";
+}
+
 TEST(Http, CurlSeesExactServerSentEvents) {
   Pair pair(http_pair());
   TempDir tmp("curl");
@@ -313,6 +408,54 @@ void expect_error(const std::pair<int, json>& got, int status, const std::string
   if (!param.empty()) {
     EXPECT_EQ(e["param"], param) << what << ": " << e.dump();
   }
+}
+
+// logit_bias reaches the round: +100 on byte 'x' makes greedy text all x (through the gateway
+// and rootspec-client); −100 on greedy's first token changes it. Ids past the vocabulary are the
+// target's 400 on logit_bias.
+TEST(Http, LogitBiasSteersGreedyTextAndIdsPastTheVocabularyAre400) {
+  Pair pair(http_pair());
+  const auto forced =
+      post(pair, "/v1/completions",
+           R"({"prompt": "Hello", "max_tokens": 6, "temperature": 0, "logit_bias": {"120": 100}})");
+  ASSERT_EQ(forced.first, 200) << forced.second.dump();
+  EXPECT_EQ(forced.second["choices"][0]["text"], "xxxxxx");
+  const auto plain = post(pair, "/v1/completions",
+                          R"({"prompt": "Hello", "max_tokens": 6, "temperature": 0, "logprobs": 0})");
+  ASSERT_EQ(plain.first, 200) << plain.second.dump();
+  const std::string first = plain.second["choices"][0]["logprobs"]["tokens"][0].get<std::string>();
+  ASSERT_EQ(first.size(), 1u) << "a byte token";
+  const json banned = {{"prompt", "Hello"},
+                       {"max_tokens", 6},
+                       {"temperature", 0},
+                       {"logprobs", 0},
+                       {"logit_bias", {{std::to_string(static_cast<unsigned char>(first[0])), -100}}}};
+  const auto steered = post(pair, "/v1/completions", banned.dump());
+  ASSERT_EQ(steered.first, 200) << steered.second.dump();
+  EXPECT_NE(steered.second["choices"][0]["logprobs"]["tokens"][0], first);
+  expect_error(post(pair, "/v1/completions", R"({"prompt": "x", "logit_bias": {"258": 1}})"), 400,
+               "logit_bias", "an id past the vocabulary of 258");
+  // rootspec-client's flags say the same, and its JSON prints each token's logprobs.
+  const auto [status, out] =
+      shell(std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " + pair.client_endpoint +
+            " --prompt Hello --raw --max-new-tokens 4 --temperature 0 --logit-bias 120=100"
+            " --logit-bias 7=-1.5 --logprobs 1 --logprobs-mode processed --top-k 50"
+            " --top-p 0.9 --min-p 0.01 --presence-penalty 0.1 --frequency-penalty 0.1"
+            " --repetition-penalty 1.1 --json 2>&1");
+  ASSERT_EQ(status, 0) << out;
+  const json client = json::parse(out);
+  EXPECT_EQ(client["text"], "xxxx");
+  ASSERT_EQ(client["logprobs"].size(), 4u) << out;
+  for (const json& e : client["logprobs"]) {
+    EXPECT_EQ(e["token"], 120);
+    EXPECT_EQ(e["bytes"], json::array({120}));
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(e["top"].size(), 1u);
+  }
+  const auto [bad_status, bad_out] = shell(std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " +
+                                           pair.client_endpoint + " --prompt x --logit-bias 7 2>&1");
+  EXPECT_EQ(bad_status, 2) << bad_out;
+  EXPECT_NE(bad_out.find("--logit-bias"), std::string::npos) << bad_out;
 }
 
 TEST(Http, BadInputsGetTheirStatusAndTheServerServesTheNext) {

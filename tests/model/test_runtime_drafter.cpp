@@ -1,12 +1,15 @@
 // RuntimeDrafter: the draft rows pool growth receives equal the drafter model's rows by
 // sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
-// rows grow the same pool. DraftSession with draft-ahead: every pool it hands over (drafted
-// ahead, after a miss, after an abandoned guess) is bit for bit the pool of a session that
-// never drafts ahead. Adaptive pool depth follows the Commits. Sessions drafting together in
-// shared passes grow the pools each grows alone.
+// rows grow the same pool. With a request's sampling parameters the pool is the one grown from
+// those rows processed by hand for each node's path (issue 47). DraftSession with draft-ahead:
+// every pool it hands over (drafted ahead, after a miss, after an abandoned guess) is bit for
+// bit the pool of a session that never drafts ahead, processed rows included. Adaptive pool
+// depth follows the Commits. Sessions drafting together in shared passes grow the pools each
+// grows alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <set>
@@ -15,6 +18,7 @@
 #include "model_fixtures.h"
 #include "rows.h"
 #include "runtime_drafter.h"
+#include "sampling.h"
 #if ROOTSPEC_WITH_CUDA
 #include "cuda_backend.h"
 #endif
@@ -127,6 +131,143 @@ TEST(RuntimeDrafter, TopKRowsGrowTheSamePoolAsWholeRows) {
   }
 }
 
+// The drafter's rows processed by hand (sampling.h): the raw logits at C + the node's path by
+// sequential decoding on a runtime of its own, processed at T = 1 over C's statistics and the
+// path (the node's pool ancestors, then itself; the root: none).
+class HandProcessed : public DraftModel {
+ public:
+  HandProcessed(ModelRuntime& rt, const SamplingParams& params, const std::vector<int32_t>& context,
+                const SamplingContext& committed)
+      : rt_(rt), params_(params), context_(context), committed_(committed) {}
+  int vocab_size() const override { return rt_.vocab_size(); }
+  void draft_rows(const Pool& pool, const std::vector<int>& nodes, std::vector<float>& out) override {
+    const int V = vocab_size();
+    out.resize(nodes.size() * V);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      std::vector<int32_t> path;
+      for (int a = nodes[i]; a != kRoot; a = pool.parent[a]) path.insert(path.begin(), pool.token[a]);
+      std::vector<int32_t> seq = context_;
+      seq.insert(seq.end(), path.begin(), path.end());
+      rt_.truncate(0);
+      const RowsView r = rt_.prefill(seq);
+      process_logits(r.row(0), V, params_, 1.0, committed_, path.data(), static_cast<int>(path.size()),
+                     out.data() + i * V, scratch_);
+    }
+  }
+
+ private:
+  ModelRuntime& rt_;
+  const SamplingParams& params_;
+  const std::vector<int32_t>& context_;
+  const SamplingContext& committed_;
+  RowScratch scratch_;
+};
+
+// Penalties (whose counts follow each node's path), a bias each way and a top-p cut.
+SamplingParams penalising_params() {
+  SamplingParams p;
+  p.presence_penalty = 0.8;
+  p.frequency_penalty = 0.6;
+  p.repetition_penalty = 1.4;
+  p.logit_bias = {{3, 2.5f}, {17, -4.0f}};
+  p.top_p = 0.9;
+  return p;
+}
+
+void expect_logq_near(const Pool& got, const Pool& want, double tolerance) {
+  for (int u = 0; u < got.size(); ++u) {
+    if (std::isinf(want.logq[u])) {
+      EXPECT_EQ(got.logq[u], want.logq[u]) << "node " << u;  // a token the cut left out
+    } else {
+      ASSERT_NEAR(got.logq[u], want.logq[u], tolerance) << "node " << u;
+    }
+  }
+}
+
+// A session processing its rows grows, node for node, the pool grown from the drafter's rows
+// processed by hand: C's statistics are the prompt (the first draft's first `prompt_length`
+// tokens, the root token among them) and every token appended after it, the two generated
+// tokens of the first draft included; each node's path adds its ancestors and itself. Commits
+// repeat tokens (of the prompt, of each other) so that the counts matter. The same rows
+// unprocessed grow other pools.
+TEST(RuntimeDrafter, ProcessedPoolIsThePoolOfRowsProcessedByHand) {
+  set_torch_threads(1);
+  TempDir dir("drafter-processed");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 12);
+  RuntimeOptions o;
+  o.max_context = 128;
+  o.max_tree = 80;
+  ModelRuntime rt(d, o), raw_rt(d, o), ref(d, o);
+  const int V = rt.vocab_size();
+  const SamplingParams params = penalising_params();
+  const PoolShape shape{4, 4, 3};
+  DraftSession session(rt), raw(raw_rt);
+  std::mt19937 gen(12);
+  const std::vector<int32_t> prompt = testing::random_tokens(gen, 6, V);
+  std::vector<int32_t> commit = prompt;
+  commit.insert(commit.end(), {prompt[1], prompt[1]});  // two tokens of rounds of plain decoding
+  session.start(shape, 12, /*draft_ahead=*/false, params, static_cast<int>(prompt.size()));
+  raw.start(shape, 12);
+  std::vector<int32_t> context;
+  SamplingContext committed(prompt);
+  int differ = 0;
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    context.insert(context.end(), commit.begin(), commit.end());
+    committed.append(round == 0 ? std::vector<int32_t>{prompt[1], prompt[1]} : commit);
+    Pool got, want, unprocessed;
+    session.draft(commit, got);
+    raw.draft(commit, unprocessed);
+    HandProcessed hand(ref, params, context, committed);
+    grow_pool(hand, shape, want);
+    ASSERT_EQ(got.size(), shape.expected_size());
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_EQ(got.parent, want.parent);
+    EXPECT_EQ(got.expanded, want.expanded);
+    expect_logq_near(got, want, 1e-5);
+    differ += got.token != unprocessed.token;
+    // The next Commit: the pool's first candidate twice, a prompt token, the first again.
+    commit = {got.token[0], got.token[0], prompt[0], got.token[0]};
+  }
+  EXPECT_GE(differ, 2) << "the parameters should change the pools";
+}
+
+// A token biased by −100 is never a candidate: not at the root, not below any node, whatever
+// the pool's kind, over rounds whose Commits hold it; the unprocessed drafter's first candidate
+// at the prompt is the one banned.
+TEST(RuntimeDrafter, PoolNeverHoldsATokenWithAStrongNegativeBias) {
+  set_torch_threads(1);
+  TempDir dir("drafter-bias");
+  const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), 13);
+  RuntimeOptions o;
+  o.max_context = 128;
+  o.max_tree = 80;
+  PoolShape rheo{5, 4, 3};
+  rheo.rheo_m = 2;
+  for (const PoolShape& shape : {PoolShape{5, 4, 3}, rheo}) {
+    SCOPED_TRACE(shape.rheo_m >= 0 ? "rheo" : "top-k");
+    ModelRuntime rt(d, o), raw_rt(d, o);
+    const int V = rt.vocab_size();
+    std::mt19937 gen(13);
+    std::vector<int32_t> commit = testing::random_tokens(gen, 5, V);
+    DraftSession raw(raw_rt), biased(rt);
+    raw.start(shape, 13);
+    Pool first;
+    raw.draft(commit, first);
+    const int32_t banned = first.token[0];
+    SamplingParams params;
+    params.logit_bias = {{banned, -100.0f}};
+    biased.start(shape, 13, /*draft_ahead=*/false, params);
+    for (int round = 0; round < 4; ++round) {
+      Pool got;
+      biased.draft(commit, got);
+      ASSERT_EQ(got.size(), shape.expected_size());
+      EXPECT_EQ(std::count(got.token.begin(), got.token.end(), banned), 0) << "round " << round;
+      commit = {got.token[0], banned};  // the target may emit it all the same
+    }
+  }
+}
+
 void expect_same_pool(const Pool& got, const Pool& want) {
   EXPECT_EQ(got.token, want.token);
   EXPECT_EQ(got.parent, want.parent);
@@ -160,7 +301,9 @@ int deepest_level(const Pool& pool) { return *std::max_element(pool.depth.begin(
 // Two sessions on one random drafter with draft-ahead on: `ahead` is asked to draft ahead,
 // `plain` never is (its pools are the reference).
 struct AheadSessions {
-  AheadSessions(const PoolShape& shape, uint64_t seed, bool torch_ops = false) : dir("draft-ahead") {
+  AheadSessions(const PoolShape& shape, uint64_t seed, bool torch_ops = false,
+                const SamplingParams& params = {})
+      : dir("draft-ahead") {
     set_torch_threads(1);
     const std::string d = testing::make_model(dir, "d", testing::tiny_config(ModelArch::Llama, 2), seed);
     RuntimeOptions o;
@@ -171,16 +314,17 @@ struct AheadSessions {
     plain_rt = std::make_unique<ModelRuntime>(d, o);
     ahead = std::make_unique<DraftSession>(*ahead_rt);
     plain = std::make_unique<DraftSession>(*plain_rt);
-    ahead->start(shape, seed, /*draft_ahead=*/true);
-    plain->start(shape, seed, /*draft_ahead=*/true);
+    ahead->start(shape, seed, /*draft_ahead=*/true, params);
+    plain->start(shape, seed, /*draft_ahead=*/true, params);
   }
   TempDir dir;
   std::unique_ptr<ModelRuntime> ahead_rt, plain_rt;
   std::unique_ptr<DraftSession> ahead, plain;
 };
 
-void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = false) {
-  AheadSessions s(shape, seed, torch_ops);
+void check_draft_ahead(const PoolShape& shape, uint64_t seed, bool torch_ops = false,
+                       const SamplingParams& params = {}) {
+  AheadSessions s(shape, seed, torch_ops, params);
   ModelRuntime &ahead_rt = *s.ahead_rt, &plain_rt = *s.plain_rt;
   DraftSession &ahead = *s.ahead, &plain = *s.plain;
   EXPECT_EQ(ahead_rt.batch_invariant(), !torch_ops) << ahead_rt.backend_name();
@@ -315,6 +459,19 @@ TEST(DraftAhead, RheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
   check_draft_ahead(rheo, 22);
 }
 
+// Processed rows: a guess's tokens are counted as the Commit's would be and taken back with
+// the cache when it misses or gives way, so every pool handed over is processed over the same
+// statistics as the plain session's (a miss counted twice would change the penalised rows).
+TEST(DraftAhead, ProcessedTopKPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  check_draft_ahead(PoolShape{3, 4, 3}, 27, /*torch_ops=*/false, penalising_params());
+}
+
+TEST(DraftAhead, ProcessedRheoPoolsEqualThoseOfASessionThatNeverDraftsAhead) {
+  PoolShape rheo{4, 4, 3};
+  rheo.rheo_m = 2;
+  check_draft_ahead(rheo, 28, /*torch_ops=*/false, penalising_params());
+}
+
 // Five sessions over one backend (ModelRuntime::sequences, the drafter's requests of a batch)
 // drafting together in shared passes: top-k, sparse, Rheo and adaptive-depth pools of different
 // shapes (one with a frontier wider than a pass), prompts of 3 to 150 tokens (several prefill
@@ -339,14 +496,17 @@ void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
   shapes[3].adaptive_depth = true;
   const int prompt_lengths[kSessions] = {3, 150, 70, 9, 12};
   const int join_step[kSessions] = {0, 0, 2, 5, 1};  // steps of the others before a session begins
+  // Two sessions process their rows (issue 47): a Rheo pool and the one wider than a pass.
+  SamplingParams params[kSessions];
+  params[2] = params[4] = penalising_params();
   std::vector<std::unique_ptr<ModelRuntime>> own;
   std::vector<std::unique_ptr<DraftSession>> together, alone;
   for (int q = 0; q < kSessions; ++q) {
     own.push_back(std::make_unique<ModelRuntime>(d, o));
     together.push_back(std::make_unique<DraftSession>(*shared[q]));
     alone.push_back(std::make_unique<DraftSession>(*own[q]));
-    together[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3);
-    alone[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3);
+    together[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3, params[q]);
+    alone[q]->start(shapes[q], 100 + q, /*draft_ahead=*/q == 3, params[q]);
   }
   std::mt19937 gen(9);
   const int V = shared[0]->vocab_size();
@@ -384,8 +544,7 @@ void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
       if (bit_for_bit) {
         expect_same_pool(got[q], want[q]);
       } else {
-        for (int u = 0; u < got[q].size(); ++u)
-          ASSERT_NEAR(got[q].logq[u], want[q].logq[u], 1e-4) << "node " << u;
+        expect_logq_near(got[q], want[q], 1e-4);
       }
       // The next Commit: the pool's first candidate, then 0 to 3 tokens of the target's.
       commits[q] = {got[q].token[0]};

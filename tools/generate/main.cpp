@@ -5,6 +5,7 @@
 //       --rule root-draw --verifier tev --budget 59 --temperature 1 --seed 7 --json
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   bool cuda_eager = false;
   int threads = 1;
   bool json = false, ignore_eos = false;
+  bool drafter_unprocessed = false;
   app.add_option("--target", target_dir, "target model folder (Hugging Face)")->required();
   app.add_option("--drafter", drafter_dir, "drafter model folder (needed by every rule but ar)");
   app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated")->required();
@@ -60,6 +62,18 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "float32 | float16 | bfloat16, both models (on the CPU float16 is float16 weights, float32 arithmetic)");
   app.add_option("--threads", threads, "torch intra-op threads");
   app.add_flag("--json", json, "print tokens and per-round statistics as JSON");
+  // The processed target law (sampling.h); --top-k above is the pool's, so the row cut is --sample-top-k.
+  app.add_option("--sample-top-k", o.sampling.top_k, "keep the k most probable tokens (0 = off)");
+  app.add_option("--top-p", o.sampling.top_p, "keep the most probable tokens up to this mass (1 = off)");
+  app.add_option("--min-p", o.sampling.min_p, "keep tokens at least this share of the most probable (0 = off)");
+  app.add_option("--presence-penalty", o.sampling.presence_penalty, "[-2, 2], over the generated tokens");
+  app.add_option("--frequency-penalty", o.sampling.frequency_penalty, "[-2, 2], per occurrence in the generated tokens");
+  app.add_option("--repetition-penalty", o.sampling.repetition_penalty, "> 0 (Hugging Face's; 1 = off)");
+  std::vector<std::string> logit_bias;
+  app.add_option("--logit-bias", logit_bias, "ID=BIAS, added to the token's logit, [-100, 100] (repeatable)");
+  app.add_option("--logprobs", o.logprobs, "each token's logprob and its K best alternatives (0-20; -1 = none)");
+  app.add_flag("--logprobs-raw", o.logprobs_raw, "logprobs of the raw target law instead of the processed one");
+  app.add_flag("--drafter-unprocessed", drafter_unprocessed, "raw draft rows, not processed by the sampling parameters");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -74,6 +88,12 @@ int main(int argc, char** argv) {
     if (shape.top_k < 1 || shape.depth < 1 || shape.expand < 1)
       throw std::invalid_argument("--top-k, --depth and --expand must be ≥ 1");
     o.stop_at_eos = !ignore_eos;
+    for (const std::string& item : logit_bias) {
+      const size_t eq = item.find('=');
+      if (eq == std::string::npos) throw std::invalid_argument("--logit-bias '" + item + "': expected ID=BIAS");
+      o.sampling.logit_bias.emplace_back(std::stoi(item.substr(0, eq)), std::stof(item.substr(eq + 1)));
+    }
+    std::sort(o.sampling.logit_bias.begin(), o.sampling.logit_bias.end());
     const std::vector<int32_t> prompt = parse_ids(prompt_text);
     set_torch_threads(threads);
 
@@ -94,7 +114,9 @@ int main(int argc, char** argv) {
     }
 
     const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = generate(target, drafter.get(), prompt, o, shape);
+    if (const OptionProblem p = check_request_options(o, target.vocab_size()))
+      throw std::invalid_argument("--" + p.option + ": " + p.message);
+    const GenerateResult r = generate(target, drafter.get(), prompt, o, shape, nullptr, !drafter_unprocessed);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     if (!json) {
@@ -124,6 +146,15 @@ int main(int argc, char** argv) {
       rounds.push_back(round);
     }
     j["rounds"] = rounds;
+    if (o.logprobs >= 0) {
+      nlohmann::json logprobs = nlohmann::json::array();
+      for (const TokenLogprob& t : r.logprobs) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const auto& [token, lp] : t.top) top.push_back({{"token", token}, {"logprob", lp}});
+        logprobs.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top_logprobs", top}});
+      }
+      j["logprobs"] = logprobs;
+    }
     j["mean_accepted"] = r.rounds.empty() ? 0.0 : accepted / r.rounds.size();
     j["tokens_per_round"] = r.rounds.empty() ? 0.0 : double(r.tokens.size()) / r.rounds.size();
     std::printf("%s\n", j.dump().c_str());
