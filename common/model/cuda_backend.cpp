@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "model_tensors.h"
 #include "rope.h"
+#include "rows.h"
 #include "safetensors.h"
 #include "tree_index.h"
 
@@ -242,7 +243,8 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer gate_up_;  // [64, 2·inter] float32
   DeviceBuffer act_;      // [64, inter] dtype
   DeviceBuffer logits_;   // [64, vocab] float32
-  DeviceBuffer probs_;    // [64, vocab] float32: tempered rows (forward_tempered, forward_kept)
+  DeviceBuffer probs_;    // [64, vocab] float32: tempered rows (forward_tempered, forward_kept; its logits at
+                          // kLogitRows)
   int kept_rows_ = 0;     // rows of probs_ the last forward_kept left
   DeviceBuffer top_;      // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
   std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
@@ -588,9 +590,15 @@ void CudaBackend::forward_tempered(const PassBatch& batch, PassKind kind, double
 
 void CudaBackend::forward_kept(const PassBatch& batch, PassKind kind, double temperature) {
   start_pass(batch, kind);
-  check(cuda::tempered_rows(logits_.f32(), batch.rows, config_.vocab_size, static_cast<float>(temperature),
-                            probs_.f32(), stream_),
-        "tempered_rows");
+  if (temperature == kLogitRows)  // the logits themselves, for the round to process (sampling.h)
+    check(
+        cudaMemcpyAsync(probs_.get(), logits_.get(), static_cast<size_t>(batch.rows) * config_.vocab_size * 4,
+                        cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync (kept logits)");
+  else
+    check(cuda::tempered_rows(logits_.f32(), batch.rows, config_.vocab_size, static_cast<float>(temperature),
+                              probs_.f32(), stream_),
+          "tempered_rows");
   finish_pass();
   kept_rows_ = batch.rows;
 }

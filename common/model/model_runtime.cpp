@@ -152,9 +152,9 @@ RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
   kv_.discard_tree();
   const int first = kv_.add_nodes(tokens, parents);
   const int n = static_cast<int>(tokens.size());
-  // One pass's rows stay on a device that keeps them; larger trees, and logits for the processed
-  // law (processed on the host: the device does not process rows yet), come back as logits.
-  const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket && temperature != kLogitRows;
+  // One pass's rows stay on a device that keeps them (at kLogitRows its logits, which the round
+  // processes on the host row by row as the verifier reads them); larger trees come back as logits.
+  const bool on_device = backend_->keeps_rows() && n <= kMaxTreeBucket;
   if (on_device)
     backend_->forward_kept(placed(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n))),
                            PassKind::Tree, temperature);

@@ -142,8 +142,9 @@ class PassBackend {
   // memory). This default tempers on the host (probs_from_logits); a GPU backend tempers on the
   // device, so that the host spends no time on the vocabulary.
   virtual void forward_tempered(const PassBatch& batch, PassKind kind, double temperature, float* rows);
-  // The target's tree pass with its rows left where the pass ran, tempered, for the verifier
-  // to read only the rows its walk visits (copy_kept_row, into host memory). Backends whose rows
+  // The target's tree pass with its rows left where the pass ran, tempered (at kLogitRows: its
+  // logits, which the round processes), for the verifier to read only the rows its walk visits
+  // (copy_kept_row, into host memory). Backends whose rows
   // come to the host anyway answer keeps_rows() false (the runtime tempers those lazily).
   virtual bool keeps_rows() const { return false; }
   virtual void forward_kept(const PassBatch& batch, PassKind kind, double temperature);

@@ -100,7 +100,8 @@ std::vector<std::vector<float>> script_rows(ModelRuntime& rt, const Script& scri
   rt.commit({0, 2, 5, 11, 12});
   keep(rt.root_pass(7));
   std::vector<int32_t> parents(script.big_tree);
-  for (int i = 0; i < script.big_tree; ++i) parents[i] = i < 4 ? -1 : (i * 7 + 3) % i;  // four roots, branching
+  for (int i = 0; i < script.big_tree; ++i)
+    parents[i] = i < 4 ? -1 : (i * 7 + 3) % i;  // four roots, branching
   keep(rt.tree_pass(testing::random_tokens(gen, script.big_tree, vocab), parents));
   rt.commit({0});
   keep(rt.root_pass(1));
@@ -394,6 +395,66 @@ TEST(CudaBackend, GreedyEveryRuleAndBudgetEqualsArOnOneGpu) {
             << "prompt " << p << " rule " << rule_name(rule) << " B " << budget;
       }
   }
+}
+
+TEST(CudaBackend, LogitRowsOfATreePassStayOnTheDeviceAndAreItsLogits) {
+  // kLogitRows (the processed law's input, sampling.h): the kept rows are the pass's logits.
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_logit_rows");
+  const ModelConfig c = shapes()[3].config;
+  const std::string model = testing::make_model(dir, "m", c, 21);
+  ModelRuntime gpu(model, runtime("cuda:0", "float32"));
+  std::mt19937 gen(8);
+  gpu.prefill(testing::random_tokens(gen, 9, c.vocab_size));
+  const auto tokens = testing::random_tokens(gen, 12, c.vocab_size);
+  std::vector<int32_t> parents(12);
+  for (int i = 0; i < 12; ++i) parents[i] = i == 0 ? -1 : (i - 1) / 2;
+  const RowsView logits_view = gpu.tree_pass(tokens, parents);
+  const std::vector<float> logits(logits_view.data, logits_view.data + size_t{12} * c.vocab_size);
+  const RowsView rows = gpu.tree_pass_tempered(tokens, parents, kLogitRows);
+  ASSERT_EQ(rows.data, nullptr) << "the rows should stay on the device until read";
+  for (int r = 11; r >= 0; r -= 3)
+    for (int i = 0; i < c.vocab_size; ++i)
+      ASSERT_EQ(rows.row(r)[i], logits[size_t(r) * c.vocab_size + i]) << "row " << r << " token " << i;
+}
+
+TEST(CudaBackend, GreedyWithPenaltiesAndBiasEveryRuleEqualsArOnOneGpu) {
+  // The processed law on the Cuda backend: rows processed on the host from the device's logits.
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_greedy_processed");
+  ModelConfig c = testing::tiny_config(ModelArch::Llama, 3);
+  const std::string target_dir = testing::make_model(dir, "target", c, 19);
+  write_truncated_model(target_dir, dir.sub("drafter"), 1);
+  RequestOptions base;
+  base.budget = 8;
+  base.max_new_tokens = 12;
+  base.sampling.presence_penalty = 1.5;
+  base.sampling.frequency_penalty = 1.0;
+  base.sampling.logit_bias = {{3, 2.0f}};
+  base.logprobs = 2;
+  ModelRuntime target(target_dir, runtime_options_for(base, PoolShape(), 16, false, "cuda:0", "float32"));
+  ModelRuntime drafter(dir.sub("drafter"),
+                       runtime_options_for(base, PoolShape(), 16, true, "cuda:0", "float32"));
+  std::mt19937 gen(4);
+  const auto prompt = testing::random_tokens(gen, 6, c.vocab_size);
+  RequestOptions ar = base;
+  ar.autoregressive = true;
+  const GenerateResult want = generate(target, nullptr, prompt, ar);
+  RequestOptions unprocessed = ar;
+  unprocessed.sampling = SamplingParams();
+  ASSERT_NE(generate(target, nullptr, prompt, unprocessed).tokens, want.tokens)
+      << "the parameters must change the greedy output for this test to see them";
+  for (const Rule rule : {Rule::Draft, Rule::RootDraw})
+    for (const int budget : {1, 8}) {
+      RequestOptions o = base;
+      o.rule = rule;
+      o.budget = budget;
+      const GenerateResult got = generate(target, &drafter, prompt, o);
+      EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " B " << budget;
+      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+      for (size_t i = 0; i < got.logprobs.size(); ++i)
+        EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, 1e-4) << "token " << i;
+    }
 }
 
 }  // namespace

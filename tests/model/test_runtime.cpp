@@ -476,7 +476,15 @@ TEST(Runtime, TemperedPassesAreTheLogitsRowsAtTheTemperature) {
   const RowsView root = rt.root_pass_tempered(tokens[0], PassKind::Root, 0.0);
   EXPECT_EQ(rt.length(), before + 1);
   EXPECT_FLOAT_EQ(*std::max_element(root.row(0), root.row(0) + V), 1.0f);  // greedy: one-hot
-  EXPECT_THROW(rt.tree_pass_tempered(tokens, parents, -1.0), std::invalid_argument);
+  EXPECT_THROW(rt.tree_pass_tempered(tokens, parents, -0.5), std::invalid_argument);
+  // kLogitRows: the logits themselves (the round processes them, sampling.h).
+  const RowsView now = rt.tree_pass(tokens, parents);  // after the root pass: a longer context
+  const std::vector<float> want_logits(now.data, now.data + size_t{70} * V);
+  const RowsView logit_rows = rt.tree_pass_tempered(tokens, parents, kLogitRows);
+  for (int r : {0, 69})
+    ASSERT_EQ(std::vector<float>(logit_rows.row(r), logit_rows.row(r) + V),
+              std::vector<float>(&want_logits[size_t(r) * V], &want_logits[size_t(r + 1) * V]))
+        << "row " << r;
 }
 
 TEST(Runtime, TreeBuckets) {
