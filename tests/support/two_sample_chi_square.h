@@ -1,6 +1,7 @@
 // A two-sample chi-square test of homogeneity: do two samples of discrete outcomes (any ordered
 // key: a token, a pair of tokens) come from one law? For the daemon tests, where the exact law is
 // not computed but another decoder's sample is the reference (tests/daemon/test_sampling_law.cpp).
+// The chi-square tail is sim/stats.h's (the test links rootspec_sim).
 #pragma once
 
 #include <algorithm>
@@ -10,38 +11,9 @@
 #include <utility>
 #include <vector>
 
-namespace rootspec::testing {
+#include "stats.h"
 
-// Regularised upper incomplete gamma Q(a, x): series for x < a + 1, continued fraction
-// otherwise (Numerical Recipes §6.2; as sim/stats.cpp, which the daemon tests do not link).
-inline double upper_gamma_q(double a, double x) {
-  if (x <= 0) return 1.0;
-  const double log_front = -x + a * std::log(x) - std::lgamma(a);
-  if (x < a + 1) {
-    double sum = 1.0 / a, term = sum;
-    for (int n = 1; n < 10000; ++n) {
-      term *= x / (a + n);
-      sum += term;
-      if (std::fabs(term) < std::fabs(sum) * 1e-15) break;
-    }
-    return std::max(0.0, 1.0 - sum * std::exp(log_front));
-  }
-  const double tiny = 1e-300;
-  double b = x + 1 - a, c = 1 / tiny, d = 1 / b, h = d;
-  for (int i = 1; i < 10000; ++i) {
-    const double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = b + an / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const double del = d * c;
-    h *= del;
-    if (std::fabs(del - 1) < 1e-15) break;
-  }
-  return std::exp(log_front) * h;
-}
+namespace rootspec::testing {
 
 struct TwoSampleResult {
   double statistic = 0;
@@ -92,7 +64,7 @@ TwoSampleResult two_sample_chi_square(const std::map<Key, int64_t>& a, const std
   }
   r.cells = static_cast<int>(cells.size());
   r.dof = std::max(1, r.cells - 1);
-  r.p_value = r.cells < 2 ? 1.0 : upper_gamma_q(r.dof / 2.0, r.statistic / 2.0);
+  r.p_value = r.cells < 2 ? 1.0 : chi_square_survival(r.statistic, r.dof);
   return r;
 }
 
