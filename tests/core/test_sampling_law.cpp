@@ -71,6 +71,7 @@ testing::LawCase case_of(Rule rule, Verifier verifier, double T, int B, Processo
 
 void ExpectProcessedLaw(const testing::LawCase& c, uint64_t seed) {
   const auto result = testing::first_tokens_law(test_model(), c, kTokens, kRuns, seed);
+  std::printf("  chi-square p-value %.3g\n", result.p_value);
   EXPECT_GT(result.p_value, kMinP) << "chi2 " << result.statistic << " on " << result.dof
                                    << " dof, impossible " << result.impossible;
 }
