@@ -7,7 +7,7 @@
 // step extends it by that step's frontier: one tree pass); the tree is discarded when the
 // round's emitted tokens are appended with prefill().
 //
-// Processed draft rows (issue 47, DESIGN §7): with a request's sampling parameters that process
+// Processed draft rows (DESIGN §7): with a request's sampling parameters that process
 // rows, each draft row pool growth reads is the processed law (sampling.h: process_logits) of the
 // drafter's logits for the pool node's own path — C's statistics (the drafter's SamplingContext,
 // which follows the target's: the prompt prefilled, root token included, then each Commit's

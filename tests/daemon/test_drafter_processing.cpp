@@ -1,4 +1,4 @@
-// The drafter processes its rows by the request's sampling parameters (issue 47,
+// The drafter processes its rows by the request's sampling parameters (DESIGN §7,
 // runtime_drafter.h), or not ([drafter] process_rows = false; rootspec-generate's
 // --drafter-unprocessed), and the output is exact either way: greedy output under penalties,
 // biases and cuts is plain processed decoding's with the switch on and off, through generate()

@@ -1,7 +1,7 @@
 // RuntimeDrafter: the draft rows pool growth receives equal the drafter model's rows by
 // sequential decoding at each forwarded node, across rounds with appended contexts; its top-k
 // rows grow the same pool. With a request's sampling parameters the pool is the one grown from
-// those rows processed by hand for each node's path (issue 47). DraftSession with draft-ahead:
+// those rows processed by hand for each node's path. DraftSession with draft-ahead:
 // every pool it hands over (drafted ahead, after a miss, after an abandoned guess) is bit for
 // bit the pool of a session that never drafts ahead, processed rows included. Adaptive pool
 // depth follows the Commits. Sessions drafting together in shared passes grow the pools each
@@ -496,7 +496,7 @@ void check_draft_together(RuntimeOptions o, bool bit_for_bit) {
   shapes[3].adaptive_depth = true;
   const int prompt_lengths[kSessions] = {3, 150, 70, 9, 12};
   const int join_step[kSessions] = {0, 0, 2, 5, 1};  // steps of the others before a session begins
-  // Two sessions process their rows (issue 47): a Rheo pool and the one wider than a pass.
+  // Two sessions process their rows: a Rheo pool and the one wider than a pass.
   SamplingParams params[kSessions];
   params[2] = params[4] = penalising_params();
   std::vector<std::unique_ptr<ModelRuntime>> own;
