@@ -40,16 +40,6 @@ std::vector<SamplingCase> sampling_cases() {
   return cases;
 }
 
-void set_sampling(GenerateBody& g, const SamplingParams& p) {
-  if (p.top_k != 0) g.top_k = p.top_k;
-  if (p.top_p != 1) g.top_p = p.top_p;
-  if (p.min_p != 0) g.min_p = p.min_p;
-  if (p.presence_penalty != 0) g.presence_penalty = p.presence_penalty;
-  if (p.frequency_penalty != 0) g.frequency_penalty = p.frequency_penalty;
-  if (p.repetition_penalty != 1) g.repetition_penalty = p.repetition_penalty;
-  g.logit_bias = p.logit_bias;
-}
-
 // generate() over the pair's folders with the daemons' caches and pool (pair_fixture.h's
 // Reference, with sampling parameters and the drafter's switch).
 class ProcessedReference {

@@ -49,16 +49,6 @@ constexpr int kSamples = 1500;
 constexpr double kMinP = 1e-4;
 const std::vector<int32_t> kPrompt = {1, 2, 3};
 
-void set_sampling(GenerateBody& g, const SamplingParams& p) {
-  if (p.top_k != 0) g.top_k = p.top_k;
-  if (p.top_p != 1) g.top_p = p.top_p;
-  if (p.min_p != 0) g.min_p = p.min_p;
-  if (p.presence_penalty != 0) g.presence_penalty = p.presence_penalty;
-  if (p.frequency_penalty != 0) g.frequency_penalty = p.frequency_penalty;
-  if (p.repetition_penalty != 1) g.repetition_penalty = p.repetition_penalty;
-  g.logit_bias = p.logit_bias;
-}
-
 // The first two tokens of `rule` (verifier residual, budget 8) at T = 1 for seeds 0 … n − 1.
 struct Sample {
   Counts counts;

@@ -30,6 +30,17 @@
 
 namespace rootspec::testing {
 
+// A Generate that asks for `p` (sampling.h): the parameters that are on, by their wire fields.
+inline void set_sampling(GenerateBody& g, const SamplingParams& p) {
+  if (p.top_k != 0) g.top_k = p.top_k;
+  if (p.top_p != 1) g.top_p = p.top_p;
+  if (p.min_p != 0) g.min_p = p.min_p;
+  if (p.presence_penalty != 0) g.presence_penalty = p.presence_penalty;
+  if (p.frequency_penalty != 0) g.frequency_penalty = p.frequency_penalty;
+  if (p.repetition_penalty != 1) g.repetition_penalty = p.repetition_penalty;
+  g.logit_bias = p.logit_bias;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
