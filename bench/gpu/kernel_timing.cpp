@@ -4,7 +4,9 @@
 // graph (one captured launch), on tensor cores (bf16) and with the simple kernel (bf16 and
 // float32 caches), without and with split-K (the splits the backend picks), and the memory
 // floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test: it
-// prints a table and writes JSON (goals.py reads attention's share of a pass from it).
+// prints a table and writes JSON (goals.py reads attention's share of a pass from it). Then the
+// target rows' cost at Llama-3's vocabulary (128 256): tempering alone (tempered_rows) against
+// the processed law (processed_rows) with penalties and a bias, top_k, top_p, min_p, and all.
 //   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]
 #include <cuda_runtime_api.h>
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "row_paths.h"
 #include "tree_index.h"
 
 namespace {
@@ -140,6 +143,81 @@ Timing time_tree_attention(const Shape& s, int context, int rows, int launches, 
   return t;
 }
 
+struct RowTiming {
+  std::string law;
+  int rows;
+  double us;
+};
+
+// processed_rows (and tempered_rows as "temperature only") on `rows` rows of random logits at
+// Llama-3's vocabulary, each row with a path of 4 tokens and a context of 512 generated tokens.
+std::vector<RowTiming> time_row_processing(const std::vector<int>& row_counts, int launches,
+                                           cudaStream_t stream) {
+  using namespace rootspec::cuda;
+  const int vocab = 128256, max_rows = 64;
+  std::vector<float> host_logits(static_cast<size_t>(max_rows) * vocab);
+  uint64_t x = 88172645463325252ull;
+  for (float& v : host_logits) {  // xorshift: normal-ish logits of scale ~3
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = static_cast<float>((x >> 11) * (1.0 / 9007199254740992.0) * 12.0 - 6.0);
+  }
+  float *logits = nullptr, *out = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&logits), host_logits.size() * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&out), host_logits.size() * 4), "cudaMalloc");
+  check(cudaMemcpy(logits, host_logits.data(), host_logits.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  std::vector<int32_t> seen(512), counted(512), counts(512, 1), bias_tokens = {7, 99, 1000};
+  for (int i = 0; i < 512; ++i) seen[i] = counted[i] = (i * 7919) % vocab;
+  const std::vector<float> bias = {2.0f, -3.0f, 1.0f};
+  struct Law {
+    const char* name;
+    RowLawLists lists;
+  };
+  RowLawLists penalties;
+  penalties.law.frequency = 0.5, penalties.law.presence = 0.2, penalties.law.repetition = 1.1f;
+  penalties.bias_tokens = bias_tokens.data(), penalties.bias = bias.data(), penalties.n_bias = 3;
+  penalties.seen = seen.data(), penalties.n_seen = 512;
+  penalties.counted = counted.data(), penalties.counts = counts.data(), penalties.n_counted = 512;
+  RowLawLists top_k, top_p, min_p, all = penalties;
+  top_k.law.top_k = 50, top_p.law.top_p = 0.9, min_p.law.min_p = 0.05;
+  all.law.top_k = 50, all.law.top_p = 0.9, all.law.min_p = 0.05;
+  const Law laws[] = {{"penalties+bias", penalties},
+                      {"top_k 50", top_k},
+                      {"top_p 0.9", top_p},
+                      {"min_p 0.05", min_p},
+                      {"all", all}};
+  std::vector<char> host;
+  char* device = nullptr;
+  std::vector<RowTiming> timings;
+  for (const int rows : row_counts) {
+    timings.push_back(
+        {"temperature only", rows,
+         per_launch_us([&] { check(tempered_rows(logits, rows, vocab, 0.8f, out, stream), "tempered_rows"); },
+                       launches, stream)});
+    for (const Law& l : laws) {
+      RowPathsStaging staging;
+      staging.add_law(l.lists);
+      const int32_t path[4] = {5, 6, 5, 8};
+      for (int r = 0; r < rows; ++r) staging.add_row(0, path, 4);
+      host.resize(staging.bytes());
+      cudaFree(device);
+      check(cudaMalloc(reinterpret_cast<void**>(&device), host.size()), "cudaMalloc");
+      cudaError_t status = cudaSuccess;
+      const RowPaths paths = staging.upload(host.data(), device, stream, &status);
+      check(status, "upload");
+      check(cudaStreamSynchronize(stream), "upload");
+      timings.push_back(
+          {l.name, rows,
+           per_launch_us(
+               [&] { check(processed_rows(logits, rows, vocab, paths, out, stream), "processed_rows"); },
+               launches, stream)});
+    }
+  }
+  cudaFree(device);
+  cudaFree(logits);
+  cudaFree(out);
+  return timings;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,6 +282,14 @@ int main(int argc, char** argv) {
               timings.push_back(t);
             }
           }
+    std::printf("\ntarget rows at vocab 128256, %s (eager launches)\n%-18s %5s %10s %10s\n", prop.name, "law",
+                "rows", "us", "vs temper");
+    const std::vector<RowTiming> row_timings = time_row_processing(row_counts, launches, stream);
+    double temper_us = 0;
+    for (const RowTiming& t : row_timings) {
+      if (t.law == "temperature only") temper_us = t.us;
+      std::printf("%-18s %5d %10.2f %9.2fx\n", t.law.c_str(), t.rows, t.us, t.us / temper_us);
+    }
     if (!out.empty()) {
       std::ofstream f(out);
       f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
@@ -215,6 +301,10 @@ int main(int argc, char** argv) {
           << ", \"eager_us\": " << t.eager_us << ", \"graph_us\": " << t.graph_us
           << ", \"kv_floor_us\": " << t.kv_floor_us << "}";
       }
+      f << "], \"row_processing\": [";
+      for (size_t i = 0; i < row_timings.size(); ++i)
+        f << (i ? ", " : "") << "{\"law\": \"" << row_timings[i].law
+          << "\", \"rows\": " << row_timings[i].rows << ", \"us\": " << row_timings[i].us << "}";
       f << "]}\n";
     }
   } catch (const std::exception& e) {

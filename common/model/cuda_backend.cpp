@@ -15,8 +15,10 @@
 #include "kernels.h"
 #include "model_tensors.h"
 #include "rope.h"
+#include "row_paths.h"
 #include "rows.h"
 #include "safetensors.h"
+#include "sampling.h"
 #include "tree_index.h"
 
 namespace rootspec {
@@ -168,6 +170,8 @@ class CudaBackend final : public PassBackend {
   bool keeps_rows() const override { return true; }
   void forward_kept(const PassBatch& batch, PassKind kind, double temperature) override;
   void copy_kept_row(int row, float* out) override;
+  bool processes_rows() const override { return true; }
+  void forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law) override;
   void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
   int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -246,7 +250,14 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer probs_;    // [64, vocab] float32: tempered rows (forward_tempered, forward_kept; its logits at
                           // kLogitRows)
   int kept_rows_ = 0;     // rows of probs_ the last forward_kept left
-  DeviceBuffer top_;      // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
+  // forward_processed's laws and paths: staged here, sent in one copy (row_paths.h); grown to the
+  // largest pass's needs.
+  cuda::RowPathsStaging law_staging_;
+  SamplingLists law_lists_;
+  std::unique_ptr<PinnedBuffer> law_host_;
+  DeviceBuffer law_device_;
+  size_t law_bytes_ = 0;                    // law_host_'s and law_device_'s size
+  DeviceBuffer top_;                        // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
   std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
   DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
   InputLayout layout_;
@@ -600,6 +611,45 @@ void CudaBackend::forward_kept(const PassBatch& batch, PassKind kind, double tem
                               probs_.f32(), stream_),
           "tempered_rows");
   finish_pass();
+  kept_rows_ = batch.rows;
+}
+
+void CudaBackend::forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law) {
+  assert(law.params && law.context && law.path_tokens && law.path_start);
+  assert(static_cast<int>(law.path_start->size()) == batch.rows + 1);
+  sampling_lists(*law.params, *law.context, law_lists_);
+  cuda::RowLawLists lists;
+  lists.law.temperature = static_cast<float>(law.temperature);
+  lists.law.top_k = law.params->top_k;
+  lists.law.top_p = law.params->top_p;
+  lists.law.min_p = law.params->min_p;
+  lists.law.repetition = static_cast<float>(law.params->repetition_penalty);
+  lists.law.frequency = law.params->frequency_penalty;
+  lists.law.presence = law.params->presence_penalty;
+  lists.bias_tokens = law_lists_.bias_tokens.data(), lists.bias = law_lists_.bias.data();
+  lists.n_bias = static_cast<int>(law_lists_.bias.size());
+  lists.seen = law_lists_.seen.data(), lists.n_seen = static_cast<int>(law_lists_.seen.size());
+  lists.counted = law_lists_.counted.data(), lists.counts = law_lists_.counts.data();
+  lists.n_counted = static_cast<int>(law_lists_.counted.size());
+  law_staging_.clear();
+  const int l = law_staging_.add_law(lists);
+  const int32_t* tokens = law.path_tokens->data();
+  for (int r = 0; r < batch.rows; ++r)
+    law_staging_.add_row(l, tokens + (*law.path_start)[r], (*law.path_start)[r + 1] - (*law.path_start)[r]);
+  const size_t bytes = law_staging_.bytes();
+  if (bytes > law_bytes_) {  // between passes, outside any captured graph
+    check(cudaStreamSynchronize(stream_), "a pass before the law buffers grow");
+    law_bytes_ = std::max(bytes, 2 * law_bytes_);
+    law_host_ = std::make_unique<PinnedBuffer>(law_bytes_);
+    law_device_ = DeviceBuffer(law_bytes_);
+  }
+  start_pass(batch, kind);
+  cudaError_t copied = cudaSuccess;
+  const cuda::RowPaths paths = law_staging_.upload(law_host_->get(), law_device_.get(), stream_, &copied);
+  check(copied, "cudaMemcpyAsync (the laws)");
+  check(cuda::processed_rows(logits_.f32(), batch.rows, config_.vocab_size, paths, probs_.f32(), stream_),
+        "processed_rows");
+  finish_pass();  // the staging buffer is free again
   kept_rows_ = batch.rows;
 }
 

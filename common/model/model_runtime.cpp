@@ -164,6 +164,34 @@ RowsView ModelRuntime::tree_pass_tempered(const std::vector<int32_t>& tokens,
   return RowsView{nullptr, n, vocab_size(), &tree_rows_};
 }
 
+bool ModelRuntime::processes_rows(int rows) const {
+  return backend_->processes_rows() && backend_->keeps_rows() && rows <= kMaxTreeBucket;
+}
+
+RowsView ModelRuntime::root_pass_processed(int32_t token, PassKind kind,
+                                           const PassBackend::ProcessedLaw& law) {
+  assert(kind == PassKind::Root || kind == PassKind::Plain);
+  if (!processes_rows(1)) throw std::logic_error("root pass: this backend processes no rows");
+  append_root(token);
+  backend_->forward_processed(placed(kv_.batch(&token, 0, 1, backend_->row_bucket(1))), kind, law);
+  kv_.commit({0});
+  tree_rows_.reset(1, law.temperature, true);
+  return RowsView{nullptr, 1, vocab_size(), &tree_rows_};
+}
+
+RowsView ModelRuntime::tree_pass_processed(const std::vector<int32_t>& tokens,
+                                           const std::vector<int32_t>& parents,
+                                           const PassBackend::ProcessedLaw& law) {
+  const int n = static_cast<int>(tokens.size());
+  if (!processes_rows(n)) throw std::logic_error("tree pass: this backend processes no rows of this tree");
+  kv_.discard_tree();
+  const int first = kv_.add_nodes(tokens, parents);
+  backend_->forward_processed(placed(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n))),
+                              PassKind::Tree, law);
+  tree_rows_.reset(n, law.temperature, true);
+  return RowsView{nullptr, n, vocab_size(), &tree_rows_};
+}
+
 void ModelRuntime::TreeRows::reset(int n, double temperature, bool on_device) {
   n_ = n;
   temperature_ = temperature;

@@ -88,6 +88,14 @@ class ModelRuntime {
   RowsView root_pass_tempered(int32_t token, PassKind kind, double temperature);
   RowsView tree_pass_tempered(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
                               double temperature);
+  // root_pass_tempered / tree_pass_tempered with every row under the processed law (sampling.h),
+  // processed where the backend runs (PassBackend::forward_processed): each row for `law`'s
+  // request and its own path (law.path_tokens / path_start; the root row's path is empty), kept
+  // on the device and copied when read. Only where processes_rows(rows).
+  bool processes_rows(int rows) const;
+  RowsView root_pass_processed(int32_t token, PassKind kind, const PassBackend::ProcessedLaw& law);
+  RowsView tree_pass_processed(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                               const PassBackend::ProcessedLaw& law);
   // tree_pass / extend_tree for a top-k pool's draft rows: only each new row's k most probable
   // tokens and their probabilities at T = 1 (PassBackend::forward_top_k), [n, k] each; valid
   // until the next call.

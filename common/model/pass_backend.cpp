@@ -35,6 +35,10 @@ void PassBackend::forward_kept(const PassBatch&, PassKind, double) {
   throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
 }
 
+void PassBackend::forward_processed(const PassBatch&, PassKind, const ProcessedLaw&) {
+  throw std::logic_error(std::string(name()) + ": processes no rows (processes_rows() is false)");
+}
+
 void PassBackend::copy_kept_row(int, float*) {
   throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
 }

@@ -32,6 +32,9 @@
 
 namespace rootspec {
 
+struct SamplingParams;  // sampling.h
+class SamplingContext;
+
 constexpr int kMaxTreeBucket = 64;  // largest row bucket: a pass runs at most this many rows
 constexpr int kWindowQuantum = 64;  // key windows are multiples of this many slots
 // Several sequences' KV regions start at multiples of this many slots (a CPU key panel holds 32
@@ -149,6 +152,18 @@ class PassBackend {
   virtual bool keeps_rows() const { return false; }
   virtual void forward_kept(const PassBatch& batch, PassKind kind, double temperature);
   virtual void copy_kept_row(int row, float* out);  // out: [vocab]
+  // forward_kept with each real row processed where the pass ran (a GPU backend: kernels/cuda's
+  // processed_rows): the processed law of sampling.h for one request, row r for its own path
+  // path_tokens[path_start[r] .. path_start[r + 1]). Backends that cannot answer false.
+  struct ProcessedLaw {
+    const SamplingParams* params = nullptr;
+    double temperature = 1;
+    const SamplingContext* context = nullptr;
+    const std::vector<int32_t>* path_tokens = nullptr;
+    const std::vector<int32_t>* path_start = nullptr;  // [rows + 1]
+  };
+  virtual bool processes_rows() const { return false; }
+  virtual void forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law);
   // forward() for a top-k pool's draft rows: each real row's k largest logits' tokens (ties →
   // the lower id) and their probabilities (top_k_of_logits, rows.h) into tokens, probs
   // [batch.rows, k] (host memory). This default runs forward() and takes them on the host.

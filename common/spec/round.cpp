@@ -37,6 +37,21 @@ RoundOutcome assemble_round(const RoundPlan& plan, const VerifyResult& r) {
   return out;
 }
 
+void tree_row_path(const TreePassInput& input, bool anchor_generated, int row, std::vector<int32_t>& path) {
+  path.clear();
+  for (int r = row; r > 0; r = input.parents[r]) path.push_back(input.tokens[r]);
+  if (anchor_generated) path.push_back(input.tokens[0]);
+  std::reverse(path.begin(), path.end());
+}
+
+RowsView TargetScorer::root_row_processed(int32_t, bool, const RowProcessing&) {
+  throw std::logic_error("this target scorer processes no rows (processes_rows() is false)");
+}
+
+RowsView TargetScorer::tree_rows_processed(const TreePassInput&, const RowProcessing&) {
+  throw std::logic_error("this target scorer processes no rows (processes_rows() is false)");
+}
+
 namespace {
 
 // A round that emits `token` alone: plain decoding, or y outside the rule's tree (paper 000
@@ -105,10 +120,7 @@ class ProcessedRows : public RowSource {
  private:
   void path_of(int i) const {
     path_.clear();
-    if (!input_) return;
-    for (int r = i; r > 0; r = input_->parents[r]) path_.push_back(input_->tokens[r]);
-    if (anchor_generated_) path_.push_back(input_->tokens[0]);
-    std::reverse(path_.begin(), path_.end());
+    if (input_) tree_row_path(*input_, anchor_generated_, i, path_);
   }
 
   RowsView logits_;
@@ -149,7 +161,10 @@ void EachOwnScorer::root_rows(const std::vector<Root>& roots, std::vector<RowsVi
   rows.clear();
   for (const Root& r : roots) {
     TargetScorer& s = *scorers_[r.member];
-    rows.push_back(r.plain ? s.plain_row(r.token, r.temperature) : s.root_row(r.token, r.temperature));
+    if (r.processing)
+      rows.push_back(s.root_row_processed(r.token, r.plain, *r.processing));
+    else
+      rows.push_back(r.plain ? s.plain_row(r.token, r.temperature) : s.root_row(r.token, r.temperature));
   }
 }
 
@@ -159,7 +174,9 @@ void EachOwnScorer::prepare_tree_pass() {
 
 void EachOwnScorer::tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) {
   rows.clear();
-  for (const Tree& t : trees) rows.push_back(scorers_[t.member]->tree_rows(*t.input, t.temperature));
+  for (const Tree& t : trees)
+    rows.push_back(t.processing ? scorers_[t.member]->tree_rows_processed(*t.input, *t.processing)
+                                : scorers_[t.member]->tree_rows(*t.input, t.temperature));
 }
 
 void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks,
@@ -181,7 +198,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
     RoundPlan plan;
     TreePassInput tree;
-    bool processed = false;  // its rows are processed here (sampling.h)
+    bool processed = false;  // its rows are processed (sampling.h): here, or by the scorer where
+    bool root_by_scorer = false, tree_by_scorer = false;  // … these say so (processes_rows)
+    RowProcessing processing;                             // what the scorer processes them with
     const SamplingContext* context = nullptr;
     ProcessedRows root_row, tree_rows;
     VerifyResult verified;
@@ -240,6 +259,11 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     if (o.sampling.penalises() && !b.sampling)
       throw std::invalid_argument("run_batched_round: penalties need the member's SamplingContext");
     mr.context = b.sampling ? b.sampling : &no_penalties;
+    mr.processing = {&o, mr.context, false};
+    // The scorer processes where it can, unless logprobs need the logits here or a planted bug
+    // processes the rows.
+    mr.root_by_scorer =
+        mr.processed && o.logprobs < 0 && !(hooks && hooks->process) && target.processes_rows(m, 1);
     assert(mr.plain || b.drafter);
   }
   // `auto` members whose arm chooses each one's rule (member_rules): from past rounds, before
@@ -270,8 +294,9 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
   for (int m = 0; m < n; ++m) {
     const MemberRound& mr = rounds[m];
     if (mr.plain || rule_draws_first(mr.rule))
-      roots.push_back(
-          {m, batch[m].root_token, mr.processed ? kLogitRows : batch[m].options->temperature, mr.plain});
+      roots.push_back({m, batch[m].root_token,
+                       mr.processed && !mr.root_by_scorer ? kLogitRows : batch[m].options->temperature,
+                       mr.plain, mr.root_by_scorer ? &mr.processing : nullptr});
   }
   // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
   // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
@@ -324,7 +349,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
       MemberRound& mr = rounds[m];
       mr.record->root_start_ns = start, mr.record->root_end_ns = end;
       const float* root_row = rows[k].row(0);
-      if (mr.processed) {
+      if (mr.processed && !mr.root_by_scorer) {
         mr.root_row.reset(rows[k], nullptr, false, *batch[m].options, *mr.context, hooks);
         root_row = mr.root_row.row(0);
       }
@@ -420,7 +445,11 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.record->tree_depth =
         (depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end())) + (mr.plan.first_drawn ? 1 : 0);
     mr.tree = tree_pass_input(mr.plan);
-    trees.push_back({m, &mr.tree, mr.processed ? kLogitRows : o.temperature});
+    mr.processing.anchor_generated = mr.plan.first_drawn;
+    mr.tree_by_scorer = mr.processed && o.logprobs < 0 && !(hooks && hooks->process) &&
+                        target.processes_rows(m, static_cast<int>(mr.tree.tokens.size()));
+    trees.push_back({m, &mr.tree, mr.processed && !mr.tree_by_scorer ? kLogitRows : o.temperature,
+                     mr.tree_by_scorer ? &mr.processing : nullptr});
   }
 
   // Tree pass: every member's anchor and verify tree, each under its own tree mask.
@@ -448,7 +477,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     } else {
       RowsView rows = tree_rows[next_tree++];
       const int64_t t0 = monotonic_ns();
-      if (mr.processed) {
+      if (mr.processed && !mr.tree_by_scorer) {
         mr.tree_rows.reset(rows, &mr.tree, mr.plan.first_drawn, *b.options, *mr.context, hooks);
         rows = mr.tree_rows.view();
       }

@@ -38,6 +38,19 @@ struct TreePassInput {
 };
 TreePassInput tree_pass_input(const RoundPlan& plan);
 
+// What a scorer that processes rows where its passes run (TargetScorer::processes_rows) needs of
+// a member: its options (the parameters and temperature), its committed context, and whether the
+// tree pass's anchor is a drawn y.
+struct RowProcessing {
+  const RequestOptions* options = nullptr;
+  const SamplingContext* context = nullptr;
+  bool anchor_generated = false;
+};
+
+// Pass row `row`'s path (sampling.h's `path`: its generated tokens beyond the committed context):
+// [y] when the anchor is a drawn y, then the row's ancestors below the anchor, then its own token.
+void tree_row_path(const TreePassInput& input, bool anchor_generated, int row, std::vector<int32_t>& path);
+
 // The target as a round sees it. Rows come back as probabilities at the decoding temperature
 // (rows.h), so verifiers never see logits; a backend may temper on its device. At kLogitRows
 // they come back as raw logits: the round processes them (sampling.h) for requests whose
@@ -57,6 +70,15 @@ class TargetScorer {
   // Tree pass: the anchor (input.tokens[0]) appended to the context, the nodes below it under
   // the tree mask. [1 + n, vocab], row 0 at the anchor. Valid until the next call.
   virtual RowsView tree_rows(const TreePassInput& input, double temperature) = 0;
+  // Whether a pass of `rows` rows can come processed where it runs (root_row_processed,
+  // tree_rows_processed: sampling.h's law for each row's own path, on a GPU's device); else the
+  // round asks for logit rows and processes the rows it reads.
+  virtual bool processes_rows(int rows) const {
+    (void)rows;
+    return false;
+  }
+  virtual RowsView root_row_processed(int32_t root_token, bool plain, const RowProcessing& processing);
+  virtual RowsView tree_rows_processed(const TreePassInput& input, const RowProcessing& processing);
   // KvCommit: keeps the tree-pass rows `kept` (the anchor, then the accepted path, ascending)
   // in the context and discards the rest of the tree.
   virtual void commit(const std::vector<int32_t>& kept_pass_rows) = 0;
@@ -185,7 +207,13 @@ class BatchScorer {
     int32_t token = -1;  // appended to the member's context
     double temperature = 0;
     bool plain = false;  // the member decodes plainly this round (TargetScorer::plain_row)
+    const RowProcessing* processing = nullptr;  // set: the row comes processed (processes_rows)
   };
+  // Whether member's pass of `rows` rows can come processed (TargetScorer::processes_rows).
+  virtual bool processes_rows(int member, int rows) const {
+    (void)member, (void)rows;
+    return false;
+  }
   // One pass over the roots: rows[k] = p(· | C_k) at its temperature, [1, vocab], valid until
   // the round's KvCommit (the tree pass comes between).
   virtual void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) = 0;
@@ -194,6 +222,7 @@ class BatchScorer {
     int member = 0;
     const TreePassInput* input = nullptr;
     double temperature = 0;
+    const RowProcessing* processing = nullptr;  // set: the rows come processed (processes_rows)
   };
   // One pass over the trees: rows[k] [1 + n_k, vocab] as TargetScorer::tree_rows.
   virtual void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) = 0;
@@ -211,6 +240,7 @@ class EachOwnScorer : public BatchScorer {
  public:
   explicit EachOwnScorer(std::vector<TargetScorer*> scorers) : scorers_(std::move(scorers)) {}
   int vocab_size() const override { return scorers_.front()->vocab_size(); }
+  bool processes_rows(int member, int rows) const override { return scorers_[member]->processes_rows(rows); }
   void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) override;
   void prepare_tree_pass() override;
   void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) override;

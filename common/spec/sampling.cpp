@@ -65,6 +65,15 @@ int SamplingContext::count(int32_t token) const {
 
 bool SamplingContext::seen(int32_t token) const { return seen_.count(token) != 0; }
 
+void sampling_lists(const SamplingParams& params, const SamplingContext& committed, SamplingLists& out) {
+  out.bias_tokens.clear(), out.bias.clear(), out.seen.clear(), out.counted.clear(), out.counts.clear();
+  for (const auto& [token, bias] : params.logit_bias)
+    out.bias_tokens.push_back(token), out.bias.push_back(bias);
+  if (params.repetition_penalty != 1) out.seen = committed.seen_tokens();
+  if (params.frequency_penalty != 0 || params.presence_penalty != 0)
+    for (const auto& [token, n] : committed.counts()) out.counted.push_back(token), out.counts.push_back(n);
+}
+
 namespace {
 
 // Occurrences of `token` in path[0..n).

@@ -68,6 +68,19 @@ class SamplingContext {
   std::vector<int32_t> seen_list_;               // seen_'s tokens, in first-seen order
 };
 
+// Steps 1–3's inputs as flat lists, for a device that processes rows itself (kernels/cuda's
+// RowLaw): the bias, and the committed context's lists that the parameters on read (seen: the
+// prompt and generated tokens, for the repetition penalty; counted/counts: the generated tokens
+// and their occurrences, for frequency and presence).
+struct SamplingLists {
+  std::vector<int32_t> bias_tokens;  // [n_bias]
+  std::vector<float> bias;           // [n_bias]
+  std::vector<int32_t> seen;         // distinct
+  std::vector<int32_t> counted;      // distinct
+  std::vector<int32_t> counts;       // [counted.size()], > 0
+};
+void sampling_lists(const SamplingParams& params, const SamplingContext& committed, SamplingLists& out);
+
 // Buffers process_logits reuses between calls.
 struct RowScratch {
   std::vector<float> logits;   // [vocab]

@@ -149,11 +149,10 @@ __global__ void fill_uniform_kernel(T* out, int64_t n, uint64_t seed, float low,
   out[i] = from_float<T>(low + (high - low) * u);
 }
 
-__global__ void tempered_rows_kernel(const float* logits, int vocab, float temperature, float* out) {
-  __shared__ float scratch[kThreads / 32];
-  __shared__ int best_index[kThreads];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  float* o = out + static_cast<int64_t>(blockIdx.x) * vocab;
+// One block's row at a temperature (rows.h's law), row and o [vocab]; o may be row (each thread
+// writes only the entries it read).
+__device__ void temper_row(const float* row, int vocab, float temperature, float* o, float* scratch,
+                           int* best_index) {
   float top = -INFINITY;
   int top_i = vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads)
@@ -180,6 +179,13 @@ __global__ void tempered_rows_kernel(const float* logits, int vocab, float tempe
   }
   const float inv_sum = 1.0f / block_sum(sum, scratch);
   for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] *= inv_sum;
+}
+
+__global__ void tempered_rows_kernel(const float* logits, int vocab, float temperature, float* out) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ int best_index[kThreads];
+  temper_row(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, temperature,
+             out + static_cast<int64_t>(blockIdx.x) * vocab, scratch, best_index);
 }
 
 // Whether (v, id) comes before (w, jd) in a top-k row: the larger logit, ties → the lower id.
@@ -232,6 +238,204 @@ __global__ void top_k_rows_kernel(const float* logits, int vocab, int k, int32_t
       tokens[static_cast<int64_t>(blockIdx.x) * k + r] = id;
       probs[static_cast<int64_t>(blockIdx.x) * k + r] = __expf(v - row_max) * inv_sum;
     }
+  }
+}
+
+// processed_rows: sampling.h's steps 1–7, one block per row. The penalties touch the few tokens
+// of the request's lists and the row's path; the cuts find their threshold by a selection over
+// the probabilities' bits (non-negative floats order as their bits), never sorting the row.
+
+// Whether t is in list[0..n): a request's lists and a path are short.
+__device__ bool in_list(const int32_t* list, int n, int32_t t) {
+  for (int j = 0; j < n; ++j)
+    if (list[j] == t) return true;
+  return false;
+}
+
+__device__ int occurrences_in(const int32_t* list, int n, int32_t t) {
+  int c = 0;
+  for (int j = 0; j < n; ++j) c += list[j] == t;
+  return c;
+}
+
+// Block-wide sum of one double per thread in a fixed order, so that a cut is one function of
+// its row; every thread gets it. scratch holds kThreads doubles.
+__device__ double block_sum_double(double v, double* scratch) {
+  __syncthreads();  // scratch may still be read by a previous sum
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  double total = 0;
+  for (int t = 0; t < kThreads; ++t) total += scratch[t];
+  return total;
+}
+
+// p[i] = p[i] / Σ p, the sum in double (sampling.cpp's renormalise).
+__device__ void renormalise_row(float* p, int vocab, double* scratch) {
+  double sum = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += p[i];
+  const double total = block_sum_double(sum, scratch);
+  for (int i = threadIdx.x; i < vocab; i += kThreads) p[i] = static_cast<float>(p[i] / total);
+  __syncthreads();
+}
+
+// Of the tokens whose probability is exactly v, keeps the `keep` lowest ids and zeroes the rest:
+// the probability order's tie rule at a cut's threshold. A block-wide count over id-ordered
+// chunks of kThreads tokens.
+__device__ void keep_lowest_ids_at(float* p, int vocab, float v, int keep, int* warp_counts) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int taken = 0;  // tokens at v in earlier chunks; the same in every thread
+  for (int base = 0; base < vocab; base += kThreads) {
+    const int i = base + threadIdx.x;
+    const bool at = i < vocab && p[i] == v;
+    const unsigned ballot = __ballot_sync(0xffffffffu, at);
+    __syncthreads();  // the previous chunk's reads of warp_counts are done
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = taken + __popc(ballot & ((1u << lane) - 1u)), chunk = 0;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      if (w < warp) before += warp_counts[w];
+      chunk += warp_counts[w];
+    }
+    if (at && before >= keep) p[i] = 0.0f;
+    taken += chunk;
+  }
+  __syncthreads();
+}
+
+// The bits of the k-th largest of p[0..vocab) (1 ≤ k ≤ vocab) by a most-significant-digit radix
+// select, and in *within how many of the tokens at that value rank within the first k.
+__device__ uint32_t kth_largest_bits(const float* p, int vocab, int k, int* hist, int* pick, int* within) {
+  uint32_t prefix = 0, mask = 0;
+  int remaining = k;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kThreads) hist[b] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      const uint32_t bits = __float_as_uint(p[i]);
+      if ((bits & mask) == prefix) atomicAdd(&hist[(bits >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0, d = 255;
+      for (; d > 0 && above + hist[d] < remaining; --d) above += hist[d];
+      pick[0] = d, pick[1] = remaining - above;
+    }
+    __syncthreads();
+    prefix |= static_cast<uint32_t>(pick[0]) << shift;
+    mask |= 255u << shift;
+    remaining = pick[1];
+    __syncthreads();  // every thread has read pick before the next digit rewrites it
+  }
+  *within = remaining;
+  return prefix;
+}
+
+// Σ p[i] over the tokens whose probability's bits are ≥ b.
+__device__ double mass_from(const float* p, int vocab, uint32_t b, double* scratch) {
+  double sum = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads)
+    if (__float_as_uint(p[i]) >= b) sum += p[i];
+  return block_sum_double(sum, scratch);
+}
+
+__device__ int count_equal(const float* p, int vocab, float v, double* scratch) {
+  int n = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) n += p[i] == v;
+  return static_cast<int>(block_sum_double(n, scratch));
+}
+
+// Zeroes every p[i] below v; returns whether any positive one was.
+__device__ bool zero_below(float* p, int vocab, float v, double* scratch) {
+  int cut = 0;
+  for (int i = threadIdx.x; i < vocab; i += kThreads)
+    if (p[i] > 0.0f && p[i] < v) p[i] = 0.0f, ++cut;
+  return block_sum_double(cut, scratch) > 0;
+}
+
+__global__ void processed_rows_kernel(const float* logits, int vocab, RowPaths paths, float* out) {
+  __shared__ float scratch[kThreads / 32];
+  __shared__ int best_index[kThreads];
+  __shared__ double sums[kThreads];
+  __shared__ int hist[256];
+  __shared__ int pick[2];
+  __shared__ int warp_counts[kThreads / 32];
+  const int r = blockIdx.x;
+  const RowLaw law = paths.laws[paths.row_law[r]];
+  const int32_t* path = paths.path_tokens + paths.path_start[r];
+  const int path_len = paths.path_start[r + 1] - paths.path_start[r];
+  const float* row = logits + static_cast<int64_t>(r) * vocab;
+  float* o = out + static_cast<int64_t>(r) * vocab;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] = row[i];
+  __syncthreads();
+  // Steps 1–3 as process_logits does them, each list's tokens distinct, so no two threads touch
+  // one token within a step. A path token counts where it first appears, when C has not already.
+  for (int j = threadIdx.x; j < law.n_bias; j += kThreads)
+    if (law.bias_tokens[j] >= 0 && law.bias_tokens[j] < vocab) o[law.bias_tokens[j]] += law.bias[j];
+  __syncthreads();
+  if (law.repetition != 1.0f) {
+    const float rp = law.repetition;
+    auto penalise = [&](int32_t t) {
+      if (t >= 0 && t < vocab) o[t] = o[t] > 0 ? o[t] / rp : o[t] * rp;
+    };
+    for (int j = threadIdx.x; j < law.n_seen; j += kThreads) penalise(law.seen[j]);
+    for (int j = threadIdx.x; j < path_len; j += kThreads)
+      if (!in_list(law.seen, law.n_seen, path[j]) && !in_list(path, j, path[j])) penalise(path[j]);
+    __syncthreads();
+  }
+  if (law.frequency != 0 || law.presence != 0) {
+    auto penalise = [&](int32_t t, int n) {
+      // Two roundings, as the host's double expression (no fused multiply-add).
+      if (t >= 0 && t < vocab && n > 0)
+        o[t] -= static_cast<float>(__dadd_rn(__dmul_rn(law.frequency, n), law.presence));
+    };
+    for (int j = threadIdx.x; j < law.n_counted; j += kThreads)
+      penalise(law.counted[j], law.counts[j] + occurrences_in(path, path_len, law.counted[j]));
+    for (int j = threadIdx.x; j < path_len; j += kThreads)
+      if (!in_list(law.counted, law.n_counted, path[j]) && !in_list(path, j, path[j]))
+        penalise(path[j], occurrences_in(path, path_len, path[j]));
+    __syncthreads();
+  }
+  // Step 4.
+  temper_row(o, vocab, law.temperature, o, scratch, best_index);
+  __syncthreads();
+  if (law.temperature <= 0.0f) return;  // one-hot at the argmax: every cut keeps it
+  // Step 5: keep the k most probable (ties: the lower ids).
+  if (law.top_k > 0 && law.top_k < vocab) {
+    int within = 0;
+    const float t = __uint_as_float(kth_largest_bits(o, vocab, law.top_k, hist, pick, &within));
+    if (within < count_equal(o, vocab, t, sums)) keep_lowest_ids_at(o, vocab, t, within, warp_counts);
+    zero_below(o, vocab, t, sums);
+    renormalise_row(o, vocab, sums);
+  }
+  // Step 6: the most probable tokens up to and including the first whose cumulative probability
+  // reaches top_p. Its probability v is the largest whose mass Σ[p ≥ v] reaches top_p (a
+  // bisection over the bits); of the tokens at v, the lowest ids that reach it.
+  if (law.top_p < 1) {
+    float top = 0;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) top = fmaxf(top, o[i]);
+    uint32_t lo = 0, hi = __float_as_uint(block_max(top, scratch)) + 1u;  // Σ[≥ lo] ≥ top_p > Σ[≥ hi]
+    while (hi - lo > 1) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (mass_from(o, vocab, mid, sums) >= law.top_p)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    if (lo > 0) {  // else the whole row is needed: nothing is cut
+      const float v = __uint_as_float(lo);
+      const double above = mass_from(o, vocab, lo + 1u, sums);
+      const int at_v = count_equal(o, vocab, v, sums);
+      const int keep = min(at_v, max(1, static_cast<int>(ceil((law.top_p - above) / v))));
+      if (keep < at_v) keep_lowest_ids_at(o, vocab, v, keep, warp_counts);
+      if (zero_below(o, vocab, v, sums) || keep < at_v) renormalise_row(o, vocab, sums);
+    }
+  }
+  // Step 7.
+  if (law.min_p > 0) {
+    float top = 0;
+    for (int i = threadIdx.x; i < vocab; i += kThreads) top = fmaxf(top, o[i]);
+    const float threshold = static_cast<float>(law.min_p * block_max(top, scratch));
+    if (zero_below(o, vocab, threshold, sums)) renormalise_row(o, vocab, sums);
   }
 }
 
@@ -659,6 +863,13 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
                           cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   return launch<tempered_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, temperature, out);
+}
+
+cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPaths& paths, float* out,
+                           cudaStream_t stream) {
+  if (rows <= 0) return cudaSuccess;
+  if (!paths.laws || !paths.row_law || !paths.path_start) return cudaErrorInvalidValue;
+  return launch<processed_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, paths, out);
 }
 
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,

@@ -11,6 +11,7 @@
 //   silu_mul        cpu_silu_mul
 //   add_in_place    a loop
 //   tempered_rows   probs_from_logits (common/spec/rows.h)
+//   processed_rows  process_logits (common/spec/sampling.h)
 //   move_kv_rows    reference_move_kv_rows (reference.h)
 //   rope_kv_write   reference_rope_kv_write (reference.h); both references chained against cpu_attention
 //   tree_attention  reference_tree_attention (reference.h), itself checked against cpu_attention;
@@ -69,6 +70,42 @@ constexpr int kMaxTopK = 32;
 // top_k_of_logits (common/spec/rows.h).
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
                        cudaStream_t stream);
+
+// One request's processed law (common/spec/sampling.h, steps 1–7) as processed_rows reads it:
+// its parameters, and its committed context C's statistics as short lists in device memory (a
+// request's prompt and output, not the vocabulary). Off values as in SamplingParams.
+struct RowLaw {
+  float temperature = 1;  // 0: one-hot at the processed argmax, steps 5–7 off
+  int top_k = 0;
+  double top_p = 1, min_p = 0;
+  float repetition = 1;
+  double frequency = 0, presence = 0;
+  const int32_t* bias_tokens = nullptr;  // [n_bias] distinct ids
+  const float* bias = nullptr;           // [n_bias]
+  int n_bias = 0;
+  const int32_t* seen = nullptr;  // [n_seen] C's prompt and generated tokens, distinct
+  int n_seen = 0;
+  const int32_t* counted = nullptr;  // [n_counted] C's generated tokens, distinct
+  const int32_t* counts = nullptr;   // [n_counted] their occurrences (> 0)
+  int n_counted = 0;
+};
+
+// Which law each row follows, and the row's path: the generated tokens of its context beyond C
+// (oldest first), path_tokens[path_start[r] .. path_start[r + 1]). Device memory.
+struct RowPaths {
+  const RowLaw* laws = nullptr;          // [n_laws]
+  const int32_t* row_law = nullptr;      // [rows] an index into laws
+  const int32_t* path_start = nullptr;   // [rows + 1]
+  const int32_t* path_tokens = nullptr;  // [path_start[rows]]
+};
+
+// Probability rows under the processed law (sampling.h) from logit rows, each row for its own
+// law and path: bias, penalties, temperature, top_k, top_p, min_p, with the host's tie rules
+// (the probability order: larger first, ties to the lower id). Steps 1–3 are the host's float
+// operations exactly; the rest differs from process_logits by summation order only, so a cut
+// can differ where a cumulative mass lands within rounding of top_p. logits, out [rows, vocab].
+cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPaths& paths, float* out,
+                           cudaStream_t stream);
 
 // The KV commit: for m in order, slot to[m] of both caches takes slot from[m]'s row of
 // `row_bytes` bytes (n_kv_heads·head_dim elements). from, to [n_moves] in device memory. Moves

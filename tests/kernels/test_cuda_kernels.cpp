@@ -14,8 +14,10 @@
 #include "cpu_attention.h"
 #include "kernels.h"
 #include "reference.h"
+#include "row_paths.h"
 #include "rows.h"
 #include "safetensors.h"
+#include "sampling.h"
 #include "tree_index.h"
 
 namespace rootspec {
@@ -175,6 +177,129 @@ TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
   EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 11, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue)
       << "k > vocab";
   EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 0, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue) << "k = 0";
+}
+
+// One law of a processed_rows case: a request's parameters and committed context.
+struct LawCase {
+  SamplingParams params;
+  double temperature = 1;
+  SamplingContext context;
+  SamplingLists lists;
+};
+
+cuda::RowLawLists row_law_lists(LawCase& c) {
+  sampling_lists(c.params, c.context, c.lists);
+  cuda::RowLawLists l;
+  l.law.temperature = static_cast<float>(c.temperature);
+  l.law.top_k = c.params.top_k;
+  l.law.top_p = c.params.top_p;
+  l.law.min_p = c.params.min_p;
+  l.law.repetition = static_cast<float>(c.params.repetition_penalty);
+  l.law.frequency = c.params.frequency_penalty;
+  l.law.presence = c.params.presence_penalty;
+  l.bias_tokens = c.lists.bias_tokens.data(), l.bias = c.lists.bias.data();
+  l.n_bias = static_cast<int>(c.lists.bias.size());
+  l.seen = c.lists.seen.data(), l.n_seen = static_cast<int>(c.lists.seen.size());
+  l.counted = c.lists.counted.data(), l.counts = c.lists.counts.data();
+  l.n_counted = static_cast<int>(c.lists.counted.size());
+  return l;
+}
+
+// processed_rows against process_logits, row by row: each row its own law and path (repeats on
+// the path, tokens both in C and on the path), ties at top_k's and top_p's thresholds, and T = 0
+// where the penalties move the argmax. Same support, probabilities within float rounding.
+TEST(CudaKernels, ProcessedRowsMatchTheHostProcessedLaw) {
+  SKIP_WITHOUT_GPU();
+  for (const int vocab : {300, 128256}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    std::vector<LawCase> laws(5);
+    const std::vector<int32_t> prompt = {5, 9, 9, 40, 77}, generated = {9, 12, 12, 12, 200, 5};
+    for (LawCase& c : laws) {
+      c.context = SamplingContext(prompt);
+      c.context.append(generated);
+    }
+    laws[0].params.frequency_penalty = 0.7, laws[0].params.presence_penalty = -0.4;
+    laws[0].params.logit_bias = {{3, 5.0f}, {12, -2.5f}, {250, 100.0f}};
+    laws[0].params.top_p = 0.8;
+    laws[1].params.repetition_penalty = 1.3, laws[1].params.top_k = 7, laws[1].temperature = 0.6;
+    laws[2].params.top_k = 40, laws[2].params.top_p = 0.5, laws[2].params.min_p = 0.05;
+    laws[2].params.repetition_penalty = 0.8, laws[2].params.frequency_penalty = 0.3;
+    laws[2].params.logit_bias = {{0, -100.0f}, {17, 2.0f}};
+    laws[3].temperature = 0, laws[3].params.frequency_penalty = 2, laws[3].params.repetition_penalty = 1.5;
+    laws[4].params.min_p = 0.2, laws[4].temperature = 1.7, laws[4].params.top_p = 0.95;
+    const std::vector<std::vector<int32_t>> paths = {
+        {}, {12}, {12, 12, 3}, {250, 7, 250, 9}, {1, 2, 3, 4, 5, 6}};
+    const int rows = 10;
+    auto logits = random_floats(static_cast<size_t>(rows) * vocab, 91, 2.0f);
+    // Row 6: a plateau of equal leaders, so that top_k's and top_p's thresholds fall in a tie.
+    for (int j = 0; j < 12; ++j) logits[6 * static_cast<size_t>(vocab) + 20 * j + 1] = 8.0f;
+    // Row 3: the argmax is a penalised token (12, generated three times) by a small margin.
+    logits[3 * static_cast<size_t>(vocab) + 12] = 9.0f, logits[3 * static_cast<size_t>(vocab) + 8] = 8.5f;
+    const int row_law[rows] = {0, 1, 2, 3, 4, 2, 1, 2, 3, 0};
+    cuda::RowPathsStaging staging;
+    for (LawCase& c : laws) staging.add_law(row_law_lists(c));
+    for (int r = 0; r < rows; ++r) {
+      const auto& path = paths[r % paths.size()];
+      staging.add_row(row_law[r], path.data(), static_cast<int>(path.size()));
+    }
+    std::vector<char> host(staging.bytes());
+    DeviceArray<char> device(std::vector<char>(staging.bytes()));
+    cudaError_t status = cudaSuccess;
+    const cuda::RowPaths rp = staging.upload(host.data(), device.ptr, nullptr, &status);
+    CUDA_OK(status);
+    DeviceArray<float> dl(logits);
+    DeviceArray<float> dout(std::vector<float>(logits.size()));
+    CUDA_OK(cuda::processed_rows(dl.ptr, rows, vocab, rp, dout.ptr, nullptr));
+    const std::vector<float> got = dout.host();
+    RowScratch scratch;
+    std::vector<float> want(vocab);
+    for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r) + ", law " + std::to_string(row_law[r]));
+      const LawCase& c = laws[row_law[r]];
+      const auto& path = paths[r % paths.size()];
+      process_logits(&logits[static_cast<size_t>(r) * vocab], vocab, c.params, c.temperature, c.context,
+                     path.data(), static_cast<int>(path.size()), want.data(), scratch);
+      int support = 0;
+      for (int i = 0; i < vocab; ++i) {
+        const float g = got[static_cast<size_t>(r) * vocab + i];
+        ASSERT_EQ(g > 0, want[i] > 0)
+            << "token " << i << ": the cut differs (" << g << " vs " << want[i] << ")";
+        ASSERT_NEAR(g, want[i], 2e-6f + 1e-5f * want[i]) << "token " << i;
+        support += want[i] > 0;
+      }
+      if (c.params.top_k > 0 && c.temperature > 0) {
+        EXPECT_LE(support, c.params.top_k);
+      }
+    }
+  }
+}
+
+// A planted error of the kind the comparison above must catch: a row processed for its parent's
+// path (the last path token dropped) differs from the host's row for its own path.
+TEST(CudaKernels, ProcessedRowsOfAParentsPathDifferFromTheNodesOwn) {
+  SKIP_WITHOUT_GPU();
+  const int vocab = 300;
+  LawCase c;
+  c.params.frequency_penalty = 1.0;
+  c.context = SamplingContext({1, 2});
+  auto logits = random_floats(vocab, 5, 1.0f);
+  logits[42] = 6.0f;  // the node's own token leads: its penalty moves the row
+  const std::vector<int32_t> own = {7, 42};
+  cuda::RowPathsStaging staging;
+  staging.add_law(row_law_lists(c));
+  staging.add_row(0, own.data(), 1);  // the parent's path
+  std::vector<char> host(staging.bytes());
+  DeviceArray<char> device(std::vector<char>(staging.bytes()));
+  cudaError_t status = cudaSuccess;
+  const cuda::RowPaths rp = staging.upload(host.data(), device.ptr, nullptr, &status);
+  CUDA_OK(status);
+  DeviceArray<float> dl(logits);
+  DeviceArray<float> dout{std::vector<float>(vocab)};
+  CUDA_OK(cuda::processed_rows(dl.ptr, 1, vocab, rp, dout.ptr, nullptr));
+  std::vector<float> want(vocab);
+  RowScratch scratch;
+  process_logits(logits.data(), vocab, c.params, 1.0, c.context, own.data(), 2, want.data(), scratch);
+  EXPECT_GT(std::fabs(dout.host()[42] - want[42]), 0.01f) << "a parent's path must not pass for the node's";
 }
 
 TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
@@ -579,8 +704,9 @@ void expect_mixed_pass_rows_equal_each_sequence_alone(const MixedPassCase& c, ui
   std::vector<uint32_t> mixed_bits;
   const std::vector<float> mixed = run(0, c.bucket, table, &mixed_bits);
   std::vector<float> want(q.size());
-  cuda::TreeAttention reference = attention_over(c.bucket, n_heads, c.n_kv, hd, mask_words, q.data(), k.data(),
-                                                 v.data(), slots.data(), mask.data(), table.data(), want.data());
+  cuda::TreeAttention reference =
+      attention_over(c.bucket, n_heads, c.n_kv, hd, mask_words, q.data(), k.data(), v.data(), slots.data(),
+                     mask.data(), table.data(), want.data());
   reference.max_sequences = c.bucket;
   cuda::reference_tree_attention(reference);
   const float tolerance = !half ? 1e-4f : bf16 ? 1e-2f : 2e-3f;

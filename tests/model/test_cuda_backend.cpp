@@ -418,8 +418,59 @@ TEST(CudaBackend, LogitRowsOfATreePassStayOnTheDeviceAndAreItsLogits) {
       ASSERT_EQ(rows.row(r)[i], logits[size_t(r) * c.vocab_size + i]) << "row " << r << " token " << i;
 }
 
+TEST(CudaBackend, ProcessedRowsOfATreePassAreTheHostsProcessedLawForEachRowsOwnPath) {
+  // forward_processed (kernels/cuda's processed_rows): each kept row is process_logits of the
+  // pass's logits for that row's own path, the anchor a drawn y.
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_processed_rows");
+  const ModelConfig c = shapes()[3].config;
+  const std::string model = testing::make_model(dir, "m", c, 23);
+  ModelRuntime gpu(model, runtime("cuda:0", "float32"));
+  ASSERT_TRUE(gpu.processes_rows(12));
+  std::mt19937 gen(9);
+  const auto prompt = testing::random_tokens(gen, 9, c.vocab_size);
+  gpu.prefill(prompt);
+  auto tokens = testing::random_tokens(gen, 12, c.vocab_size);
+  tokens[5] = tokens[2] = tokens[0];  // a path that repeats its tokens
+  std::vector<int32_t> parents(12);
+  for (int i = 0; i < 12; ++i) parents[i] = i == 0 ? -1 : (i - 1) / 2;
+  const RowsView logits_view = gpu.tree_pass(tokens, parents);
+  const std::vector<float> logits(logits_view.data, logits_view.data + size_t{12} * c.vocab_size);
+  SamplingParams params;
+  params.frequency_penalty = 0.9, params.presence_penalty = 0.3, params.repetition_penalty = 1.2;
+  params.logit_bias = {{1, 1.5f}, {tokens[3], -3.0f}};
+  params.top_k = 20, params.top_p = 0.9, params.min_p = 0.02;
+  SamplingContext context(prompt);
+  context.append({tokens[0], prompt[2], tokens[4]});
+  const TreePassInput input{tokens, parents};
+  std::vector<int32_t> path_tokens, path_start = {0}, path;
+  for (int r = 0; r < 12; ++r) {
+    tree_row_path(input, true, r, path);
+    path_tokens.insert(path_tokens.end(), path.begin(), path.end());
+    path_start.push_back(static_cast<int32_t>(path_tokens.size()));
+  }
+  for (const double t : {0.0, 0.8}) {
+    SCOPED_TRACE("T " + std::to_string(t));
+    const RowsView rows =
+        gpu.tree_pass_processed(tokens, parents, {&params, t, &context, &path_tokens, &path_start});
+    ASSERT_EQ(rows.data, nullptr) << "the rows should stay on the device until read";
+    std::vector<float> want(c.vocab_size);
+    RowScratch scratch;
+    for (int r = 11; r >= 0; --r) {
+      tree_row_path(input, true, r, path);
+      process_logits(&logits[size_t(r) * c.vocab_size], c.vocab_size, params, t, context, path.data(),
+                     static_cast<int>(path.size()), want.data(), scratch);
+      for (int i = 0; i < c.vocab_size; ++i) {
+        ASSERT_EQ(rows.row(r)[i] > 0, want[i] > 0) << "row " << r << " token " << i;
+        ASSERT_NEAR(rows.row(r)[i], want[i], 2e-6f + 1e-5f * want[i]) << "row " << r << " token " << i;
+      }
+    }
+  }
+}
+
 TEST(CudaBackend, GreedyWithPenaltiesAndBiasEveryRuleEqualsArOnOneGpu) {
-  // The processed law on the Cuda backend: rows processed on the host from the device's logits.
+  // The processed law on the Cuda backend, both ways: on the device (no logprobs), and on the
+  // host from the device's logits (logprobs read the logits).
   SKIP_WITHOUT_GPU();
   TempDir dir("cuda_greedy_processed");
   ModelConfig c = testing::tiny_config(ModelArch::Llama, 3);
@@ -444,17 +495,24 @@ TEST(CudaBackend, GreedyWithPenaltiesAndBiasEveryRuleEqualsArOnOneGpu) {
   unprocessed.sampling = SamplingParams();
   ASSERT_NE(generate(target, nullptr, prompt, unprocessed).tokens, want.tokens)
       << "the parameters must change the greedy output for this test to see them";
-  for (const Rule rule : {Rule::Draft, Rule::RootDraw})
-    for (const int budget : {1, 8}) {
-      RequestOptions o = base;
-      o.rule = rule;
-      o.budget = budget;
-      const GenerateResult got = generate(target, &drafter, prompt, o);
-      EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " B " << budget;
-      ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
-      for (size_t i = 0; i < got.logprobs.size(); ++i)
-        EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, 1e-4) << "token " << i;
-    }
+  for (const int logprobs : {2, -1})
+    for (const Rule rule : {Rule::Draft, Rule::RootDraw, Rule::Root})
+      for (const int budget : {1, 8}) {
+        RequestOptions o = base;
+        o.rule = rule;
+        o.budget = budget;
+        o.logprobs = logprobs;
+        const GenerateResult got = generate(target, &drafter, prompt, o);
+        EXPECT_EQ(got.tokens, want.tokens) << rule_name(rule) << " B " << budget << " logprobs " << logprobs;
+        if (logprobs < 0) continue;
+        ASSERT_EQ(got.logprobs.size(), want.logprobs.size());
+        for (size_t i = 0; i < got.logprobs.size(); ++i)
+          EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, 1e-4) << "token " << i;
+      }
+  RequestOptions ar_on_device = ar;
+  ar_on_device.logprobs = -1;
+  EXPECT_EQ(generate(target, nullptr, prompt, ar_on_device).tokens, want.tokens)
+      << "ar, processed on the device";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda_on_cpu.h"
 #include "cuda_runtime.h"
@@ -85,6 +86,25 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+
+// Bit casts, counts and IEEE-rounded double arithmetic (no contraction into a fused multiply-add).
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+
+// Atomics: a real atomic operation, so that ThreadSanitizer sees the threads of a block (each a
+// fiber, block_runner.h) update one address without a race, as a GPU's atomics do.
+inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_RELAXED); }
 
 // CUDA's overloaded min / max of the device library.
 inline int min(int a, int b) { return a < b ? a : b; }
