@@ -1,0 +1,1375 @@
+#include "json_schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace rootspec::grammar {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+[[noreturn]] void fail(const std::string& field, const std::string& message) {
+  throw GrammarError(field, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keywords.
+
+bool is_annotation(const std::string& k) {
+  static const std::set<std::string> kAnnotations = {"title",    "description", "default",    "examples",
+                                                     "$comment", "deprecated",  "readOnly",   "writeOnly",
+                                                     "$schema",  "$defs",       "definitions"};
+  return kAnnotations.count(k) > 0;
+}
+
+bool is_supported(const std::string& k) {
+  static const std::set<std::string> kSupported = {
+      "type",    "enum",        "const",    "properties", "required",  "additionalProperties",
+      "items",   "prefixItems", "minItems", "maxItems",   "minLength", "maxLength",
+      "pattern", "format",      "anyOf",    "oneOf",      "$ref"};
+  return kSupported.count(k) > 0;
+}
+
+// A schema's keywords that constrain instances (annotations and containers left out).
+std::vector<std::string> constraining_keywords(const ojson& s) {
+  std::vector<std::string> out;
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    if (!is_annotation(it.key()) && it.key() != "$id") out.push_back(it.key());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON helpers.
+
+// JSON Schema's equality: numbers by value, objects regardless of member order.
+bool json_equal(const ojson& a, const ojson& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_number_float() || b.is_number_float()) return a.get<double>() == b.get<double>();
+    if (a.is_number_unsigned() && b.is_number_unsigned()) return a.get<uint64_t>() == b.get<uint64_t>();
+    if (a.is_number_unsigned() && a.get<uint64_t>() > uint64_t(INT64_MAX)) return false;
+    if (b.is_number_unsigned() && b.get<uint64_t>() > uint64_t(INT64_MAX)) return false;
+    return a.get<int64_t>() == b.get<int64_t>();
+  }
+  if (a.type() != b.type()) return false;
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!json_equal(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      auto jt = b.find(it.key());
+      if (jt == b.end() || !json_equal(it.value(), *jt)) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
+bool is_integral(const ojson& v) {
+  if (v.is_number_integer()) return true;
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && std::floor(d) == d;
+}
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::vector<uint32_t> decode_utf8(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = s[i];
+    int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (int k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (s[i + k] & 0x3F);
+    out.push_back(cp);
+    i += n;
+  }
+  return out;
+}
+
+// A non-negative integer keyword value (minLength, maxItems, …).
+uint64_t count_value(const ojson& s, const char* key) {
+  const ojson& v = s.at(key);
+  if (!is_integral(v) || v.get<double>() < 0) fail(key, std::string(key) + " must be a non-negative integer");
+  if (v.get<double>() > 1e15) fail(key, std::string(key) + " is too large");
+  return v.is_number_float() ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
+}
+
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+
+// ---------------------------------------------------------------------------------------------
+// GBNF text.
+
+std::string hex(uint32_t v, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%0*X", digits, v);
+  return buf;
+}
+
+// A code point inside a GBNF literal or class.
+std::string gbnf_cp(uint32_t cp, bool in_class) {
+  const bool special =
+      in_class ? (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-') : (cp == '"' || cp == '\\');
+  if (cp >= 0x20 && cp < 0x7F && !special) return std::string(1, static_cast<char>(cp));
+  if (cp < 0x100) return "\\x" + hex(cp, 2);
+  if (cp < 0x10000) return "\\u" + hex(cp, 4);
+  return "\\U" + hex(cp, 8);
+}
+
+// A GBNF literal for UTF-8 bytes (text decoded into code points).
+std::string gbnf_literal(const std::string& utf8) {
+  std::string s = "\"";
+  for (uint32_t cp : decode_utf8(utf8)) s += gbnf_cp(cp, false);
+  return s + "\"";
+}
+
+const char* const kNever = "[^\\x00-\\U0010FFFF]";  // matches nothing
+
+// ---------------------------------------------------------------------------------------------
+// JSON string encodings of sets of code points: every way RFC 8259 writes one code point (raw,
+// a two-character escape, \uXXXX with either letter case, or a surrogate pair). Used where a
+// grammar must be exact about the decoded string: the names an additional member may not have,
+// and the code points a `pattern` admits.
+
+using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // sorted, disjoint, inclusive
+
+Ranges intersect(const Ranges& a, uint32_t lo, uint32_t hi) {
+  Ranges out;
+  for (const auto& [a0, a1] : a) {
+    const uint32_t x = std::max(a0, lo), y = std::min(a1, hi);
+    if (x <= y) out.push_back({x, y});
+  }
+  return out;
+}
+
+Ranges subtract(const Ranges& a, uint32_t lo, uint32_t hi) {
+  Ranges out;
+  for (const auto& [a0, a1] : a) {
+    if (a1 < lo || a0 > hi) {
+      out.push_back({a0, a1});
+      continue;
+    }
+    if (a0 < lo) out.push_back({a0, lo - 1});
+    if (a1 > hi) out.push_back({hi + 1, a1});
+  }
+  return out;
+}
+
+bool contains(const Ranges& a, uint32_t c) {
+  for (const auto& [a0, a1] : a) {
+    if (a0 <= c && c <= a1) return true;
+  }
+  return false;
+}
+
+Ranges normalise(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges out;
+  for (const auto& x : r) {
+    if (!out.empty() && x.first <= out.back().second + 1) {
+      out.back().second = std::max(out.back().second, x.second);
+    } else {
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+std::string class_of(const Ranges& r) {
+  std::string s = "[";
+  for (const auto& [lo, hi] : r) {
+    s += gbnf_cp(lo, true);
+    if (hi != lo) s += "-" + gbnf_cp(hi, true);
+  }
+  return s + "]";
+}
+
+// One hex digit with value in [a, b], either letter case.
+std::string hex_digit_class(uint32_t a, uint32_t b) {
+  Ranges r;
+  if (a <= 9) r.push_back({'0' + a, '0' + std::min<uint32_t>(b, 9)});
+  if (b >= 10) {
+    const uint32_t x = std::max<uint32_t>(a, 10) - 10, y = b - 10;
+    r.push_back({'A' + x, 'A' + y});
+    r.push_back({'a' + x, 'a' + y});
+  }
+  return class_of(r);
+}
+
+// `digits` hex digits whose value lies in [lo, hi].
+std::string hex_range(uint32_t lo, uint32_t hi, int digits) {
+  if (digits == 0) return "";
+  uint32_t unit = 1;
+  for (int i = 1; i < digits; ++i) unit *= 16;
+  const uint32_t a = lo / unit, b = hi / unit, ra = lo % unit, rb = hi % unit;
+  auto tail = [&](uint32_t x, uint32_t y) {
+    const std::string t = hex_range(x, y, digits - 1);
+    return t.empty() ? "" : " " + t;
+  };
+  if (a == b) return "(" + hex_digit_class(a, a) + tail(ra, rb) + ")";
+  std::vector<std::string> alts;
+  uint32_t first = a, last = b;
+  if (ra != 0) {
+    alts.push_back(hex_digit_class(a, a) + tail(ra, unit - 1));
+    first = a + 1;
+  }
+  if (rb != unit - 1) last = b - 1;
+  if (first <= last) alts.push_back(hex_digit_class(first, last) + tail(0, unit - 1));
+  if (rb != unit - 1) alts.push_back(hex_digit_class(b, b) + tail(0, rb));
+  std::string s = "(";
+  for (size_t i = 0; i < alts.size(); ++i) s += (i ? " | " : "") + alts[i];
+  return s + ")";
+}
+
+// Every JSON-string encoding of a code point in `set` (surrogates never: they encode nothing on
+// their own); "" when the set is empty.
+std::string json_chars_of(const Ranges& set_in) {
+  const Ranges set = subtract(set_in, 0xD800, 0xDFFF);
+  std::vector<std::string> alts;
+  Ranges raw = intersect(set, 0x20, 0x10FFFF);
+  raw = subtract(subtract(raw, '"', '"'), '\\', '\\');
+  if (!raw.empty()) alts.push_back(class_of(raw));
+  static const std::pair<uint32_t, const char*> kShort[] = {
+      {'"', "\\\\\\\""}, {'\\', "\\\\\\\\"}, {'/', "\\\\/"}, {8, "\\\\b"},
+      {12, "\\\\f"},     {10, "\\\\n"},      {13, "\\\\r"},  {9, "\\\\t"}};
+  for (const auto& [c, text] : kShort) {
+    if (contains(set, c)) alts.push_back(std::string("\"") + text + "\"");
+  }
+  for (const auto& [lo, hi] : intersect(set, 0, 0xFFFF)) alts.push_back("\"\\\\u\" " + hex_range(lo, hi, 4));
+  for (const auto& [lo, hi] : intersect(set, 0x10000, 0x10FFFF)) {
+    const uint32_t h0 = 0xD800 + ((lo - 0x10000) >> 10), l0 = 0xDC00 + ((lo - 0x10000) & 0x3FF);
+    const uint32_t h1 = 0xD800 + ((hi - 0x10000) >> 10), l1 = 0xDC00 + ((hi - 0x10000) & 0x3FF);
+    auto pair = [&](uint32_t ha, uint32_t hb, uint32_t la, uint32_t lb) {
+      alts.push_back("\"\\\\u\" " + hex_range(ha, hb, 4) + " \"\\\\u\" " + hex_range(la, lb, 4));
+    };
+    if (h0 == h1) {
+      pair(h0, h0, l0, l1);
+      continue;
+    }
+    uint32_t mid_lo = h0 + 1, mid_hi = h1 - 1;
+    if (l0 == 0xDC00) {
+      mid_lo = h0;
+    } else {
+      pair(h0, h0, l0, 0xDFFF);
+    }
+    if (l1 == 0xDFFF) mid_hi = h1;
+    if (mid_lo <= mid_hi) pair(mid_lo, mid_hi, 0xDC00, 0xDFFF);
+    if (l1 != 0xDFFF) pair(h1, h1, 0xDC00, l1);
+  }
+  if (alts.empty()) return "";
+  if (alts.size() == 1) return alts[0];
+  std::string s = "(";
+  for (size_t i = 0; i < alts.size(); ++i) s += (i ? " | " : "") + alts[i];
+  return s + ")";
+}
+
+const Ranges kAllCodePoints = {{0, 0xD7FF}, {0xE000, 0x10FFFF}};
+
+// ---------------------------------------------------------------------------------------------
+// Rewriting a regex's GBNF (over the decoded string) into GBNF over the string's JSON encoding:
+// each literal code point and each class becomes all of its JSON encodings.
+
+uint32_t read_escape(std::string_view t, size_t& i) {
+  // t[i] is the character after the backslash.
+  const char c = t[i++];
+  auto read_hex = [&](int n) {
+    uint32_t v = 0;
+    for (int k = 0; k < n; ++k) {
+      if (i >= t.size()) fail("pattern", "truncated escape in the pattern's grammar");
+      const char h = t[i++];
+      v = v * 16 + (h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+    }
+    return v;
+  };
+  switch (c) {
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'x':
+      return read_hex(2);
+    case 'u':
+      return read_hex(4);
+    case 'U':
+      return read_hex(8);
+    default:
+      return static_cast<unsigned char>(c);
+  }
+}
+
+uint32_t read_cp(std::string_view t, size_t& i) {
+  const unsigned char c = t[i];
+  if (c == '\\') {
+    ++i;
+    return read_escape(t, i);
+  }
+  const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+  uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+  for (int k = 1; k < n; ++k) cp = (cp << 6) | (t[i + k] & 0x3F);
+  i += n;
+  return cp;
+}
+
+std::string json_encode_gbnf(std::string_view t) {
+  std::string out;
+  size_t i = 0;
+  while (i < t.size()) {
+    const char c = t[i];
+    if (c == '"') {
+      ++i;
+      std::string seq;
+      while (i < t.size() && t[i] != '"') {
+        const uint32_t cp = read_cp(t, i);
+        seq += (seq.empty() ? "" : " ") + json_chars_of({{cp, cp}});
+      }
+      ++i;
+      out += seq.empty() ? "\"\"" : "(" + seq + ")";
+    } else if (c == '[') {
+      ++i;
+      bool negated = i < t.size() && t[i] == '^';
+      if (negated) ++i;
+      Ranges r;
+      while (i < t.size() && t[i] != ']') {
+        const uint32_t lo = read_cp(t, i);
+        uint32_t hi = lo;
+        if (i + 1 < t.size() && t[i] == '-' && t[i + 1] != ']') {
+          ++i;
+          hi = read_cp(t, i);
+        }
+        r.push_back({lo, hi});
+      }
+      ++i;
+      r = normalise(r);
+      if (negated) {
+        Ranges all = kAllCodePoints;
+        for (const auto& [lo, hi] : r) all = subtract(all, lo, hi);
+        r = all;
+      }
+      const std::string e = json_chars_of(r);
+      out += e.empty() ? kNever : e;
+    } else if (c == '.') {
+      ++i;
+      out += json_chars_of(kAllCodePoints);
+    } else if (c == '#') {
+      while (i < t.size() && t[i] != '\n') ++i;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formats (RFC 3339 §5.6 and the documented subsets), as GBNF over the raw string contents.
+
+std::string format_rules(const std::string& format, const std::string& name) {
+  const std::string d2 = "[0-9] [0-9]";
+  const std::string month31 = "(\"0\" [13578] | \"1\" [02])", month30 = "(\"0\" [469] | \"11\")";
+  const std::string day28 = "(\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])";
+  const std::string day30 = "(" + day28 + " | \"29\" | \"30\")", day31 = "(" + day30 + " | \"31\")";
+  // Gregorian leap years: divisible by 4, and by 400 when divisible by 100.
+  const std::string leap_year =
+      "([0-9] [0-9] ([02468] [48] | [2468] \"0\" | [13579] [26]) | ([02468] [048] | [13579] [26]) \"00\")";
+  const std::string date = "(" + name + "-year \"-\" (" + month31 + " \"-\" " + day31 + " | " + month30 +
+                           " \"-\" " + day30 + " | \"02-\" " + day28 + ") | " + leap_year + " \"-02-29\")";
+  const std::string year_rule = name + "-year ::= [0-9] [0-9] [0-9] [0-9]\n";
+  // time: HH:MM:SS(.frac)?(Z|±HH:MM); second 60 only at 23:59 UTC with a whole-hour offset.
+  std::string leap = "(\"23:59:60\" " + name + "-frac? [Zz]";
+  for (int h = 0; h < 24; ++h) {
+    const int local_plus = (23 + h) % 24, local_minus = (23 - h + 24) % 24;
+    leap += " | \"" + std::to_string(local_plus / 10) + std::to_string(local_plus % 10) + ":59:60\" " + name +
+            "-frac? \"+" + std::to_string(h / 10) + std::to_string(h % 10) + ":00\"";
+    leap += " | \"" + std::to_string(local_minus / 10) + std::to_string(local_minus % 10) + ":59:60\" " +
+            name + "-frac? \"-" + std::to_string(h / 10) + std::to_string(h % 10) + ":00\"";
+  }
+  leap += ")";
+  const std::string hour = "([01] [0-9] | \"2\" [0-3])", minute = "[0-5] [0-9]";
+  const std::string time = "(" + hour + " \":\" " + minute + " \":\" " + minute + " " + name + "-frac? " +
+                           name + "-offset | " + leap + ")";
+  const std::string time_rules = name + "-frac ::= \".\" [0-9]+\n" + name + "-offset ::= [Zz] | [+-] " +
+                                 hour + " \":\" " + minute + "\n";
+  if (format == "date") return name + " ::= " + date + "\n" + year_rule;
+  if (format == "time") return name + " ::= " + time + "\n" + time_rules;
+  if (format == "date-time") return name + " ::= " + date + " [Tt] " + time + "\n" + year_rule + time_rules;
+  if (format == "uuid") {
+    const std::string h = "[0-9a-fA-F]";
+    auto n = [&](int k) { return h + "{" + std::to_string(k) + "}"; };
+    return name + " ::= " + n(8) + " \"-\" " + n(4) + " \"-\" " + n(4) + " \"-\" " + n(4) + " \"-\" " +
+           n(12) + "\n";
+  }
+  if (format == "email") {
+    // Dot-atom local part (RFC 5322 atext) and a host name of at least two labels.
+    const std::string atext = "[A-Za-z0-9!#$%&'*+/=?\\^_`{|}~-]";
+    const std::string label = "[A-Za-z0-9] ([A-Za-z0-9-]* [A-Za-z0-9])?";
+    return name + " ::= " + atext + "+ (\".\" " + atext + "+)* \"@\" " + name + "-label (\".\" " + name +
+           "-label)+\n" + name + "-label ::= " + label + "\n";
+  }
+  fail("format", "format \"" + format + "\" is not supported (date, time, date-time, email, uuid)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compiler.
+
+// Instance kinds for type reasoning: an integral number is "integer", any other "fraction".
+enum Kind : unsigned {
+  kNull = 1,
+  kBoolean = 2,
+  kObject = 4,
+  kArray = 8,
+  kString = 16,
+  kInteger = 32,
+  kFraction = 64
+};
+constexpr unsigned kAllKinds = 127;
+
+unsigned kind_of(const ojson& v) {
+  if (v.is_null()) return kNull;
+  if (v.is_boolean()) return kBoolean;
+  if (v.is_object()) return kObject;
+  if (v.is_array()) return kArray;
+  if (v.is_string()) return kString;
+  return is_integral(v) ? kInteger : kFraction;
+}
+
+unsigned kinds_of_type(const ojson& type) {
+  auto one = [](const ojson& t) -> unsigned {
+    if (!t.is_string()) fail("type", "type names are strings");
+    const std::string s = t.get<std::string>();
+    if (s == "null") return kNull;
+    if (s == "boolean") return kBoolean;
+    if (s == "object") return kObject;
+    if (s == "array") return kArray;
+    if (s == "string") return kString;
+    if (s == "integer") return kInteger;
+    if (s == "number") return kInteger | kFraction;
+    fail("type", "unknown type \"" + s + "\"");
+  };
+  if (type.is_array()) {
+    unsigned k = 0;
+    for (const auto& t : type) k |= one(t);
+    return k;
+  }
+  return one(type);
+}
+
+// Thrown by the validator where it cannot decide without a grammar (pattern, format).
+struct Undecided {
+  std::string keyword;
+};
+
+class Compiler {
+ public:
+  Compiler(const ojson& root, const JsonSchemaOptions& options, const Limits& limits)
+      : root_(root), options_(options), limits_(limits), start_(std::chrono::steady_clock::now()) {
+    if (options_.max_whitespace < 0 || options_.max_whitespace > 64) {
+      fail("max_whitespace", "must be between 0 and 64");
+    }
+  }
+
+  std::string run() {
+    if (!root_.is_object() && !root_.is_boolean()) fail("schema", "a schema is an object or a boolean");
+    const std::string root = ref_rule("#", true);
+    std::string out = "root ::= " + root + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    check_left_recursion();
+    return out;
+  }
+
+  // The rule for any JSON object (response_format json_object).
+  std::string any_object_text() {
+    const std::string obj = any_object();
+    std::string out = "root ::= " + obj + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    return out;
+  }
+
+  // Validator (the supported keywords; Undecided for pattern and format): used to filter enum
+  // values by their sibling keywords and to prove oneOf branches disjoint.
+  bool valid(const ojson& v, const ojson& s, int depth = 0) {
+    if (depth > 64) throw Undecided{"$ref"};
+    if (s.is_boolean()) return s.get<bool>();
+    if (!s.is_object()) fail("schema", "a schema is an object or a boolean");
+    for (const auto& k : constraining_keywords(s)) {
+      if (!is_supported(k)) fail(k, "keyword \"" + k + "\" is not supported");
+    }
+    if (s.contains("$ref")) {
+      const ojson& target = resolve(s.at("$ref"));
+      if (!valid(v, target, depth + 1)) return false;
+    }
+    if (s.contains("type") && !(kinds_of_type(s.at("type")) & kind_of(v))) return false;
+    if (s.contains("const") && !json_equal(v, s.at("const"))) return false;
+    if (s.contains("enum")) {
+      bool any = false;
+      for (const auto& e : s.at("enum")) any = any || json_equal(v, e);
+      if (!any) return false;
+    }
+    if (s.contains("anyOf")) {
+      bool any = false;
+      for (const auto& b : s.at("anyOf")) any = any || valid(v, b, depth + 1);
+      if (!any) return false;
+    }
+    if (s.contains("oneOf")) {
+      int n = 0;
+      for (const auto& b : s.at("oneOf")) n += valid(v, b, depth + 1);
+      if (n != 1) return false;
+    }
+    if (v.is_string()) {
+      const size_t n = code_points(v.get<std::string>());
+      if (s.contains("minLength") && n < count_value(s, "minLength")) return false;
+      if (s.contains("maxLength") && n > count_value(s, "maxLength")) return false;
+      if (s.contains("pattern")) throw Undecided{"pattern"};
+      if (s.contains("format")) throw Undecided{"format"};
+    }
+    if (v.is_array()) {
+      if (s.contains("minItems") && v.size() < count_value(s, "minItems")) return false;
+      if (s.contains("maxItems") && v.size() > count_value(s, "maxItems")) return false;
+      size_t prefix = 0;
+      if (s.contains("prefixItems")) {
+        const ojson& p = s.at("prefixItems");
+        prefix = p.size();
+        for (size_t i = 0; i < v.size() && i < p.size(); ++i) {
+          if (!valid(v[i], p[i], depth + 1)) return false;
+        }
+      }
+      if (s.contains("items")) {
+        for (size_t i = prefix; i < v.size(); ++i) {
+          if (!valid(v[i], s.at("items"), depth + 1)) return false;
+        }
+      }
+    }
+    if (v.is_object()) {
+      if (s.contains("required")) {
+        for (const auto& r : s.at("required")) {
+          if (!v.contains(r.get<std::string>())) return false;
+        }
+      }
+      const ojson empty = ojson::object();
+      const ojson& props = s.contains("properties") ? s.at("properties") : empty;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (props.contains(it.key())) {
+          if (!valid(it.value(), props.at(it.key()), depth + 1)) return false;
+        } else if (s.contains("additionalProperties")) {
+          if (!valid(it.value(), s.at("additionalProperties"), depth + 1)) return false;
+        } else if (options_.strict && s.contains("properties")) {
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
+  // ---- rules
+
+  // The grammar's size and the time spent stay within the limits while it is written, so that a
+  // hostile schema fails before it costs much.
+  void check_budget() {
+    if (rules_.size() > limits_.max_rules) {
+      fail("schema", "the schema needs more than " + std::to_string(limits_.max_rules) + " grammar rules");
+    }
+    if ((rules_.size() & 63) == 0) {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+      if (ms > limits_.max_compile_ms) fail("schema", "the schema takes too long to compile");
+    }
+  }
+
+  std::string add_rule(const std::string& hint, const std::string& body) {
+    auto it = by_body_.find(body);
+    if (it != by_body_.end()) return it->second;
+    check_budget();
+    const std::string name = fresh(hint);
+    rules_.push_back({name, body});
+    by_body_[body] = name;
+    return name;
+  }
+
+  std::string fresh(const std::string& hint) {
+    std::string base;
+    for (char c : hint) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+      base += ok ? c : '-';
+    }
+    while (!base.empty() && base.back() == '-') base.pop_back();
+    if (base.empty() || base.size() > 40) base = "r";
+    std::string name = base;
+    for (int i = 2; used_.count(name) || name == "root"; ++i) name = base + "-" + std::to_string(i);
+    used_.insert(name);
+    return name;
+  }
+
+  // A rule whose body is set later (recursion through $ref).
+  std::string reserve(const std::string& hint) {
+    check_budget();
+    const std::string name = fresh(hint);
+    rules_.push_back({name, ""});
+    return name;
+  }
+
+  void set_body(const std::string& name, const std::string& body) {
+    for (auto& r : rules_) {
+      if (r.first == name) r.second = body;
+    }
+  }
+
+  // ---- whitespace and shared lexical rules
+
+  std::string ws() {
+    if (options_.max_whitespace == 0) return "";
+    if (ws_.empty()) {
+      // At most N bytes, nested so that each length has one parse.
+      std::string body;
+      for (int i = 0; i < options_.max_whitespace; ++i)
+        body = "([ \\t\\n\\r]" + (body.empty() ? "" : " " + body) + ")?";
+      ws_ = add_rule("ws", body);
+    }
+    return ws_ + " ";
+  }
+
+  // Separators with their whitespace slots: one slot between any two tokens.
+  std::string comma() { return ws() + "\",\" " + ws(); }
+  std::string colon() { return ws() + "\":\" " + ws(); }
+
+  std::string json_char() {
+    if (char_.empty()) {
+      const std::string hex4 = "[0-9a-fA-F]";
+      const std::string escape =
+          add_rule("escape", "[\"\\\\/bfnrt] | \"u\" ([0-9a-cA-Ce-fE-F] " + hex4 + " " + hex4 + " " + hex4 +
+                                 " | [dD] [0-7] " + hex4 + " " + hex4 + ") | \"u\" [dD] [89abAB] " + hex4 +
+                                 " " + hex4 + " \"\\\\u\" [dD] [c-fC-F] " + hex4 + " " + hex4);
+      char_ = add_rule("char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" " + escape);
+    }
+    return char_;
+  }
+
+  std::string any_string() {
+    if (string_.empty()) string_ = add_rule("string", "\"\\\"\" " + json_char() + "* \"\\\"\"");
+    return string_;
+  }
+
+  std::string integer() {
+    if (integer_.empty()) integer_ = add_rule("integer", "\"-\"? (\"0\" | [1-9] [0-9]*)");
+    return integer_;
+  }
+
+  std::string number() {
+    if (number_.empty()) {
+      number_ = add_rule("number", integer() + " (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?");
+    }
+    return number_;
+  }
+
+  std::string any_value() {
+    if (value_.empty()) {
+      value_ = reserve("value");
+      const std::string arr = add_rule(
+          "array", "\"[\" " + ws() + "(" + value_ + " (" + comma() + value_ + ")* " + ws() + ")? \"]\"");
+      set_body(value_, any_object() + " | " + arr + " | " + any_string() + " | " + number() +
+                           " | \"true\" | \"false\" | \"null\"");
+    }
+    return value_;
+  }
+
+  std::string any_object() {
+    if (object_.empty()) {
+      object_ = reserve("object");
+      const std::string v = any_value();
+      const std::string member = add_rule("member", any_string() + " " + colon() + v);
+      set_body(object_, "\"{\" " + ws() + "(" + member + " (" + comma() + member + ")* " + ws() + ")? \"}\"");
+    }
+    return object_;
+  }
+
+  // ---- references
+
+  const ojson& resolve(const ojson& ref) {
+    if (!ref.is_string()) fail("$ref", "$ref must be a string");
+    std::string r = ref.get<std::string>();
+    if (r.empty() || r[0] != '#') fail("$ref", "only local references (\"#…\") are supported: \"" + r + "\"");
+    // The fragment is URI-encoded (RFC 3986), then a JSON pointer (RFC 6901).
+    std::string pointer;
+    for (size_t i = 1; i < r.size(); ++i) {
+      if (r[i] == '%' && i + 2 < r.size()) {
+        const std::string h = r.substr(i + 1, 2);
+        if (h.size() == 2 && std::isxdigit(static_cast<unsigned char>(h[0])) &&
+            std::isxdigit(static_cast<unsigned char>(h[1]))) {
+          pointer += static_cast<char>(std::stoi(h, nullptr, 16));
+          i += 2;
+          continue;
+        }
+      }
+      pointer += r[i];
+    }
+    if (!pointer.empty() && pointer[0] != '/') {
+      fail("$ref", "only JSON-pointer fragments are supported (no anchors): \"" + r + "\"");
+    }
+    const ojson* node = &root_;
+    size_t pos = 1;
+    while (pos <= pointer.size() && !pointer.empty()) {
+      const size_t next = pointer.find('/', pos);
+      std::string token = pointer.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+      std::string unescaped;
+      for (size_t i = 0; i < token.size(); ++i) {
+        if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+          unescaped += token[i + 1] == '0' ? '~' : '/';
+          ++i;
+        } else {
+          unescaped += token[i];
+        }
+      }
+      if (node != &root_ && node->is_object() && node->contains("$id")) {
+        fail("$id", "$id below the root changes the base of references: not supported");
+      }
+      if (node->is_object() && node->contains(unescaped)) {
+        node = &node->at(unescaped);
+      } else if (node->is_array() && !unescaped.empty() &&
+                 unescaped.find_first_not_of("0123456789") == std::string::npos &&
+                 std::stoull(unescaped) < node->size()) {
+        node = &node->at(std::stoull(unescaped));
+      } else {
+        fail("$ref", "reference \"" + r + "\" points at nothing");
+      }
+      if (next == std::string::npos) break;
+      pos = next + 1;
+    }
+    if (!node->is_object() && !node->is_boolean()) fail("$ref", "reference \"" + r + "\" is not a schema");
+    return *node;
+  }
+
+  // The rule for a reference target; `at_head` when the reference is the first thing its
+  // enclosing rule matches (for the left-recursion check).
+  std::string ref_rule(const std::string& ref, bool at_head) {
+    const ojson& target = resolve(ref);
+    const std::string key = std::to_string(reinterpret_cast<uintptr_t>(&target));
+    if (at_head && !owner_.empty()) head_edges_[owner_].insert(key);
+    auto it = ref_rules_.find(key);
+    if (it != ref_rules_.end()) return it->second;
+    const std::string name = reserve(ref == "#" ? "root-value" : "ref-" + ref.substr(ref.rfind('/') + 1));
+    ref_rules_[key] = name;
+    const std::string saved = owner_;
+    owner_ = key;
+    const std::optional<std::string> body = compile(target, ref == "#");
+    owner_ = saved;
+    set_body(name, body ? *body : kNever);
+    return name;
+  }
+
+  void check_left_recursion() {
+    // A cycle of references each at the head of the next: a rule reaching itself without a byte.
+    std::map<std::string, int> state;
+    std::function<void(const std::string&)> visit = [&](const std::string& n) {
+      state[n] = 1;
+      for (const auto& m : head_edges_[n]) {
+        if (state[m] == 1)
+          fail("$ref", "a reference reaches itself without consuming input (left recursion)");
+        if (state[m] == 0) visit(m);
+      }
+      state[n] = 2;
+    };
+    for (const auto& [n, edges] : head_edges_) {
+      if (state[n] == 0) visit(n);
+    }
+  }
+
+  // ---- schemas
+
+  // GBNF expression for the JSON texts of `s`'s instances; nullopt when there are none.
+  std::optional<std::string> compile(const ojson& s, bool is_root = false) {
+    // Deep nesting would exhaust the stack of this recursive compiler.
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(depth) {
+        if (++d > kMaxDepth)
+          fail("schema", "the schema nests deeper than " + std::to_string(kMaxDepth) + " levels");
+      }
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (s.is_boolean()) return s.get<bool>() ? std::optional<std::string>(any_value()) : std::nullopt;
+    if (!s.is_object()) fail("schema", "a schema is an object or a boolean");
+    if (s.contains("$id") && !is_root) fail("$id", "$id below the root is not supported");
+    const std::vector<std::string> keys = constraining_keywords(s);
+    for (const auto& k : keys) {
+      if (!is_supported(k)) fail(k, "keyword \"" + k + "\" is not supported");
+    }
+    auto has_other = [&](std::initializer_list<const char*> allowed) {
+      for (const auto& k : keys) {
+        if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; })) return k;
+      }
+      return std::string();
+    };
+    if (s.contains("$ref")) {
+      const std::string other = has_other({"$ref"});
+      if (!other.empty())
+        fail("$ref", "$ref beside the constraining keyword \"" + other + "\" is not supported");
+      return ref_rule(s.at("$ref").is_string() ? s.at("$ref").get<std::string>() : std::string(), true);
+    }
+    if (s.contains("enum") || s.contains("const")) return compile_values(s);
+    if (s.contains("anyOf") || s.contains("oneOf")) {
+      if (s.contains("anyOf") && s.contains("oneOf")) fail("oneOf", "anyOf beside oneOf is not supported");
+      const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
+      if (has_other({key}).empty()) return compile_union(s.at(key), key);
+      return compile_union(distribute(s, key), key);
+    }
+    unsigned kinds = s.contains("type") ? kinds_of_type(s.at("type")) : kAllKinds;
+    std::vector<std::string> alts;
+    if (kinds & kNull) alts.push_back("\"null\"");
+    if (kinds & kBoolean) alts.push_back("(\"true\" | \"false\")");
+    if (kinds & kFraction) {
+      alts.push_back(number());
+    } else if (kinds & kInteger) {
+      alts.push_back(integer());
+    }
+    if (kinds & kString) {
+      if (auto e = compile_string(s)) alts.push_back(*e);
+    }
+    if (kinds & kArray) {
+      if (auto e = compile_array(s)) alts.push_back(*e);
+    }
+    if (kinds & kObject) {
+      if (auto e = compile_object(s)) alts.push_back(*e);
+    }
+    return join(alts);
+  }
+
+  // A schema inside an array or object: not at the head of the enclosing rule.
+  std::optional<std::string> child(const ojson& s) {
+    const std::string saved = owner_;
+    owner_.clear();
+    auto e = compile(s);
+    owner_ = saved;
+    return e;
+  }
+
+  static std::optional<std::string> join(const std::vector<std::string>& alts) {
+    if (alts.empty()) return std::nullopt;
+    if (alts.size() == 1) return alts[0];
+    std::string out = "(";
+    for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
+    return out + ")";
+  }
+
+  std::optional<std::string> compile_values(const ojson& s) {
+    std::vector<ojson> values;
+    if (s.contains("enum")) {
+      if (!s.at("enum").is_array()) fail("enum", "enum must be an array");
+      for (const auto& v : s.at("enum")) values.push_back(v);
+    }
+    if (s.contains("const")) {
+      const ojson& c = s.at("const");
+      if (s.contains("enum")) {
+        std::vector<ojson> kept;
+        for (const auto& v : values) {
+          if (json_equal(v, c)) kept.push_back(v);
+        }
+        values = kept;
+      } else {
+        values.push_back(c);
+      }
+    }
+    // The sibling keywords filter the values: an enum value must satisfy them too.
+    ojson rest = s;
+    rest.erase("enum");
+    rest.erase("const");
+    std::vector<std::string> alts;
+    std::set<std::string> seen;
+    for (const auto& v : values) {
+      bool ok;
+      try {
+        ok = valid(v, rest);
+      } catch (const Undecided& u) {
+        fail(u.keyword, u.keyword + " beside enum/const is not supported");
+      }
+      if (!ok) continue;
+      std::vector<std::string> spellings = {v.dump()};
+      // An integral number equals both spellings nlohmann writes: 1 and 1.0.
+      if (is_integral(v) && std::fabs(v.get<double>()) < 9007199254740992.0) {
+        const auto n = static_cast<int64_t>(v.get<double>());
+        spellings = {std::to_string(n), std::to_string(n) + ".0"};
+        if (v.is_number_float() && v.get<double>() == 0 && std::signbit(v.get<double>()))
+          spellings = {"-0.0", "-0"};
+      }
+      for (const auto& sp : spellings) {
+        if (seen.insert(sp).second) alts.push_back(gbnf_literal(sp));
+      }
+    }
+    if (alts.empty()) return std::nullopt;
+    std::string body;
+    for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+    return alts.size() == 1 ? body : add_rule("enum", body);
+  }
+
+  // base ∧ (b1 ∨ b2 …) as (base ∧ b1) ∨ (base ∧ b2) …: each branch merged with the keywords
+  // beside the union. A merge is exact when no keyword is on both sides and the keywords that
+  // read each other (properties / additionalProperties, prefixItems / items) stay on one side;
+  // anything else is refused.
+  ojson distribute(const ojson& s, const char* key) {
+    const ojson& branches = s.at(key);
+    if (!branches.is_array() || branches.empty()) fail(key, std::string(key) + " must be a non-empty array");
+    ojson base = ojson::object();
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (it.key() != key && !is_annotation(it.key())) base[it.key()] = it.value();
+    }
+    static const std::vector<std::vector<std::string>> kGroups = {{"properties", "additionalProperties"},
+                                                                  {"prefixItems", "items"}};
+    ojson out = ojson::array();
+    for (size_t i = 0; i < branches.size(); ++i) {
+      const ojson* b = &branches[i];
+      if (b->is_object() && b->size() == 1 && b->contains("$ref")) b = &resolve(b->at("$ref"));
+      if (b->is_boolean()) {
+        out.push_back(b->get<bool>() ? base : ojson(false));
+        continue;
+      }
+      if (!b->is_object()) fail("schema", "a schema is an object or a boolean");
+      ojson merged = base;
+      for (auto it = b->begin(); it != b->end(); ++it) {
+        if (is_annotation(it.key())) continue;
+        if (base.contains(it.key())) {
+          fail(key, std::string(key) + " beside \"" + it.key() + "\", which branch " + std::to_string(i) +
+                        " also has, is not supported");
+        }
+        for (const auto& group : kGroups) {
+          const bool in_group = std::find(group.begin(), group.end(), it.key()) != group.end();
+          for (const auto& g : group) {
+            if (in_group && base.contains(g)) {
+              fail(key, std::string(key) + " beside \"" + g + "\" with \"" + it.key() + "\" in branch " +
+                            std::to_string(i) + " is not supported");
+            }
+          }
+        }
+        merged[it.key()] = it.value();
+      }
+      out.push_back(std::move(merged));
+    }
+    merged_.push_back(std::make_unique<ojson>(std::move(out)));
+    return *merged_.back();
+  }
+
+  std::optional<std::string> compile_union(const ojson& branches, const char* key) {
+    if (!branches.is_array() || branches.empty()) fail(key, std::string(key) + " must be a non-empty array");
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      if (auto e = compile(branches[i])) alts.push_back(*e);
+    }
+    if (std::string(key) == "oneOf") {
+      for (size_t i = 0; i < branches.size(); ++i) {
+        for (size_t j = i + 1; j < branches.size(); ++j) {
+          if (!disjoint(branches[i], branches[j], 0)) {
+            fail("oneOf",
+                 "oneOf branches " + std::to_string(i) + " and " + std::to_string(j) +
+                     " may both match an instance: only provably disjoint branches are supported "
+                     "(different types, distinct constants, or a required property with disjoint values)");
+          }
+        }
+      }
+    }
+    return join(alts);
+  }
+
+  // ---- disjointness (oneOf)
+
+  const ojson& deref(const ojson& s, int depth) {
+    if (s.is_object() && s.contains("$ref") && depth < 32) return deref(resolve(s.at("$ref")), depth + 1);
+    return s;
+  }
+
+  unsigned kinds(const ojson& s_in, int depth) {
+    const ojson& s = deref(s_in, depth);
+    if (s.is_boolean()) return s.get<bool>() ? kAllKinds : 0;
+    if (!s.is_object() || depth > 32) return kAllKinds;
+    unsigned k = s.contains("type") ? kinds_of_type(s.at("type")) : kAllKinds;
+    if (s.contains("enum") || s.contains("const")) {
+      unsigned v = 0;
+      if (s.contains("enum")) {
+        for (const auto& e : s.at("enum")) v |= kind_of(e);
+      } else {
+        v = kind_of(s.at("const"));
+      }
+      k &= v;
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (s.contains(key)) {
+        unsigned u = 0;
+        for (const auto& b : s.at(key)) u |= kinds(b, depth + 1);
+        k &= u;
+      }
+    }
+    return k;
+  }
+
+  // No instance satisfies both (a proof, or false when none was found).
+  bool disjoint(const ojson& a_in, const ojson& b_in, int depth) {
+    if (depth > 16) return false;
+    const ojson& a = deref(a_in, 0);
+    const ojson& b = deref(b_in, 0);
+    const unsigned common = kinds(a, 0) & kinds(b, 0);
+    if (common == 0) return true;
+    auto values_fail = [&](const ojson& x, const ojson& y) {
+      if (!x.is_object() || !(x.contains("enum") || x.contains("const"))) return false;
+      std::vector<ojson> vals;
+      if (x.contains("enum")) {
+        for (const auto& e : x.at("enum")) vals.push_back(e);
+      } else {
+        vals.push_back(x.at("const"));
+      }
+      try {
+        for (const auto& v : vals) {
+          if (valid(v, y)) return false;
+        }
+      } catch (const Undecided&) {
+        return false;
+      }
+      return true;
+    };
+    if (values_fail(a, b) || values_fail(b, a)) return true;
+    if (common == kObject && a.is_object() && b.is_object()) {
+      // A discriminator: a property both require whose values cannot meet.
+      if (a.contains("required") && b.contains("required") && a.contains("properties") &&
+          b.contains("properties")) {
+        for (const auto& r : a.at("required")) {
+          const std::string name = r.get<std::string>();
+          bool in_b = false;
+          for (const auto& q : b.at("required")) in_b = in_b || q == r;
+          if (!in_b || !a.at("properties").contains(name) || !b.at("properties").contains(name)) continue;
+          if (disjoint(a.at("properties").at(name), b.at("properties").at(name), depth + 1)) return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // ---- strings
+
+  std::optional<std::string> compile_string(const ojson& s) {
+    const bool has_len = s.contains("minLength") || s.contains("maxLength");
+    const uint64_t min = s.contains("minLength") ? count_value(s, "minLength") : 0;
+    const uint64_t max = s.contains("maxLength") ? count_value(s, "maxLength") : kUnbounded;
+    if (s.contains("format")) {
+      if (!s.at("format").is_string()) fail("format", "format must be a string");
+      if (has_len || s.contains("pattern")) {
+        fail("format", "format beside minLength, maxLength or pattern is not supported");
+      }
+      const std::string f = s.at("format").get<std::string>();
+      auto it = formats_.find(f);
+      if (it == formats_.end()) {
+        const std::string name = fresh("format-" + f);
+        extra_ += format_rules(f, name);
+        it = formats_.emplace(f, add_rule("string-" + f, "\"\\\"\" " + name + " \"\\\"\"")).first;
+      }
+      return it->second;
+    }
+    if (s.contains("pattern")) {
+      if (!s.at("pattern").is_string()) fail("pattern", "pattern must be a string");
+      if (has_len) fail("pattern", "pattern beside minLength or maxLength is not supported");
+      const std::string name = fresh("pattern");
+      const std::string rule = pattern_to_gbnf_rules(s.at("pattern").get<std::string>(), name);
+      // The rule's text after "name ::=" is over the decoded string: rewrite it over JSON's encoding.
+      const size_t def = rule.find("::=");
+      if (def == std::string::npos) fail("pattern", "the pattern's grammar has no rule");
+      rules_.push_back({name, json_encode_gbnf(std::string_view(rule).substr(def + 3))});
+      return add_rule("string-pattern", "\"\\\"\" " + name + " \"\\\"\"");
+    }
+    if (min > max) return std::nullopt;
+    if (!has_len) return any_string();
+    return "\"\\\"\" " + repeat(json_char(), min, max, "") + " \"\\\"\"";
+  }
+
+  // `item` min..max times, each after `sep` but the first (every one after `sep` when
+  // `first_has_sep`), without ambiguity: the optional tail nests ((x (x …)?)?) so that each count
+  // has one parse.
+  std::string repeat(const std::string& item, uint64_t min, uint64_t max, const std::string& sep,
+                     bool first_has_sep = false) {
+    auto pre = [&](uint64_t i) { return (i > 0 || first_has_sep) ? sep : std::string(); };
+    if (max != kUnbounded && max - min > limits_.max_rules) {
+      fail("schema",
+           "a repetition of " + std::to_string(max - min) + " optional items is over the grammar's limit");
+    }
+    if (min > limits_.max_rules)
+      fail("schema", "a repetition of " + std::to_string(min) + " items is over the limit");
+    std::string out;
+    for (uint64_t i = 0; i < min; ++i) out += (out.empty() ? "" : " ") + pre(i) + item;
+    if (max == kUnbounded) {
+      const std::string more = min > 0 || first_has_sep || sep.empty()
+                                   ? "(" + sep + item + ")*"
+                                   : "(" + item + " (" + sep + item + ")*)?";
+      out += (out.empty() ? "" : " ") + more;
+    } else if (max > min) {
+      std::string tail;
+      for (uint64_t k = max; k-- > min;) {
+        const std::string body = "(" + pre(k) + item + (tail.empty() ? "" : " " + tail) + ")?";
+        tail = max - min > 1 ? add_rule("rep", body) : body;
+      }
+      out += (out.empty() ? "" : " ") + tail;
+    }
+    return out.empty() ? "\"\"" : out;
+  }
+
+  // ---- arrays
+
+  std::optional<std::string> compile_array(const ojson& s) {
+    uint64_t min = s.contains("minItems") ? count_value(s, "minItems") : 0;
+    uint64_t max = s.contains("maxItems") ? count_value(s, "maxItems") : kUnbounded;
+    std::vector<std::optional<std::string>> prefix;
+    if (s.contains("prefixItems")) {
+      const ojson& p = s.at("prefixItems");
+      if (!p.is_array() || p.empty()) fail("prefixItems", "prefixItems must be a non-empty array");
+      for (const auto& e : p) prefix.push_back(child(e));
+    }
+    std::optional<std::string> items = any_value();
+    if (s.contains("items")) {
+      if (s.at("items").is_array()) {
+        fail("items", "the array form of items (draft 4–7 tuples) is not supported: use prefixItems");
+      }
+      items = child(s.at("items"));
+    }
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      if (!prefix[i]) {
+        max = std::min<uint64_t>(max, i);
+        break;
+      }
+    }
+    if (!items) max = std::min<uint64_t>(max, prefix.size());
+    if (min > max) return std::nullopt;
+    const std::string open = "\"[\" " + ws(), close = "\"]\"";
+    if (max == 0) return "(" + open + close + ")";
+    // After the first element: elements 1..max-1, those below min mandatory.
+    const uint64_t p = prefix.size();
+    std::string tail;
+    std::string inner;
+    const uint64_t from = std::max<uint64_t>(p, 1);
+    if (max > from) {
+      const uint64_t lo = min > from ? min - from : 0;
+      const uint64_t hi = max == kUnbounded ? kUnbounded : max - from;
+      inner = repeat(*items, lo, hi, comma(), true);
+    }
+    // Prefix elements from the last down to the second: each optional unless below min.
+    for (uint64_t i = std::min<uint64_t>(p, max); i-- > 1;) {
+      const std::string body = comma() + *prefix[i] + (inner.empty() ? "" : " " + inner);
+      inner = i < min ? body : "(" + body + ")?";
+      inner = add_rule("items", inner);
+    }
+    const std::string first = p > 0 ? *prefix[0] : *items;
+    const std::string elems = first + (inner.empty() ? "" : " " + inner) + " " + ws();
+    return add_rule("array", open + (min == 0 ? "(" + elems + ")?" : elems) + " " + close);
+  }
+
+  // ---- objects
+
+  // GBNF for a member name: a string that is not one of `names` (decoded), in any encoding.
+  std::string other_name(const std::vector<std::vector<uint32_t>>& names) {
+    struct Node {
+      std::map<uint32_t, int> children;
+      bool terminal = false;
+    };
+    std::vector<Node> trie(1);
+    for (const auto& n : names) {
+      int at = 0;
+      for (uint32_t c : n) {
+        auto it = trie[at].children.find(c);
+        if (it == trie[at].children.end()) {
+          trie.push_back({});
+          const int id = static_cast<int>(trie.size()) - 1;
+          trie[at].children[c] = id;
+          at = id;
+        } else {
+          at = it->second;
+        }
+      }
+      trie[at].terminal = true;
+    }
+    const std::string any_tail = json_char() + "*";
+    std::function<std::string(int)> rest = [&](int at) -> std::string {
+      const Node& node = trie[at];
+      std::vector<std::string> alts;
+      Ranges others = kAllCodePoints;
+      for (const auto& [c, child] : node.children) {
+        alts.push_back(json_chars_of({{c, c}}) + " " + rest(child));
+        others = subtract(others, c, c);
+      }
+      const std::string o = json_chars_of(others);
+      if (!o.empty()) alts.push_back(o + " " + any_tail);
+      std::string body;
+      for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+      if (!node.terminal) body = "(" + body + ")?";
+      return add_rule("name", body);
+    };
+    return add_rule("other-name", "\"\\\"\" " + rest(0) + " \"\\\"\"");
+  }
+
+  std::optional<std::string> compile_object(const ojson& s) {
+    struct Slot {
+      std::string name;
+      std::optional<std::string> value;
+      bool required;
+    };
+    std::vector<std::string> required;
+    if (s.contains("required")) {
+      if (!s.at("required").is_array()) fail("required", "required must be an array of strings");
+      for (const auto& r : s.at("required")) {
+        if (!r.is_string()) fail("required", "required must be an array of strings");
+        if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end()) {
+          required.push_back(r.get<std::string>());
+        }
+      }
+    }
+    std::optional<std::string> additional;
+    if (s.contains("additionalProperties")) {
+      additional = child(s.at("additionalProperties"));
+    } else if (!options_.strict || !s.contains("properties")) {
+      additional = any_value();
+    }
+    std::vector<Slot> slots;
+    std::vector<std::vector<uint32_t>> declared;
+    if (s.contains("properties")) {
+      const ojson& props = s.at("properties");
+      if (!props.is_object()) fail("properties", "properties must be an object");
+      for (auto it = props.begin(); it != props.end(); ++it) {
+        const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
+        slots.push_back({it.key(), child(it.value()), req});
+        declared.push_back(decode_utf8(it.key()));
+      }
+    }
+    for (const auto& r : required) {
+      if (s.contains("properties") && s.at("properties").contains(r)) continue;
+      slots.push_back({r, additional, true});
+      declared.push_back(decode_utf8(r));
+    }
+    std::vector<Slot> live;
+    for (const auto& slot : slots) {
+      if (slot.value) {
+        live.push_back(slot);
+      } else if (slot.required) {
+        return std::nullopt;
+      }
+    }
+    std::string extra_member;
+    if (additional) {
+      extra_member = add_rule("member", other_name(declared) + " " + colon() + *additional);
+    }
+    // rest(i, emitted): the members from slot i on, after `emitted` members (a comma before each
+    // but the first); the additional members come last.
+    std::map<std::pair<size_t, bool>, std::string> memo;
+    std::function<std::string(size_t, bool)> rest = [&](size_t i, bool emitted) -> std::string {
+      auto m = memo.find({i, emitted});
+      if (m != memo.end()) return m->second;
+      std::string body;
+      if (i == live.size()) {
+        if (extra_member.empty()) {
+          body = emitted ? ws() : "";
+        } else if (emitted) {
+          body = "(" + comma() + extra_member + ")* " + ws();
+        } else {
+          body = "(" + extra_member + " (" + comma() + extra_member + ")* " + ws() + ")?";
+        }
+      } else {
+        const Slot& slot = live[i];
+        const std::string member = (emitted ? comma() : std::string()) +
+                                   gbnf_literal(ojson(slot.name).dump()) + " " + colon() + *slot.value;
+        const std::string next = rest(i + 1, true);
+        const std::string present = member + (next.empty() ? "" : " " + next);
+        if (slot.required) {
+          body = present;
+        } else {
+          const std::string absent = rest(i + 1, emitted);
+          body = "(" + present + ")" + (absent.empty() ? "?" : " | " + absent);
+        }
+      }
+      const std::string name = body.empty() ? "" : add_rule("members", body);
+      memo[{i, emitted}] = name;
+      return name;
+    };
+    const std::string members = rest(0, false);
+    return add_rule("object", "\"{\" " + ws() + members + " \"}\"");
+  }
+
+ public:
+  std::string extra_;  // rules written as text (formats)
+
+ private:
+  const ojson& root_;
+  JsonSchemaOptions options_;
+  Limits limits_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> by_body_;
+  std::set<std::string> used_;
+  std::map<std::string, std::string> ref_rules_;
+  std::map<std::string, std::set<std::string>> head_edges_;
+  std::map<std::string, std::string> formats_;
+  std::vector<std::unique_ptr<ojson>> merged_;  // distributed unions: alive while rules refer to them
+  std::string owner_;
+  int depth_ = 0;
+  static constexpr int kMaxDepth = 128;
+  std::string ws_, char_, string_, integer_, number_, value_, object_;
+};
+
+}  // namespace
+
+namespace {
+
+std::string to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options,
+                    const Limits& limits) {
+  try {
+    Compiler c(schema, options, limits);
+    std::string text = c.run();
+    return text + c.extra_;
+  } catch (const nlohmann::json::exception& e) {
+    // A keyword value of the wrong JSON type deep inside the schema.
+    throw GrammarError("schema", std::string("malformed schema: ") + e.what());
+  }
+}
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+  return to_gbnf(schema, options, Limits{});
+}
+
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& options) {
+  return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), options);
+}
+
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                   const JsonSchemaOptions& options, const Limits& limits) {
+  const std::string text = to_gbnf(schema, options, limits);
+  if (text.size() > limits.max_source_bytes) {
+    throw GrammarError("schema", "the schema's grammar is " + std::to_string(text.size()) +
+                                     " bytes, over the limit of " + std::to_string(limits.max_source_bytes));
+  }
+  return compile_gbnf(text, limits);
+}
+
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::json& schema,
+                                                   const JsonSchemaOptions& options, const Limits& limits) {
+  return compile_json_schema(nlohmann::ordered_json::parse(schema.dump()), options, limits);
+}
+
+std::shared_ptr<const Grammar> compile_any_json_object(const JsonSchemaOptions& options) {
+  const nlohmann::ordered_json empty = nlohmann::ordered_json::object();
+  Compiler c(empty, options, Limits{});
+  return compile_gbnf(c.any_object_text());
+}
+
+}  // namespace rootspec::grammar

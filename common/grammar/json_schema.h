@@ -1,0 +1,90 @@
+// JSON Schema → GBNF: the grammar of the compact (or boundedly spaced) JSON texts that a schema
+// admits, for structured output (`response_format` json_schema / json_object).
+//
+// The dialect is JSON Schema 2020-12 restricted to the keywords a grammar can enforce exactly.
+// Every keyword that constrains instances is either compiled exactly or refused with a
+// GrammarError whose `field` names it: a schema is never half-enforced.
+//
+// Supported (constraining): type (a name or an array of names), enum, const, properties,
+// required, additionalProperties (false, true or a schema), items (a schema), prefixItems,
+// minItems, maxItems, minLength, maxLength (in code points), pattern (ECMA-262, JSON Schema's
+// search semantics: unanchored unless the pattern anchors itself), format (date, time,
+// date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), anyOf,
+// oneOf (only when its branches are provably disjoint — different types, values that fail the
+// other branch, or a property both require with disjoint schemas — for then it is anyOf; else
+// refused), keywords beside anyOf/oneOf (merged into each branch when no keyword is on both
+// sides), $ref to a local JSON pointer ("#", "#/$defs/x", "#/definitions/x",
+// "#/properties/a/items", …; a recursive reference becomes a recursive rule; a reference that
+// reaches itself without consuming input is refused; $ref beside other constraining keywords is
+// refused, since drafts disagree on its meaning), $defs / definitions (containers), and the
+// boolean schemas true and false. Ignored because they do not constrain: title, description,
+// default, examples, $comment, deprecated, readOnly, writeOnly, $schema, and $id at the root.
+// Everything else (minimum, multipleOf, allOf, not, if, patternProperties, uniqueItems, contains,
+// contentMediaType, unknown keywords, $id below the root, …) is refused by name. Unsatisfiable
+// schemas (false, minLength > maxLength, a required property whose schema is false, …) compile to
+// a grammar that accepts nothing.
+//
+// The grammar may admit fewer texts than the schema's instances; it never admits a text that is
+// not an instance. The restrictions, all of them about how an instance is written, not about
+// which instances exist:
+//   - Object members come in the schema's `properties` order (required ones present, optional
+//     ones present or absent, in that order), then the required names that `properties` does not
+//     list (in `required` order), then any additional members. llama.cpp and XGrammar fix the
+//     order the same way; it makes the grammar linear in the number of properties instead of
+//     exponential. The order of `properties` is the order of the JSON text the schema came from
+//     when it is passed as nlohmann::ordered_json; a nlohmann::json object keeps its keys sorted.
+//   - An integer (type "integer") is written without fraction or exponent: 1, not 1.0 or 1e0.
+//   - enum and const values are written as compact JSON (nlohmann's dump, object keys in the
+//     schema's order; an integral number also as "N.0"); a string value, a formatted string and
+//     a declared property name without any escape that JSON does not require.
+//   - A time with a leap second (second 60) is admitted where the offset is Z or whole hours and
+//     the time is 23:59:60 in UTC.
+//   - format "email": dot-atom local part "@" a domain of dot-separated labels ([A-Za-z0-9],
+//     inner '-'), at least two labels; no quoted local parts, no IP literals.
+// Strings are RFC 8259 strings over valid UTF-8: no raw control characters, the escapes \" \\ \/
+// \b \f \n \r \t and \uXXXX (a surrogate only as a high–low pair: a lone surrogate encodes no
+// character), so lengths count code points exactly.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar.h"
+
+namespace rootspec::grammar {
+
+struct JsonSchemaOptions {
+  // Whitespace: in each place where RFC 8259 allows whitespace between two tokens (around ':',
+  // ',', after '{' '[' and before '}' ']'), at most this many bytes of space, tab, LF or CR;
+  // none before or after the whole text. 0: the compact form only. Bounded, so a model cannot
+  // loop on whitespace. At most 64 (GrammarError{"max_whitespace"} beyond).
+  int max_whitespace = 0;
+  // OpenAI's strict mode: a schema with `properties` but without `additionalProperties` admits no
+  // members beyond its `properties` (additionalProperties false, which OpenAI requires strict
+  // schemas to say). A schema without `properties` ({"type": "object"}) still admits any members.
+  // false: JSON Schema's own default (additional members of any value) everywhere.
+  bool strict = true;
+};
+
+// GBNF (start rule "root") for the JSON texts that `schema` admits. Throws GrammarError{field,
+// message}: `field` a keyword ("minimum"), or "$ref" / "pattern" / "format" / "oneOf" for a
+// value of those keywords that cannot be compiled exactly, or "schema" for a malformed schema or
+// one whose grammar would pass Limits' default max_rules / max_compile_ms.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& options = {});
+
+// The compiled grammar; `limits` bound the GBNF's size and the compile time (a hostile schema
+// fails fast with GrammarError).
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                   const JsonSchemaOptions& options = {},
+                                                   const Limits& limits = {});
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::json& schema,
+                                                   const JsonSchemaOptions& options = {},
+                                                   const Limits& limits = {});
+
+// response_format json_object: any JSON object (members of any value, whitespace as `options`).
+std::shared_ptr<const Grammar> compile_any_json_object(const JsonSchemaOptions& options = {});
+
+}  // namespace rootspec::grammar

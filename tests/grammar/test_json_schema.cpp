@@ -1,0 +1,425 @@
+// The JSON Schema compiler keyword by keyword: what each admits and rejects, the keywords it
+// refuses (by name), recursion, bounded whitespace and its limits.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "json_schema.h"
+#include "matcher.h"
+
+namespace {
+
+using namespace rootspec::grammar;
+using ojson = nlohmann::ordered_json;
+
+std::shared_ptr<const Grammar> schema(const std::string& text, JsonSchemaOptions options = {}) {
+  return compile_json_schema(ojson::parse(text), options);
+}
+
+// The whole text is accepted, fed one byte at a time as a decoder would.
+bool accepts(const std::shared_ptr<const Grammar>& g, const std::string& text) {
+  Matcher m(g);
+  for (char c : text) {
+    if (!m.accept_bytes(std::string_view(&c, 1))) return false;
+  }
+  return m.complete();
+}
+
+// The field of the GrammarError that compiling `text` throws ("" when it compiles).
+std::string refusal(const std::string& text, JsonSchemaOptions options = {}) {
+  try {
+    schema(text, options);
+  } catch (const GrammarError& e) {
+    return e.field;
+  }
+  return "";
+}
+
+TEST(JsonSchema, Types) {
+  auto g = schema(R"({"type": "null"})");
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_FALSE(accepts(g, "nul"));
+  EXPECT_FALSE(accepts(g, "0"));
+  g = schema(R"({"type": "boolean"})");
+  EXPECT_TRUE(accepts(g, "true"));
+  EXPECT_TRUE(accepts(g, "false"));
+  EXPECT_FALSE(accepts(g, "null"));
+  g = schema(R"({"type": ["string", "null"]})");
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_TRUE(accepts(g, R"("x")"));
+  EXPECT_FALSE(accepts(g, "1"));
+  EXPECT_EQ(refusal(R"({"type": "text"})"), "type");
+}
+
+TEST(JsonSchema, Numbers) {
+  auto i = schema(R"({"type": "integer"})");
+  for (const char* ok : {"0", "-0", "12", "-340"}) EXPECT_TRUE(accepts(i, ok)) << ok;
+  // 1.0 is an integer for JSON Schema; the grammar writes integers without a fraction.
+  for (const char* bad : {"01", "1.0", "1e3", "+1", "-", "1.5", "\"1\""})
+    EXPECT_FALSE(accepts(i, bad)) << bad;
+  auto n = schema(R"({"type": "number"})");
+  for (const char* ok : {"0", "-0.5", "12.25e+3", "1E-9", "7"}) EXPECT_TRUE(accepts(n, ok)) << ok;
+  for (const char* bad : {".5", "1.", "1e", "01.5", "NaN", "Infinity", "--1"})
+    EXPECT_FALSE(accepts(n, bad)) << bad;
+  EXPECT_EQ(refusal(R"({"type": "number", "minimum": 3})"), "minimum");
+  EXPECT_EQ(refusal(R"({"type": "integer", "multipleOf": 2})"), "multipleOf");
+  EXPECT_EQ(refusal(R"({"exclusiveMaximum": 2})"), "exclusiveMaximum");
+}
+
+TEST(JsonSchema, StringsFollowRfc8259) {
+  auto g = schema(R"({"type": "string"})");
+  for (const char* ok : {R"("")", R"("a b")", R"("\"\\\/\b\f\n\r\t")", R"("\u00e9\u00E9")",
+                         R"("\ud83d\ude00")", "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""}) {
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  }
+  for (const std::string& bad :
+       {std::string("\"a\nb\""), std::string("\"\t\""), std::string("\"a\\x\""), std::string("\"\\u12\""),
+        std::string("\"\\ud800\""), std::string("\"\\udc00\\ud800\""), std::string("\"\xff\""),
+        std::string("\"\xc0\xaf\""), std::string("\"\xed\xa0\x80\""), std::string("\"a"),
+        std::string("'a'")}) {
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+  }
+}
+
+TEST(JsonSchema, LengthsCountCodePoints) {
+  auto g = schema(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  EXPECT_FALSE(accepts(g, R"("a")"));
+  EXPECT_TRUE(accepts(g, R"("ab")"));
+  EXPECT_TRUE(accepts(g, R"("abc")"));
+  EXPECT_FALSE(accepts(g, R"("abcd")"));
+  EXPECT_TRUE(accepts(g, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""));  // 3 code points, 9 bytes
+  EXPECT_TRUE(accepts(g, R"("\ud83d\ude00\n")"));                       // a pair is one code point
+  EXPECT_FALSE(accepts(g, R"("\ud83d\ude00\n\t\"")"));
+  EXPECT_TRUE(accepts(schema(R"({"type": "string", "maxLength": 0})"), R"("")"));
+  // minLength > maxLength: no string, and nothing else is allowed.
+  auto none = schema(R"({"type": "string", "minLength": 3, "maxLength": 2})");
+  EXPECT_FALSE(accepts(none, R"("ab")"));
+  EXPECT_FALSE(accepts(none, R"("abc")"));
+  EXPECT_EQ(refusal(R"({"minLength": -1})"), "minLength");
+  EXPECT_EQ(refusal(R"({"maxLength": 1.5})"), "maxLength");
+}
+
+TEST(JsonSchema, PatternSearchesTheDecodedString) {
+  auto anchored = schema(R"({"type": "string", "pattern": "^[a-c]+$"})");
+  EXPECT_TRUE(accepts(anchored, R"("abc")"));
+  EXPECT_TRUE(accepts(anchored, R"("a\u0062c")"));  // b written as an escape
+  EXPECT_FALSE(accepts(anchored, R"("abd")"));
+  EXPECT_FALSE(accepts(anchored, R"("")"));
+  auto search = schema(R"({"type": "string", "pattern": "b+"})");
+  EXPECT_TRUE(accepts(search, R"("abba")"));
+  EXPECT_FALSE(accepts(search, R"("aca")"));
+  // The decoded string is what matches: a quote, a backslash and a newline.
+  auto quote = schema(R"({"type": "string", "pattern": "^\"\\\\\n$"})");
+  EXPECT_TRUE(accepts(quote, R"("\"\\\n")"));
+  EXPECT_TRUE(accepts(quote, R"("\u0022\u005c\u000A")"));
+  EXPECT_FALSE(accepts(quote, R"("\"\\n")"));
+  auto digits = schema(R"({"pattern": "^[0-9]{2}$"})");  // no type: non-strings pass
+  EXPECT_TRUE(accepts(digits, R"("42")"));
+  EXPECT_FALSE(accepts(digits, R"("4")"));
+  EXPECT_TRUE(accepts(digits, "7"));
+  EXPECT_EQ(refusal(R"({"type": "string", "pattern": "(a)\\1"})"), "pattern");
+  EXPECT_EQ(refusal(R"({"type": "string", "pattern": "a", "maxLength": 3})"), "pattern");
+}
+
+TEST(JsonSchema, Formats) {
+  auto date = schema(R"({"type": "string", "format": "date"})");
+  for (const char* ok : {"2024-02-29", "2000-02-29", "1999-12-31", "2023-04-30"}) {
+    EXPECT_TRUE(accepts(date, std::string("\"") + ok + "\"")) << ok;
+  }
+  for (const char* bad : {"2023-02-29", "1900-02-29", "2023-04-31", "2023-13-01", "2023-00-10", "2023-1-01",
+                          "06/19/1963", "2013-350"}) {
+    EXPECT_FALSE(accepts(date, std::string("\"") + bad + "\"")) << bad;
+  }
+  auto time = schema(R"({"type": "string", "format": "time"})");
+  for (const char* ok : {"08:30:06Z", "23:59:59.999+05:30", "00:00:00z", "23:59:60Z", "15:59:60-08:00"}) {
+    EXPECT_TRUE(accepts(time, std::string("\"") + ok + "\"")) << ok;
+  }
+  for (const char* bad : {"24:00:00Z", "08:60:00Z", "08:30:06", "08:30:06 PST", "12:59:60Z", "01:01:01,1111",
+                          "08:30:06+24:00"}) {
+    EXPECT_FALSE(accepts(time, std::string("\"") + bad + "\"")) << bad;
+  }
+  auto dt = schema(R"({"type": "string", "format": "date-time"})");
+  EXPECT_TRUE(accepts(dt, R"("1963-06-19T08:30:06.283185Z")"));
+  EXPECT_TRUE(accepts(dt, R"("1963-06-19t08:30:06z")"));
+  EXPECT_FALSE(accepts(dt, R"("1990-02-31T15:59:60.123-08:00")"));
+  EXPECT_FALSE(accepts(dt, R"("1963-06-19 08:30:06Z")"));
+  auto email = schema(R"({"type": "string", "format": "email"})");
+  for (const char* ok : {"joe.bloggs@example.com", "a+b@x.co", "x_y@sub.example.org"}) {
+    EXPECT_TRUE(accepts(email, std::string("\"") + ok + "\"")) << ok;
+  }
+  for (const char* bad :
+       {"2962", "a@b", "a..b@x.com", ".a@x.com", "a@-x.com", "a@x-.com", "a b@x.com", "@x.com"}) {
+    EXPECT_FALSE(accepts(email, std::string("\"") + bad + "\"")) << bad;
+  }
+  auto uuid = schema(R"({"type": "string", "format": "uuid"})");
+  EXPECT_TRUE(accepts(uuid, R"("123e4567-e89b-12d3-A456-426614174000")"));
+  EXPECT_FALSE(accepts(uuid, R"("123e4567e89b12d3a456426614174000")"));
+  EXPECT_FALSE(accepts(uuid, R"("123e4567-e89b-12d3-a456-42661417400g")"));
+  EXPECT_EQ(refusal(R"({"type": "string", "format": "ipv4"})"), "format");
+  EXPECT_EQ(refusal(R"({"type": "string", "format": "date", "maxLength": 10})"), "format");
+}
+
+TEST(JsonSchema, EnumAndConst) {
+  auto g = schema(R"({"enum": ["red", 1, null, {"b": 1, "a": [true]}]})");
+  EXPECT_TRUE(accepts(g, R"("red")"));
+  EXPECT_TRUE(accepts(g, "1"));
+  EXPECT_TRUE(accepts(g, "1.0"));  // equal to 1
+  EXPECT_TRUE(accepts(g, "null"));
+  EXPECT_TRUE(accepts(g, R"({"b":1,"a":[true]})"));
+  EXPECT_FALSE(accepts(g, R"("blue")"));
+  EXPECT_FALSE(accepts(g, "2"));
+  EXPECT_FALSE(accepts(g, R"({"b":1})"));
+  auto c = schema(R"({"const": "a\"b"})");
+  EXPECT_TRUE(accepts(c, R"("a\"b")"));
+  EXPECT_FALSE(accepts(c, R"("ab")"));
+  // Sibling keywords filter the values.
+  auto typed = schema(R"({"type": "string", "enum": ["x", 2, "yy"], "maxLength": 1})");
+  EXPECT_TRUE(accepts(typed, R"("x")"));
+  EXPECT_FALSE(accepts(typed, "2"));
+  EXPECT_FALSE(accepts(typed, R"("yy")"));
+  auto none = schema(R"({"const": 1, "enum": [2, 3]})");
+  EXPECT_FALSE(accepts(none, "1"));
+  EXPECT_FALSE(accepts(none, "2"));
+  EXPECT_EQ(refusal(R"({"enum": ["a"], "pattern": "a"})"), "pattern");
+}
+
+TEST(JsonSchema, PropertiesInSchemaOrder) {
+  const char* text =
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                         "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["age"]})";
+  auto g = schema(text);
+  EXPECT_TRUE(accepts(g, R"({"age":3})"));
+  EXPECT_TRUE(accepts(g, R"({"name":"x","age":3})"));
+  EXPECT_TRUE(accepts(g, R"({"name":"x","age":3,"tags":["a","b"]})"));
+  EXPECT_TRUE(accepts(g, R"({"age":3,"tags":[]})"));
+  EXPECT_FALSE(accepts(g, R"({"name":"x"})"));          // age is required
+  EXPECT_FALSE(accepts(g, R"({"age":3,"name":"x"})"));  // valid JSON-Schema-wise: out of order
+  EXPECT_FALSE(accepts(g, R"({"age":3,"age":3})"));     // a duplicate
+  EXPECT_FALSE(accepts(g, R"({"age":3,"extra":1})"));   // strict: no additional members
+  EXPECT_FALSE(accepts(g, R"({"age":"3"})"));
+  EXPECT_FALSE(accepts(g, R"({,"age":3})"));
+  EXPECT_FALSE(accepts(g, R"({"age":3,})"));
+  // Not strict: JSON Schema's default, additional members of any value after the declared ones.
+  JsonSchemaOptions loose;
+  loose.strict = false;
+  auto l = schema(text, loose);
+  EXPECT_TRUE(accepts(l, R"({"age":3,"extra":{"x":[1]}})"));
+  EXPECT_TRUE(accepts(l, R"({"extra":1,"more":2})") == false);  // age still required
+  EXPECT_TRUE(accepts(l, R"({"age":3,"extra":1,"more":2})"));
+  EXPECT_FALSE(accepts(l, R"({"age":3,"name":"x"})"));       // a declared name is not an additional one
+  EXPECT_FALSE(accepts(l, R"({"age":3,"n\u0061me":"x"})"));  // not even when escaped
+  EXPECT_FALSE(accepts(l, R"({"age":3,"age":3})"));
+  EXPECT_TRUE(accepts(l, R"({"age":3,"nam":1,"names":2,"\u00e9":3})"));
+}
+
+TEST(JsonSchema, AdditionalProperties) {
+  auto g =
+      schema(R"({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}})");
+  EXPECT_TRUE(accepts(g, R"({})"));
+  EXPECT_TRUE(accepts(g, R"({"a":1,"b":true,"c":false})"));
+  EXPECT_TRUE(accepts(g, R"({"b":true})"));
+  EXPECT_FALSE(accepts(g, R"({"b":1})"));
+  EXPECT_FALSE(accepts(g, R"({"a":true})"));
+  EXPECT_FALSE(accepts(g, R"({"\u0061":true})"));
+  EXPECT_TRUE(accepts(g, "3"));                                          // no type: other kinds of value pass
+  auto free_form = schema(R"({"type": "object", "required": ["id"]})");  // strict, but no properties
+  EXPECT_TRUE(accepts(free_form, R"({"id":{},"x":1})"));
+  EXPECT_FALSE(accepts(free_form, R"({"x":1})"));
+  auto closed = schema(R"({"type": "object", "properties": {"a": true}, "additionalProperties": false})",
+                       JsonSchemaOptions{0, false});
+  EXPECT_TRUE(accepts(closed, R"({"a":[]})"));
+  EXPECT_FALSE(accepts(closed, R"({"b":1})"));
+  // A required name that properties does not declare takes additionalProperties' schema.
+  auto req = schema(R"({"type": "object", "required": ["id"], "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(accepts(req, R"({"id":1})"));
+  EXPECT_FALSE(accepts(req, R"({"id":"1"})"));
+  EXPECT_FALSE(accepts(req, R"({})"));
+  auto impossible = schema(R"({"type": "object", "properties": {}, "required": ["id"]})");  // strict: nothing
+  EXPECT_FALSE(accepts(impossible, R"({"id":1})"));
+  EXPECT_FALSE(accepts(impossible, R"({})"));
+  EXPECT_EQ(refusal(R"({"patternProperties": {"a": true}})"), "patternProperties");
+  EXPECT_EQ(refusal(R"({"propertyNames": {"maxLength": 3}})"), "propertyNames");
+  EXPECT_EQ(refusal(R"({"minProperties": 1})"), "minProperties");
+}
+
+TEST(JsonSchema, Arrays) {
+  auto g = schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+  EXPECT_FALSE(accepts(g, "[]"));
+  EXPECT_TRUE(accepts(g, "[1]"));
+  EXPECT_TRUE(accepts(g, "[1,2,3]"));
+  EXPECT_FALSE(accepts(g, "[1,2,3,4]"));
+  EXPECT_FALSE(accepts(g, "[1,\"2\"]"));
+  EXPECT_FALSE(accepts(g, "[1,]"));
+  auto tuple = schema(R"({"prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": false})");
+  EXPECT_TRUE(accepts(tuple, "[]"));
+  EXPECT_TRUE(accepts(tuple, R"(["a"])"));
+  EXPECT_TRUE(accepts(tuple, R"(["a",true])"));
+  EXPECT_FALSE(accepts(tuple, R"(["a",true,1])"));
+  EXPECT_FALSE(accepts(tuple, R"([true])"));
+  auto open = schema(R"({"prefixItems": [{"const": 0}], "items": {"type": "null"}, "minItems": 3})");
+  EXPECT_FALSE(accepts(open, "[0,null]"));
+  EXPECT_TRUE(accepts(open, "[0,null,null]"));
+  EXPECT_TRUE(accepts(open, "[0,null,null,null,null]"));
+  EXPECT_FALSE(accepts(open, "[1,null,null]"));
+  auto any = schema(R"({"type": "array"})");
+  EXPECT_TRUE(accepts(any, R"([1,"a",[{}],null])"));
+  EXPECT_EQ(refusal(R"({"items": [{"type": "string"}]})"), "items");
+  EXPECT_EQ(refusal(R"({"uniqueItems": true})"), "uniqueItems");
+  EXPECT_EQ(refusal(R"({"contains": {"type": "string"}})"), "contains");
+  EXPECT_EQ(refusal(R"({"additionalItems": false})"), "additionalItems");
+}
+
+TEST(JsonSchema, AnyOfAndOneOf) {
+  auto g =
+      schema(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}, {"const": "long"}]})");
+  EXPECT_TRUE(accepts(g, R"("a")"));
+  EXPECT_TRUE(accepts(g, "12"));
+  EXPECT_TRUE(accepts(g, R"("long")"));
+  EXPECT_FALSE(accepts(g, R"("ab")"));
+  auto one = schema(R"({"oneOf": [{"type": "string"}, {"type": "array"}]})");
+  EXPECT_TRUE(accepts(one, R"("a")"));
+  EXPECT_TRUE(accepts(one, "[]"));
+  EXPECT_FALSE(accepts(one, "1"));
+  // A discriminated union: the branches require one property with distinct constants.
+  auto tagged = schema(R"({"oneOf": [
+      {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+      {"type": "object", "properties": {"kind": {"const": "b"}, "y": {"type": "string"}}, "required": ["kind"]}]})");
+  EXPECT_TRUE(accepts(tagged, R"({"kind":"a","x":1})"));
+  EXPECT_TRUE(accepts(tagged, R"({"kind":"b","y":"s"})"));
+  EXPECT_FALSE(accepts(tagged, R"({"kind":"a","y":"s"})"));
+  // Overlapping branches: "exactly one" is not a union; refused.
+  EXPECT_EQ(refusal(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})"), "oneOf");
+  EXPECT_EQ(refusal(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})"), "oneOf");
+  // Keywords beside a union go into each branch.
+  auto beside = schema(R"({"type": "string", "anyOf": [{"maxLength": 1}, {"minLength": 3}]})");
+  EXPECT_TRUE(accepts(beside, R"("a")"));
+  EXPECT_TRUE(accepts(beside, R"("abc")"));
+  EXPECT_FALSE(accepts(beside, R"("ab")"));
+  EXPECT_FALSE(accepts(beside, "1"));
+  auto either =
+      schema(R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})");
+  EXPECT_TRUE(accepts(either, R"({"a":1})"));
+  EXPECT_TRUE(accepts(either, R"({"b":1})"));
+  EXPECT_TRUE(accepts(either, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(either, R"({})"));
+  EXPECT_EQ(refusal(R"({"type": "string", "anyOf": [{"type": "string"}]})"), "anyOf");
+  EXPECT_EQ(refusal(R"({"properties": {"a": true}, "anyOf": [{"additionalProperties": false}]})"), "anyOf");
+  EXPECT_EQ(refusal(R"({"allOf": [{"type": "string"}]})"), "allOf");
+  EXPECT_EQ(refusal(R"({"not": {"type": "string"}})"), "not");
+  EXPECT_EQ(refusal(R"({"if": {"type": "string"}, "then": {"maxLength": 2}})"), "if");
+}
+
+TEST(JsonSchema, RefsAndRecursion) {
+  auto tree = schema(R"({"$defs": {"node": {"type": "object", "properties": {
+      "value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+      "required": ["value"]}}, "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(accepts(tree, R"({"value":1})"));
+  EXPECT_TRUE(accepts(tree, R"({"value":1,"children":[{"value":2,"children":[{"value":3}]},{"value":4}]})"));
+  EXPECT_FALSE(accepts(tree, R"({"value":1,"children":[{"children":[]}]})"));
+  auto list = schema(R"({"anyOf": [{"type": "null"}, {"type": "array", "prefixItems": [{"type": "integer"},
+      {"$ref": "#"}], "minItems": 2, "maxItems": 2}]})");
+  EXPECT_TRUE(accepts(list, "null"));
+  EXPECT_TRUE(accepts(list, "[1,[2,[3,null]]]"));
+  EXPECT_FALSE(accepts(list, "[1,[2,3]]"));
+  auto legacy = schema(R"({"definitions": {"a~b/c%d": {"type": "boolean"}},
+      "properties": {"x": {"$ref": "#/definitions/a~0b~1c%25d"}}})");
+  EXPECT_TRUE(accepts(legacy, R"({"x":true})"));
+  EXPECT_FALSE(accepts(legacy, R"({"x":1})"));
+  auto pointer = schema(R"({"properties": {"a": {"type": "integer"}, "b": {"$ref": "#/properties/a"}}})");
+  EXPECT_TRUE(accepts(pointer, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(pointer, R"({"b":"2"})"));
+  EXPECT_EQ(refusal(R"({"$ref": "#"})"), "$ref");  // left recursion
+  EXPECT_EQ(refusal(R"({"anyOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"anyOf": [{"$ref": "#"}]}}})"),
+            "$ref");
+  EXPECT_EQ(refusal(R"({"$ref": "http://example.com/schema.json"})"), "$ref");
+  EXPECT_EQ(refusal(R"({"$ref": "#/$defs/missing"})"), "$ref");
+  EXPECT_EQ(refusal(R"({"$ref": "#anchor"})"), "$ref");
+  EXPECT_EQ(refusal(R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a", "maxLength": 2})"), "$ref");
+  EXPECT_EQ(refusal(R"({"properties": {"a": {"$id": "http://x/y", "type": "string"}}})"), "$id");
+}
+
+TEST(JsonSchema, BooleanSchemasAndAnnotations) {
+  auto t = schema("true");
+  for (const char* ok : {"1", "null", R"({"a":[1,{"b":"c"}]})", R"("x")"}) EXPECT_TRUE(accepts(t, ok)) << ok;
+  EXPECT_FALSE(accepts(t, "{"));
+  auto f = schema("false");
+  for (const char* bad : {"1", "null", "{}", "\"\""}) EXPECT_FALSE(accepts(f, bad)) << bad;
+  auto annotated = schema(R"({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "urn:x",
+      "title": "T", "description": "D", "default": 1, "examples": [1], "$comment": "c", "type": "integer"})");
+  EXPECT_TRUE(accepts(annotated, "5"));
+  EXPECT_FALSE(accepts(annotated, "\"5\""));
+  EXPECT_EQ(refusal(R"({"contentMediaType": "application/json"})"), "contentMediaType");
+  EXPECT_EQ(refusal(R"({"$anchor": "a"})"), "$anchor");
+  EXPECT_EQ(refusal(R"({"unevaluatedProperties": false})"), "unevaluatedProperties");
+}
+
+TEST(JsonSchema, BoundedWhitespace) {
+  const char* text =
+      R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}},
+                         "required": ["a"]})";
+  auto compact = schema(text);
+  EXPECT_TRUE(accepts(compact, R"({"a":[1,2]})"));
+  EXPECT_FALSE(accepts(compact, R"({"a": [1,2]})"));
+  auto spaced = schema(text, JsonSchemaOptions{2, true});
+  EXPECT_TRUE(accepts(spaced, R"({"a":[1,2]})"));
+  EXPECT_TRUE(accepts(spaced, "{\n \"a\" : [ 1 ,\t2 ]\r\n}"));
+  EXPECT_FALSE(accepts(spaced, R"({   "a":[1,2]})"));  // three bytes in one place
+  EXPECT_FALSE(accepts(spaced, R"( {"a":[1,2]})"));    // none before the text
+  EXPECT_FALSE(accepts(spaced, R"({"a":[1,2]} )"));    // nor after it
+  EXPECT_FALSE(accepts(spaced, R"({"a":[1 2]})"));
+  // No endless whitespace: after the bound only a token may follow.
+  Matcher m(spaced);
+  ASSERT_TRUE(m.accept_bytes("{  "));
+  EXPECT_FALSE(m.accept_bytes(" "));
+  EXPECT_FALSE(m.accept_bytes("\n"));
+  EXPECT_TRUE(m.accept_bytes("\"a\""));
+  auto empty = schema(R"({"type": "object"})", JsonSchemaOptions{1, true});
+  EXPECT_TRUE(accepts(empty, "{ }"));
+  EXPECT_FALSE(accepts(empty, "{  }"));
+}
+
+TEST(JsonSchema, AnyJsonObject) {
+  auto g = compile_any_json_object();
+  for (const char* ok : {"{}", R"({"a":1})", R"({"a":{"b":[1,2.5e3,"x",null,true,{}]},"a":false})"}) {
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  }
+  for (const char* bad : {"[]", "1", "\"x\"", "{\"a\"}", "{\"a\":}", "{a:1}", "{\"a\":1,}", "{} "}) {
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+  }
+  EXPECT_TRUE(accepts(compile_any_json_object(JsonSchemaOptions{1, true}), R"({ "a": [ 1 ] })"));
+}
+
+TEST(JsonSchema, GrammarText) {
+  const std::string text = json_schema_to_gbnf(nlohmann::json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(text.rfind("root ::= ", 0), 0u);
+  // A nlohmann::json object keeps its keys sorted: that is then the properties' order.
+  auto sorted = compile_json_schema(nlohmann::json::parse(R"({"properties": {"b": true, "a": true}})"));
+  EXPECT_TRUE(accepts(sorted, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(sorted, R"({"b":2,"a":1})"));
+}
+
+TEST(JsonSchema, HostileSchemasFailFast) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(refusal(R"({"type": "string", "maxLength": 100000000})"), "schema");
+  EXPECT_EQ(refusal(R"({"type": "array", "minItems": 1000000000})"), "schema");
+  EXPECT_EQ(refusal(R"({"type": "string", "minLength": 1e300})"), "minLength");
+  // Many properties, each its own rules: over a small rule limit.
+  ojson wide = {{"type", "object"}, {"properties", ojson::object()}};
+  for (int i = 0; i < 400; ++i) wide["properties"]["p" + std::to_string(i)] = {{"maxLength", 100 + i}};
+  Limits small;
+  small.max_rules = 300;
+  EXPECT_THROW(compile_json_schema(wide, {}, small), GrammarError);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 1000);
+  std::string deep = "true";
+  for (int i = 0; i < 5000; ++i) deep = R"({"items": )" + deep + "}";
+  EXPECT_EQ(refusal(deep), "schema");
+  EXPECT_EQ(refusal("[1]"), "schema");
+  EXPECT_EQ(refusal(R"({"required": "a"})"), "required");
+  EXPECT_EQ(refusal(R"({"properties": {"a": 3}})"), "schema");
+}
+
+}  // namespace
