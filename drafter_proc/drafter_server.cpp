@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "grammar_vocabulary.h"
 #include "transport.h"
 
 namespace rootspec {
@@ -14,6 +15,12 @@ DrafterServer::DrafterServer(const DaemonConfig& config, std::vector<std::unique
     : config_(config), runtimes_(std::move(sequences)), router_(ctx_, zmq::socket_type::router) {
   if (runtimes_.empty()) throw std::invalid_argument("DrafterServer: no runtime");
   vocab_ = runtimes_.front()->vocab_size();
+  try {
+    const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.drafter.model);
+    grammar_vocab_ = grammar_vocabulary(*tokenizer, runtimes_.front()->config().eos_token_ids, vocab_);
+  } catch (const std::exception& e) {
+    no_grammar_why_ = std::string("no tokenizer (") + e.what() + ")";
+  }
   sessions_.resize(runtimes_.size());
   for (size_t q = 0; q < runtimes_.size(); ++q) {
     sessions_[q].rt = runtimes_[q].get();
@@ -208,6 +215,26 @@ bool DrafterServer::is_guessed_commit(const Session& s, const std::string& bytes
   }
 }
 
+std::shared_ptr<const grammar::TokenConstraint> DrafterServer::draft_constraint(
+    uint64_t request, const grammar::OutputConstraint& c) {
+  std::string why = no_grammar_why_;
+  if (grammar_vocab_) {
+    try {
+      return grammar::make_token_constraint(c, grammar_vocab_);
+    } catch (const std::exception& e) {  // GrammarError, or a grammar too ambiguous to match
+      why = std::string("the constraint does not compile here: ") + e.what();
+    }
+  }
+  // The target masks its own rows, so the output stays exact; only the pools lose their pruning.
+  if (!warned_unmasked_)
+    spdlog::warn("request {}: drafting unmasked under its {} constraint: {}", request,
+                 grammar::constraint_kind_name(c.kind), why);
+  else
+    spdlog::debug("request {}: drafting unmasked: {}", request, why);
+  warned_unmasked_ = true;
+  return nullptr;
+}
+
 bool DrafterServer::handle(const std::string& identity, const void* data, size_t size) {
   std::optional<Message> msg;
   try {
@@ -281,11 +308,13 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
         if (b.prompt.empty()) return refuse(identity, h, "body.prompt", "no tokens");
         if (const auto [field, message] = check_sampling_params(b.sampling, vocab_); !field.empty())
           return refuse(identity, h, "body.sampling." + field, message);
-        Session& s = take_session(h.request);
         // [drafter] process_rows off: raw draft rows whatever the request's parameters (the
         // acceptance both ways: bench/sampling/drafter_processing.sh).
-        s.draft->start(b.shape, b.draft_seed, b.draft_ahead,
-                       config_.drafter.process_rows ? b.sampling : SamplingParams{},
+        SamplingParams params = config_.drafter.process_rows ? b.sampling : SamplingParams{};
+        if (config_.drafter.process_rows && b.constraint.active())
+          params.grammar = draft_constraint(h.request, b.constraint);
+        Session& s = take_session(h.request);
+        s.draft->start(b.shape, b.draft_seed, b.draft_ahead, params,
                        static_cast<int>(b.prompt.size()) - b.generated);
         begin_draft(identity, s, b.prompt);
         return true;

@@ -11,6 +11,12 @@
 // runtime_drafter.h: a prefill chunk or an expansion step each), and so on until each pool is
 // whole; a pool goes out as soon as it is, and a Commit read between two steps joins at the
 // next. Draft-ahead runs only when no pool is being drafted and no message waits.
+//
+// A Prefill's structured output (its constraint) is compiled with the drafter's own tokenizer
+// (grammar_vocabulary.h) into the session's sampling parameters when [drafter] process_rows is on,
+// so that the draft rows are masked and the pools hold grammatical paths only. Exactness never
+// depends on it (the target masks its own rows): a constraint the drafter cannot compile, or a
+// drafter model folder without a tokenizer, drafts unmasked, with one warning.
 #pragma once
 
 #include <deque>
@@ -20,6 +26,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "constraint.h"
 #include "daemon_config.h"
 #include "model_runtime.h"
 #include "pool_channel.h"
@@ -79,11 +86,19 @@ class DrafterServer {
   void draft_ahead(Session& s, const Pool& sent);  // runtime_drafter.h: DraftSession::draft_ahead
   // A Commit of `s`'s request and the round expected next whose tokens are its draft-ahead guess.
   bool is_guessed_commit(const Session& s, const std::string& bytes) const;
+  // The Prefill's constraint over the drafter's vocabulary; null (drafting unmasked) when it
+  // cannot be compiled here.
+  std::shared_ptr<const grammar::TokenConstraint> draft_constraint(uint64_t request,
+                                                                   const grammar::OutputConstraint& c);
 
   const DaemonConfig& config_;
   std::vector<std::unique_ptr<ModelRuntime>> runtimes_;  // [sessions] over one backend
   std::vector<Session> sessions_;
   int vocab_ = 0;
+  // The drafter tokenizer's vocabulary as constraints mask it; null without a tokenizer.
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
+  std::string no_grammar_why_;  // why grammar_vocab_ is null
+  bool warned_unmasked_ = false;
   zmq::context_t ctx_;
   zmq::socket_t router_;
 

@@ -183,6 +183,19 @@ Gateway::Gateway(const DaemonConfig& config)
   if (model_name_.empty()) model_name_ = "rootspec";
   const char* env = std::getenv("ROOTSPEC_API_KEY");
   api_key_ = env && *env ? env : config.http.api_key;
+  const std::string template_file = config.target.model + "/tokenizer_config.json";
+  try {
+    if (std::filesystem::exists(template_file))
+      chat_template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(template_file));
+  } catch (const std::exception& e) {
+    spdlog::warn("no chat template for tools ({})", e.what());
+  }
+}
+
+std::shared_ptr<const Tokenizer> Gateway::tokenizer() {
+  std::lock_guard<std::mutex> lock(tokenizer_mutex_);
+  if (!tokenizer_) tokenizer_ = load_tokenizer(config_.target.model);
+  return tokenizer_;
 }
 
 int Gateway::run() {
@@ -274,8 +287,20 @@ int Gateway::run() {
     openai::ParsedRequest p;
     try {
       p = openai::parse_request(ep, req.body);
+      openai::resolve_tools(p, chat_template_.get());
     } catch (const HttpError& e) {
       return send_error(res, e);
+    }
+    if (p.tool_parts) {  // rendered here: the target decodes from the ids as they are
+      try {
+        p.body.prompt_ids = tokenizer()->encode(p.body.prompt, /*add_special=*/false);
+      } catch (const std::exception& e) {
+        return send_error(
+            res, HttpError{400, std::string("the gateway cannot tokenize the conversation: ") + e.what(),
+                           "invalid_request_error", "messages"});
+      }
+      p.body.has_prompt_ids = true;
+      p.body.prompt.clear();
     }
     if (!p.model.empty() && p.model != model_name_)
       return send_error(
@@ -438,57 +463,83 @@ int Gateway::run() {
       }
       if (o.done.empty() || o.error || deadline_passed(o)) return send_error(res, failure(o));
       std::vector<openai::Choice> choices;
-      for (int i = 0; i < p.n; ++i) choices.push_back({texts[i], o.done[i]});
+      for (int i = 0; i < p.n; ++i) {
+        choices.push_back({texts[i], o.done[i], std::nullopt});
+        if (p.parse_calls())
+          choices.back().answer = openai::parse_tool_calls(p.tool_format, texts[i], p.tools);
+      }
       return send_json(res, 200, openai::response(ep, ids, choices, logprobs));
     }
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [ep, ids, p, id, logprobs, cancel_all, collect,
-                                                           failure,
-                                                           deadline_passed](size_t, httplib::DataSink& sink) {
-      // Runs outside httplib's exception handling: nothing may escape.
-      try {
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (ep == Endpoint::ChatCompletions)
-          for (int i = 0; i < p.n; ++i)
-            if (!write(openai::sse(openai::chunk(ep, ids, i, "", true)))) {
-              cancel_all();
+    res.set_chunked_content_provider(
+        "text/event-stream", [ep, ids, p, id, logprobs, cancel_all, collect, failure, deadline_passed](
+                                 size_t, httplib::DataSink& sink) {
+          // Runs outside httplib's exception handling: nothing may escape.
+          try {
+            auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+            if (ep == Endpoint::ChatCompletions)
+              for (int i = 0; i < p.n; ++i)
+                if (!write(openai::sse(openai::chunk(ep, ids, i, "", true)))) {
+                  cancel_all();
+                  return false;
+                }
+            std::vector<size_t> offsets(p.n, 0);  // completions' text_offset: the bytes of the tokens sent
+            // A request that parses calls learns what its answer is only at its end: the answer is
+            // sent then, whole (content, then each call as OpenAI's tool_calls deltas).
+            const bool whole = p.parse_calls();
+            std::vector<std::string> texts(p.n);
+            std::vector<std::vector<LogprobEntry>> entries(p.n);
+            const Outcome o = collect(
+                [&](int i, const DeltaBody& d) {
+                  if (whole) {
+                    texts[i] += d.text;
+                    entries[i].insert(entries[i].end(), d.logprobs.begin(), d.logprobs.end());
+                    return true;
+                  }
+                  if (d.text.empty() && d.logprobs.empty()) return true;
+                  json lp = nullptr;
+                  if (logprobs) {
+                    lp = openai::logprobs_json(ep, d.logprobs, offsets[i]);
+                    for (const LogprobEntry& e : d.logprobs) offsets[i] += e.chosen.bytes.size();
+                  }
+                  return write(openai::sse(openai::chunk(ep, ids, i, d.text, false, "", lp)));
+                },
+                [&](const std::string& notice) { write(openai::sse_comment("rootspec: " + notice)); });
+            if (o.client_gone) {
+              spdlog::info("request {}: the client went away mid-stream; cancelled", id);
               return false;
             }
-        std::vector<size_t> offsets(p.n, 0);  // completions' text_offset: the bytes of the tokens sent
-        const Outcome o = collect(
-            [&](int i, const DeltaBody& d) {
-              if (d.text.empty() && d.logprobs.empty()) return true;
-              json lp = nullptr;
-              if (logprobs) {
-                lp = openai::logprobs_json(ep, d.logprobs, offsets[i]);
-                for (const LogprobEntry& e : d.logprobs) offsets[i] += e.chosen.bytes.size();
+            if (!o.done.empty() && !o.error && !deadline_passed(o)) {
+              for (int i = 0; i < p.n; ++i) {
+                std::string finish = openai::finish_reason(o.done[i].stop_reason);
+                if (whole) {
+                  const openai::Choice c{texts[i], o.done[i],
+                                         openai::parse_tool_calls(p.tool_format, texts[i], p.tools)};
+                  const json lp = logprobs ? openai::logprobs_json(ep, entries[i]) : json(nullptr);
+                  for (const json& piece : openai::answer_chunks(ids, i, *c.answer, lp))
+                    if (!write(openai::sse(piece))) {
+                      cancel_all();
+                      return false;
+                    }
+                  finish = openai::choice_finish_reason(c);
+                }
+                json last = openai::chunk(ep, ids, i, "", false, finish);
+                openai::add_degraded(last, o.done[i]);
+                write(openai::sse(last));
               }
-              return write(openai::sse(openai::chunk(ep, ids, i, d.text, false, "", lp)));
-            },
-            [&](const std::string& notice) { write(openai::sse_comment("rootspec: " + notice)); });
-        if (o.client_gone) {
-          spdlog::info("request {}: the client went away mid-stream; cancelled", id);
-          return false;
-        }
-        if (!o.done.empty() && !o.error && !deadline_passed(o)) {
-          for (int i = 0; i < p.n; ++i) {
-            json last = openai::chunk(ep, ids, i, "", false, openai::finish_reason(o.done[i].stop_reason));
-            openai::add_degraded(last, o.done[i]);
-            write(openai::sse(last));
+              if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, o.done)));
+            } else {
+              write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
+            }
+            write(openai::kDone);
+            sink.done();
+            return true;
+          } catch (const std::exception& e) {
+            spdlog::error("request {}: {}", id, e.what());
+            cancel_all();
+            return false;
           }
-          if (p.include_usage) write(openai::sse(openai::usage_chunk(ep, ids, o.done)));
-        } else {
-          write(openai::sse(failure(o).body()));  // OpenAI's clients raise this as an APIError
-        }
-        write(openai::kDone);
-        sink.done();
-        return true;
-      } catch (const std::exception& e) {
-        spdlog::error("request {}: {}", id, e.what());
-        cancel_all();
-        return false;
-      }
-    });
+        });
   };
   server.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
     generate(Endpoint::Completions, req, res);

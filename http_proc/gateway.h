@@ -16,11 +16,15 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <zmq.hpp>
 
+#include "chat_template.h"
 #include "daemon_config.h"
 #include "metrics.h"
+#include "tokenizer.h"
 
 namespace rootspec {
 
@@ -40,6 +44,13 @@ class Gateway {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> stopping_{false};     // a stop signal came: waiting requests end
   std::atomic<bool> target_down_{false};  // the last request found no target: probe first
+  // Requests with tools are rendered here (the protocol's chat turns carry no calls): the model's
+  // chat template (null: target.model has none the gateway can read) and, loaded at the first such
+  // request, its tokenizer, which turns the rendered text into the ids the target decodes from.
+  std::unique_ptr<ChatTemplate> chat_template_;
+  std::mutex tokenizer_mutex_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer();
 };
 
 }  // namespace rootspec

@@ -1,7 +1,11 @@
 #include "openai.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
+
+#include "constraint.h"
+#include "grammar.h"
 
 namespace rootspec::openai {
 
@@ -142,10 +146,223 @@ void refuse_unsupported(const json& j) {
   };
   neutral("echo", false);
   neutral("suffix", "");
-  for (const char* key : {"tools", "functions", "tool_choice", "function_call"})
-    if (present(j, key)) throw bad(key, std::string("'") + key + "' is not supported");
-  if (present(j, "response_format") && j["response_format"] != json{{"type", "text"}})
-    throw bad("response_format", "only {\"type\": \"text\"} is supported");
+  for (const char* key : {"functions", "function_call"})
+    if (present(j, key))
+      throw bad(key, std::string("'") + key + "' is not supported (the newer 'tools' and 'tool_choice' are)");
+}
+
+using ojson = nlohmann::ordered_json;
+
+// A constraint compiled as the target will compile it: a GrammarError is the client's 400, naming
+// `field` and, in the message, the keyword or position at fault.
+void check_constraint(const grammar::OutputConstraint& c, const std::string& field) {
+  try {
+    grammar::compile_output_constraint(c);
+  } catch (const grammar::GrammarError& e) {
+    const bool keyword = e.field != "json_schema" && e.field != "schema" && e.field != "regex" &&
+                         e.field != "choice" && e.field != "grammar";
+    throw bad(field,
+              "'" + field + "' cannot be enforced: " + (keyword ? "'" + e.field + "': " : "") + e.what());
+  }
+}
+
+// A JSON schema given as an object, or (vLLM's structured_outputs.json) as its JSON text.
+std::string schema_text(const ojson& v, const std::string& field) {
+  if (v.is_object() || v.is_boolean()) return v.dump();
+  if (v.is_string()) {
+    try {
+      const ojson parsed = ojson::parse(v.get<std::string>());
+      if (parsed.is_object() || parsed.is_boolean()) return parsed.dump();
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  throw bad(field, "'" + field + "' must be a JSON schema (an object, or its JSON text)");
+}
+
+// response_format, structured_outputs and the guided_* fields: the request's constraint (at most
+// one of them), or none.
+grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
+  using Kind = grammar::OutputConstraint::Kind;
+  grammar::OutputConstraint c;
+  std::string field;  // the field the constraint came from
+  auto take = [&](const std::string& f, Kind kind, std::string text) {
+    if (c.active())
+      throw bad(f, "'" + f + "' and '" + field + "' both constrain the output: send one of them");
+    field = f;
+    c.kind = kind;
+    c.text = std::move(text);
+  };
+  if (present(j, "response_format")) {
+    const json& rf = j["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      throw bad("response_format", "'response_format' must be an object with a string 'type'");
+    const std::string type = rf["type"].get<std::string>();
+    for (const auto& [key, value] : rf.items())
+      if (key != "type" && !(type == "json_schema" && key == "json_schema"))
+        throw bad("response_format." + key, "unknown field 'response_format." + key + "'");
+    if (type == "json_object") {
+      take("response_format", Kind::JsonObject, "");
+    } else if (type == "json_schema") {
+      if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+        throw bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+      const ojson& js = oj["response_format"]["json_schema"];
+      if (!js.is_object())
+        throw bad("response_format.json_schema", "'response_format.json_schema' must be an object");
+      for (const auto& [key, value] : js.items())
+        if (key != "name" && key != "schema" && key != "strict" && key != "description")
+          throw bad("response_format.json_schema." + key,
+                    "unknown field 'response_format.json_schema." + key + "'");
+      if (js.contains("name") && !js["name"].is_string())
+        throw bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+      if (js.contains("description") && !js["description"].is_string())
+        throw bad("response_format.json_schema.description",
+                  "'response_format.json_schema.description' must be a string");
+      if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+        throw bad("response_format.json_schema.schema",
+                  "'response_format.json_schema.schema' must be a JSON schema (an object)");
+      take("response_format.json_schema.schema", Kind::JsonSchema, js["schema"].dump());
+      c.strict = false;  // OpenAI's default
+      if (js.contains("strict") && !js["strict"].is_null()) {
+        if (!js["strict"].is_boolean())
+          throw bad("response_format.json_schema.strict",
+                    "'response_format.json_schema.strict' must be a boolean");
+        c.strict = js["strict"].get<bool>();
+      }
+    } else if (type != "text") {
+      throw bad("response_format.type",
+                "response_format type '" + type + "' is not supported (text, json_object, json_schema)");
+    }
+  }
+  // vLLM's structured_outputs, and the guided_* fields it replaced.
+  struct Source {
+    std::string field;
+    const ojson* value;
+    std::string option;  // json, regex, choice, grammar, json_object
+  };
+  std::vector<Source> sources;
+  if (present(j, "structured_outputs")) {
+    const ojson& so = oj["structured_outputs"];
+    if (!so.is_object()) throw bad("structured_outputs", "'structured_outputs' must be an object");
+    for (const auto& [key, value] : so.items()) {
+      if (value.is_null()) continue;
+      const std::string f = "structured_outputs." + key;
+      if (key != "json" && key != "regex" && key != "choice" && key != "grammar" && key != "json_object")
+        throw bad(f, "'" + f + "' is not supported (json, regex, choice, grammar, json_object)");
+      if (key == "json_object" && !(value.is_boolean())) throw bad(f, "'" + f + "' must be a boolean");
+      if (key == "json_object" && !value.get<bool>()) continue;
+      sources.push_back({f, &value, key});
+    }
+    if (sources.empty())
+      throw bad("structured_outputs",
+                "'structured_outputs' needs one of json, regex, choice, grammar, json_object");
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+    if (present(j, key)) sources.push_back({key, &oj[key], std::string(key).substr(7)});
+  for (const Source& src : sources) {
+    const ojson& v = *src.value;
+    if (src.option == "json") {
+      take(src.field, Kind::JsonSchema, schema_text(v, src.field));
+      c.strict = false;  // JSON Schema's own additionalProperties default, as vLLM
+    } else if (src.option == "json_object") {
+      take(src.field, Kind::JsonObject, "");
+    } else if (src.option == "regex" || src.option == "grammar") {
+      if (!v.is_string() || v.get<std::string>().empty())
+        throw bad(src.field, "'" + src.field + "' must be a non-empty string");
+      take(src.field, src.option == "regex" ? Kind::Regex : Kind::Grammar, v.get<std::string>());
+    } else {  // choice
+      bool ok = v.is_array() && !v.empty();
+      for (const ojson& x : v) ok = ok && x.is_string();
+      if (!ok) throw bad(src.field, "'" + src.field + "' must be a non-empty array of strings");
+      take(src.field, Kind::Choice, v.dump());
+    }
+  }
+  if (c.active()) check_constraint(c, field);
+  return c;
+}
+
+const std::regex& tool_name_re() {
+  static const std::regex re("^[a-zA-Z0-9_-]{1,64}$");
+  return re;
+}
+
+// tools, tool_choice, parallel_tool_calls into `p`.
+void tools_of(const json& j, const ojson& oj, ParsedRequest& p) {
+  if (present(j, "tools")) {
+    const ojson& tools = oj["tools"];
+    if (!tools.is_array() || tools.empty() || tools.size() > 128)
+      throw bad("tools", "'tools' must be a non-empty array of at most 128 tools");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const ojson& t = tools[i];
+      if (!t.is_object() || t.value("type", "") != "function")
+        throw bad(at + ".type",
+                  "each tool must be {\"type\": \"function\", \"function\": {…}} (only function tools are "
+                  "supported)");
+      if (!t.contains("function") || !t["function"].is_object())
+        throw bad(at + ".function", "'" + at + ".function' must be an object");
+      const ojson& f = t["function"];
+      ToolSpec spec;
+      if (!f.contains("name") || !f["name"].is_string() ||
+          !std::regex_match(f["name"].get<std::string>(), tool_name_re()))
+        throw bad(at + ".function.name",
+                  "'" + at + ".function.name' must be a string of 1 to 64 of a-z, A-Z, 0-9, _ and -");
+      spec.name = f["name"].get<std::string>();
+      if (!names.insert(spec.name).second)
+        throw bad(at + ".function.name", "two tools are named '" + spec.name + "'");
+      if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
+        throw bad(at + ".function.description", "'" + at + ".function.description' must be a string");
+      spec.parameters = ojson{{"type", "object"}, {"properties", ojson::object()}};  // OpenAI: no parameters
+      if (f.contains("parameters") && !f["parameters"].is_null()) {
+        if (!f["parameters"].is_object())
+          throw bad(at + ".function.parameters",
+                    "'" + at + ".function.parameters' must be a JSON schema object");
+        spec.parameters = f["parameters"];
+      }
+      spec.strict = false;  // OpenAI's default
+      if (f.contains("strict") && !f["strict"].is_null()) {
+        if (!f["strict"].is_boolean())
+          throw bad(at + ".function.strict", "'" + at + ".function.strict' must be a boolean");
+        spec.strict = f["strict"].get<bool>();
+      }
+      p.tools.push_back(std::move(spec));
+    }
+    p.tools_json = tools;
+    p.tool_parts = true;
+    p.tool_choice = ToolChoice::Auto;  // OpenAI's default with tools
+  }
+  if (present(j, "tool_choice")) {
+    const json& tc = j["tool_choice"];
+    if (tc.is_string()) {
+      const std::string s = tc.get<std::string>();
+      if (s == "none")
+        p.tool_choice = ToolChoice::None;
+      else if (s == "auto" || s == "required")
+        p.tool_choice = s == "auto" ? ToolChoice::Auto : ToolChoice::Required;
+      else
+        throw bad("tool_choice",
+                  "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                  "\"function\": {\"name\": …}}");
+    } else if (tc.is_object() && tc.value("type", "") == "function" && tc.contains("function") &&
+               tc["function"].is_object() && tc["function"].contains("name") &&
+               tc["function"]["name"].is_string()) {
+      const std::string name = tc["function"]["name"].get<std::string>();
+      size_t i = 0;
+      while (i < p.tools.size() && p.tools[i].name != name) ++i;
+      if (i == p.tools.size())
+        throw bad("tool_choice.function.name",
+                  "'tool_choice' names the function '" + name + "', which 'tools' does not have");
+      p.tool_choice = ToolChoice::Named;
+      p.tool_named = i;
+    } else {
+      throw bad("tool_choice",
+                "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                "\"function\": {\"name\": …}}");
+    }
+    if (p.tools.empty() && p.tool_choice != ToolChoice::None)
+      throw bad("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+  }
+  if (present(j, "parallel_tool_calls")) p.parallel_tool_calls = boolean(j, "parallel_tool_calls");
 }
 
 }  // namespace
@@ -182,13 +399,18 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
                                                "verifier",
                                                "stop_at_eos"};
   static const std::set<std::string> completion_only = {"prompt", "echo", "best_of", "suffix"};
+  // Structured output on both endpoints, as vLLM accepts it.
+  static const std::set<std::string> structured = {"response_format", "structured_outputs", "guided_json",
+                                                   "guided_regex",    "guided_choice",      "guided_grammar"};
   static const std::set<std::string> chat_only = {
       "messages",  "max_completion_tokens", "top_logprobs",  "tools",
-      "functions", "tool_choice",           "function_call", "response_format"};
+      "functions", "tool_choice",           "function_call", "parallel_tool_calls"};
   for (const auto& [key, value] : j.items())
-    if (!common.count(key) && !(chat ? chat_only : completion_only).count(key))
+    if (!common.count(key) && !structured.count(key) && !(chat ? chat_only : completion_only).count(key))
       throw bad(key, "Unrecognized request argument supplied: " + key);
   refuse_unsupported(j);
+  // Schemas and tools keep the client's key order (an object's members follow its `properties`).
+  const ojson oj = ojson::parse(text);
 
   ParsedRequest p;
   p.endpoint = endpoint;
@@ -205,9 +427,42 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
         throw bad(where, "each message needs a string 'role'");
       std::string role = m["role"].get<std::string>();
       if (role == "developer") role = "system";  // the newer name of the system role
-      if (role != "system" && role != "user" && role != "assistant")
-        throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant)");
-      g.messages.push_back({role, content_of(m, where)});
+      if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+        throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant, tool)");
+      ChatMessage cm{role, content_of(m, where), {}};
+      if (role == "tool") {
+        p.tool_parts = true;
+        if (present(m, "tool_call_id") && !m["tool_call_id"].is_string())
+          throw bad(where + ".tool_call_id", "'tool_call_id' must be a string");
+      }
+      if (present(m, "tool_calls")) {
+        const ojson& calls = oj["messages"][i]["tool_calls"];
+        if (role != "assistant" || !calls.is_array())
+          throw bad(where + ".tool_calls", "'tool_calls' must be an array, on assistant messages only");
+        for (size_t k = 0; k < calls.size(); ++k) {
+          const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
+          const ojson& c = calls[k];
+          if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+              !c["function"].contains("name") || !c["function"]["name"].is_string())
+            throw bad(at,
+                      "each tool call must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+                      "\"arguments\"}}");
+          ChatToolCall call{c["function"]["name"].get<std::string>(), ojson::object()};
+          // The arguments as a JSON string (OpenAI's), parsed, as vLLM passes them to templates.
+          const ojson args = c["function"].value("arguments", ojson("{}"));
+          try {
+            call.arguments = args.is_string() ? ojson::parse(args.get<std::string>()) : args;
+          } catch (const nlohmann::json::exception&) {
+            throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
+          }
+          if (!call.arguments.is_object())
+            throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
+          cm.tool_calls.push_back(std::move(call));
+        }
+        if (!cm.tool_calls.empty()) p.tool_parts = true;
+      }
+      g.messages.push_back({role, cm.content});
+      p.chat.push_back(std::move(cm));
     }
   } else {
     if (!present(j, "prompt")) throw bad("prompt", "'prompt' is required");
@@ -298,12 +553,62 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
   } else if (present(j, "logprobs")) {
     g.logprobs = static_cast<int32_t>(integer(j, "logprobs", 0, 20));
   }
+  g.constraint = constraint_of(j, oj);
+  if (chat) tools_of(j, oj, p);
   if (present(j, "logprobs_mode")) {
     g.logprobs_mode = string(j, "logprobs_mode", 16);
     if (g.logprobs_mode != "processed" && g.logprobs_mode != "raw")
       throw bad("logprobs_mode", "'logprobs_mode' must be \"processed\" or \"raw\"");
   }
   return p;
+}
+
+void resolve_tools(ParsedRequest& p, const ChatTemplate* tmpl) {
+  if (!p.tool_parts) return;
+  const char* field = p.tools.empty() ? "messages" : "tools";
+  if (!tmpl)
+    throw bad(field,
+              std::string("'") + field +
+                  "' needs the model's chat template, which the gateway could not read (target.model's "
+                  "tokenizer_config.json)");
+  if (tmpl->tool_format() == ToolFormat::None)
+    throw bad(field,
+              "this model's chat template (" + tmpl->name() +
+                  ") defines no tool-call format: tools, tool messages and tool_calls are not supported "
+                  "for it (templates with one: Llama-3.1/3.2, Qwen2.5, Qwen3)");
+  ChatOptions opt;
+  opt.enable_thinking = false;  // as the target renders chats (generate_request.cpp)
+  opt.tools = p.tools_json;
+  try {
+    p.body.prompt = tmpl->apply(p.chat, opt);
+  } catch (const std::invalid_argument& e) {
+    throw bad("messages", e.what());
+  }
+  p.body.messages.clear();
+  p.body.raw = true;
+  p.tool_format = tmpl->tool_format();
+  if (p.tool_choice != ToolChoice::Required && p.tool_choice != ToolChoice::Named) return;
+  if (p.body.constraint.active())
+    throw bad("response_format",
+              "structured output cannot be combined with tool_choice \"required\" or a named "
+              "function (the answer is a tool call)");
+  std::vector<size_t> allowed;
+  if (p.tool_choice == ToolChoice::Named) {
+    allowed.push_back(p.tool_named);
+  } else {
+    for (size_t i = 0; i < p.tools.size(); ++i) allowed.push_back(i);
+  }
+  grammar::OutputConstraint c;
+  c.kind = grammar::OutputConstraint::Kind::Grammar;
+  try {
+    c.text = tool_call_gbnf(p.tool_format, p.tools, allowed,
+                            p.parallel_tool_calls && p.tool_choice == ToolChoice::Required);
+    grammar::compile_output_constraint(c);
+  } catch (const grammar::GrammarError& e) {
+    const bool named = e.field.rfind("tools[", 0) == 0;
+    throw bad(named ? e.field : "tools", std::string("the tool call cannot be enforced: ") + e.what());
+  }
+  p.body.constraint = c;
 }
 
 GenerateBody choice_body(const ParsedRequest& request, int index) {
@@ -331,6 +636,54 @@ HttpError error_from_target(Endpoint endpoint, const ErrorBody& e) {
 
 std::string finish_reason(const std::string& stop_reason) {
   return stop_reason == "eos" || stop_reason == "stop" ? "stop" : "length";
+}
+
+std::string choice_finish_reason(const Choice& c) {
+  const std::string f = finish_reason(c.done.stop_reason);
+  return f == "stop" && c.answer && !c.answer->calls.empty() ? "tool_calls" : f;
+}
+
+std::string tool_call_id(const ResponseIds& ids, int index, size_t k) {
+  const size_t dash = ids.id.find('-');
+  return "call_" + (dash == std::string::npos ? ids.id : ids.id.substr(dash + 1)) + "_" +
+         std::to_string(index) + "_" + std::to_string(k);
+}
+
+namespace {
+json tool_calls_json(const ResponseIds& ids, int index, const ParsedAnswer& a) {
+  json calls = json::array();
+  for (size_t k = 0; k < a.calls.size(); ++k)
+    calls.push_back({{"id", tool_call_id(ids, index, k)},
+                     {"type", "function"},
+                     {"function", {{"name", a.calls[k].name}, {"arguments", a.calls[k].arguments}}}});
+  return calls;
+}
+}  // namespace
+
+std::vector<json> answer_chunks(const ResponseIds& ids, int index, const ParsedAnswer& a,
+                                const json& logprobs) {
+  std::vector<json> out;
+  json lp = logprobs;
+  if (a.content) {
+    out.push_back(chunk(Endpoint::ChatCompletions, ids, index, *a.content, false, "", lp));
+    lp = nullptr;
+  }
+  for (size_t k = 0; k < a.calls.size(); ++k) {
+    json head = chunk(Endpoint::ChatCompletions, ids, index, "", false, "", lp);
+    lp = nullptr;
+    head["choices"][0]["delta"] = {
+        {"tool_calls", json::array({{{"index", k},
+                                     {"id", tool_call_id(ids, index, k)},
+                                     {"type", "function"},
+                                     {"function", {{"name", a.calls[k].name}, {"arguments", ""}}}}})}};
+    out.push_back(head);
+    json args = chunk(Endpoint::ChatCompletions, ids, index, "", false);
+    args["choices"][0]["delta"] = {
+        {"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", a.calls[k].arguments}}}}})}};
+    out.push_back(args);
+  }
+  if (out.empty()) out.push_back(chunk(Endpoint::ChatCompletions, ids, index, "", false, "", lp));
+  return out;
 }
 
 json usage(const std::vector<DoneBody>& choices) {
@@ -388,8 +741,13 @@ json response(Endpoint endpoint, const ResponseIds& ids, const std::vector<Choic
     const Choice& c = choices[i];
     json choice = {{"index", i},
                    {"logprobs", logprobs ? logprobs_json(endpoint, c.done.logprobs) : json(nullptr)},
-                   {"finish_reason", finish_reason(c.done.stop_reason)}};
-    if (chat)
+                   {"finish_reason", choice_finish_reason(c)}};
+    if (chat && c.answer) {
+      choice["message"] = {{"role", "assistant"},
+                           {"content", c.answer->content ? json(*c.answer->content) : json(nullptr)}};
+      if (!c.answer->calls.empty())
+        choice["message"]["tool_calls"] = tool_calls_json(ids, static_cast<int>(i), *c.answer);
+    } else if (chat)
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
       choice["text"] = c.text;

@@ -6,10 +6,13 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "chat_template.h"
 #include "protocol.h"
+#include "tool_calls.h"
 
 namespace rootspec::openai {
 
@@ -34,6 +37,10 @@ enum class Endpoint { Completions, ChatCompletions };
 
 constexpr int kMaxChoices = 16;  // n: a request decodes as n Generates
 
+// tool_choice: "none" (no calls parsed), "auto" (calls parsed from the text), "required" (the
+// answer is constrained to calls), or a named function (constrained to one call of it).
+enum class ToolChoice { None, Auto, Required, Named };
+
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::Completions;
   GenerateBody body;           // for the target (always streamed from it; stream below is the client's)
@@ -45,14 +52,43 @@ struct ParsedRequest {
   // request with a seed is reproducible and its choice 0 is the n = 1 answer. Each prefills the
   // prompt itself (no prefix sharing yet).
   int n = 1;
+  // Tools (chat): set when the request has `tools`, or tool messages / assistant tool_calls in its
+  // history. Such a request is rendered by the gateway (resolve_tools), since the protocol's chat
+  // turns carry no calls; `chat` holds its messages with their calls.
+  bool tool_parts = false;
+  std::vector<ChatMessage> chat;
+  nlohmann::ordered_json tools_json;  // `tools` as the client sent them (null: none)
+  std::vector<ToolSpec> tools;
+  ToolChoice tool_choice = ToolChoice::None;
+  size_t tool_named = 0;            // ToolChoice::Named: its index in `tools`
+  bool parallel_tool_calls = true;  // "required": one or more calls (Hermes format), else exactly one
+  ToolFormat tool_format = ToolFormat::None;  // the template's, once resolved
+  // The answers are parsed for calls (tools given, tool_choice not "none").
+  bool parse_calls() const { return !tools.empty() && tool_choice != ToolChoice::None; }
 };
+
+// A request with tool parts, through the model's chat template `tmpl` (null: the gateway could not
+// read it): the rendered conversation in body.prompt (raw: the gateway tokenizes it), the
+// template's tool format, and for tool_choice "required" or a named function the call grammar in
+// body.constraint. Throws HttpError 400 naming `tools` for a template without a tool format,
+// `messages` for a history it cannot render, `tools[i].function.parameters` for a schema the
+// grammar refuses, `response_format` with a forced call. Nothing to do without tool parts.
+void resolve_tools(ParsedRequest& request, const ChatTemplate* tmpl);
 
 // The Generate of choice `index` (its seed derived as ParsedRequest::n says).
 GenerateBody choice_body(const ParsedRequest& request, int index);
 
 // Parses a request body; throws HttpError (400) naming the parameter for malformed JSON, wrong
 // types, values out of range (each named), unsupported parameters (echo, suffix, best_of ≠ n,
-// tools, response_format other than text), n outside [1, kMaxChoices] and max_tokens ≤ 0. The
+// functions / function_call, response_format types other than text / json_object / json_schema,
+// structured_outputs options other than json / regex / choice / grammar / json_object), n outside
+// [1, kMaxChoices] and max_tokens ≤ 0. Structured output — response_format json_object /
+// json_schema {name, schema, strict (default false, as OpenAI's)} and vLLM's structured_outputs
+// {json | regex | choice | grammar | json_object} (or its older guided_json, guided_regex,
+// guided_choice, guided_grammar), one of them per request — becomes body.constraint, compiled here
+// so that a bad one is a 400 naming the field (e.g. response_format.json_schema.schema) and the
+// keyword. Chat `tools` / `tool_choice` / `parallel_tool_calls` and tool messages are checked and
+// kept in the request for resolve_tools. The
 // sampling parameters (top_p, presence_penalty, frequency_penalty, logit_bias with token-id
 // string keys) and logprobs (chat: logprobs + top_logprobs; completions: logprobs k) are
 // OpenAI's; extra fields as vLLM accepts them: top_k (−1 or 0: off), min_p,
@@ -74,11 +110,18 @@ struct ResponseIds {
   int64_t created = 0;  // unix seconds
   std::string model;
 };
-// One choice of a response: the text the target streamed and its Done.
+// One choice of a response: the text the target streamed and its Done, and, for a request that
+// parses calls, what the text says (content and calls).
 struct Choice {
   std::string text;
   DoneBody done;
+  std::optional<ParsedAnswer> answer;
 };
+// A choice's finish_reason: "tool_calls" when its answer has calls and it ended at EOS or a stop
+// string, else finish_reason(stop_reason).
+std::string choice_finish_reason(const Choice& choice);
+// The id of call `k` of choice `index` ("call_…", unique within the server's run).
+std::string tool_call_id(const ResponseIds& ids, int index, size_t k);
 // The prompt's tokens once, the completion tokens of every choice summed.
 nlohmann::json usage(const std::vector<DoneBody>& choices);
 // A choice's "logprobs" for `entries` (a Done's or a Delta's): chat's {"content": [{token,
@@ -101,6 +144,12 @@ nlohmann::json response(Endpoint endpoint, const ResponseIds& ids, const std::ve
 nlohmann::json chunk(Endpoint endpoint, const ResponseIds& ids, int index, const std::string& text,
                      bool first, const std::string& finish_reason = "",
                      const nlohmann::json& logprobs = nullptr);
+// The stream chunks of a choice whose answer was parsed for calls (sent once it is complete): its
+// content, if any, in one chunk (with `logprobs`), then per call one chunk with its index, id,
+// type and name (arguments "") and one with its arguments, as OpenAI streams tool_calls deltas.
+// The last chunk (finish_reason) is `chunk`'s, with choice_finish_reason.
+std::vector<nlohmann::json> answer_chunks(const ResponseIds& ids, int index, const ParsedAnswer& answer,
+                                          const nlohmann::json& logprobs);
 // The "rootspec" field above, added to `response` (a stream's last chunk) when `done` degraded.
 void add_degraded(nlohmann::json& response, const DoneBody& done);
 // A server-sent comment (": …"): clients skip it; a stream shows its notices so.

@@ -131,7 +131,7 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
   if (options.auto_rule && !costs.options().fixed_costs)
     throw std::invalid_argument("table_decode: auto needs fixed costs here (AutoOptions::fixed_costs)");
   AutoController adaptive(costs, options.temperature);
-  SamplingContext sampling(context);
+  SamplingContext sampling(context, options.sampling.grammar);
   std::vector<int32_t> emitted;
   while (emitted.size() < static_cast<size_t>(min_tokens)) {
     RoundRecord record;
@@ -176,7 +176,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
             std::make_unique<TableScorer>(model, std::vector<int32_t>(context.begin(), context.end() - 1));
         m.costs = std::make_unique<AutoCostModel>(table_auto_options());
         m.adaptive = std::make_unique<AutoController>(*m.costs, members[i].temperature);
-        m.sampling = std::make_unique<SamplingContext>(context);
+        m.sampling = std::make_unique<SamplingContext>(context, members[i].sampling.grammar);
         m.root = context.back();
       }
       BatchMember b;
@@ -239,7 +239,7 @@ std::vector<double> exact_joint(const TableModel& model, double temperature, int
 std::vector<double> exact_joint(const TableModel& model, const RequestOptions& options, int n) {
   const int V = model.vocab();
   const bool processed = options.sampling.processes_rows();
-  const SamplingContext committed(model.context());
+  const SamplingContext committed(model.context(), options.sampling.grammar);
   std::vector<float> logits(V);
   RowScratch scratch;
   std::vector<int32_t> path;

@@ -2,8 +2,28 @@
 
 namespace rootspec {
 
+namespace {
+
+// The request's constraint over the target's vocabulary (sampling.h step 0).
+std::shared_ptr<const grammar::TokenConstraint> compile_constraint(
+    const grammar::OutputConstraint& c, const std::shared_ptr<const grammar::TokenVocabulary>& vocab) {
+  if (!vocab) throw ProtocolError("constraint", "this model has no tokenizer: structured output needs one");
+  // Without an EOS a complete output that cannot go on would leave no token allowed.
+  if (vocab->eos_id() < 0)
+    throw ProtocolError("constraint",
+                        "this model's tokenizer has none of its EOS tokens: structured output needs one");
+  try {
+    return grammar::make_token_constraint(c, vocab);
+  } catch (const grammar::GrammarError& e) {
+    throw ProtocolError(e.field, e.what());
+  }
+}
+
+}  // namespace
+
 ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& config, int vocab, int max_budget,
-                                const Tokenizer* tokenizer, const ChatTemplate* chat) {
+                                const Tokenizer* tokenizer, const ChatTemplate* chat,
+                                const std::shared_ptr<const grammar::TokenVocabulary>& grammar_vocab) {
   ResolvedRequest r;
   RequestOptions& o = r.options;
   o = config.decoding;
@@ -73,6 +93,12 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
                                               " new tokens after a prompt of " +
                                               std::to_string(r.prompt.size()) + " exceed max_context " +
                                               std::to_string(config.max_context));
+  // Last: the other checks are cheap, a compile is not.
+  if (b.constraint.active()) {
+    o.constraint = b.constraint;
+    if (const OptionProblem p = check_request_options(o, vocab)) throw ProtocolError(p.option, p.message);
+    o.sampling.grammar = compile_constraint(b.constraint, grammar_vocab);
+  }
   r.stop = b.stop;
   r.deadline_ms = b.deadline_ms;
   r.draft_ahead = b.draft_ahead < 0 ? config.draft_ahead : b.draft_ahead == 1;

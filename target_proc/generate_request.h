@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "chat_template.h"
+#include "constraint.h"
 #include "daemon_config.h"
 #include "protocol.h"
 #include "request.h"
@@ -25,7 +27,13 @@ struct ResolvedRequest {
 
 // `tokenizer` and `chat` may be null (a model folder without them): text prompts are then
 // refused. `vocab` is the target's; `max_budget` the largest tree its cache holds.
-ResolvedRequest resolve_request(const GenerateBody& body, const DaemonConfig& config, int vocab,
-                                int max_budget, const Tokenizer* tokenizer, const ChatTemplate* chat);
+// `grammar_vocab` (grammar_vocabulary.h; null without a tokenizer) compiles a Generate's
+// constraint into options.sampling.grammar, here, before the request is queued: a constraint that
+// does not compile (GrammarError, within grammar::Limits' time and size) is a ProtocolError on the
+// GrammarError's field, and a model without a tokenizer or an EOS token refuses every constraint.
+ResolvedRequest resolve_request(
+    const GenerateBody& body, const DaemonConfig& config, int vocab, int max_budget,
+    const Tokenizer* tokenizer, const ChatTemplate* chat,
+    const std::shared_ptr<const grammar::TokenVocabulary>& grammar_vocab = nullptr);
 
 }  // namespace rootspec

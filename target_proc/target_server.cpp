@@ -54,7 +54,7 @@ struct TargetServer::Decoding {
         stops(req.request.stop) {
     // The penalties count over the committed context: the tokens prefilled, the root included,
     // then what each round emits (the round appends those itself).
-    if (o.sampling.processes_rows()) sampling.emplace(req.request.prompt);
+    if (o.sampling.processes_rows()) sampling.emplace(req.request.prompt, o.sampling.grammar);
   }
   Pending req;
   RequestOptions o;  // autoregressive from the round the drafter is lost
@@ -100,6 +100,9 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     // The drafter processes its rows as the target's (runtime_drafter.h); sent only when any
     // parameter processes rows.
     if (request_.o.sampling.processes_rows()) prefill_.sampling = request_.o.sampling;
+    // The drafter compiles the constraint with its own vocabulary and masks its draft rows, so
+    // that its pools hold grammatical paths only.
+    prefill_.constraint = request_.o.constraint;
     if (!defer) send_prefill();
   }
   const Pool& wait_pool(RoundRecord& record) override {
@@ -223,6 +226,9 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
       }()),
       tokenizer_(tokenizer),
       chat_(chat),
+      grammar_vocab_(tokenizer
+                         ? grammar_vocabulary(*tokenizer, target.config().eos_token_ids, target.vocab_size())
+                         : nullptr),
       clients_(ctx_, zmq::socket_type::router),
       link_options_{config.drafter_endpoint, config.pool_transport, config.target.device,
                     config.drafter.device,   config.peer_timeout_s, target.vocab_size()} {
@@ -261,8 +267,8 @@ void TargetServer::accept(const std::string& client, uint64_t id, const Generate
   p.client = client;
   p.id = id;
   try {
-    p.request =
-        resolve_request(body, config_, target_.vocab_size(), target_.max_tree() - 1, tokenizer_, chat_);
+    p.request = resolve_request(body, config_, target_.vocab_size(), target_.max_tree() - 1, tokenizer_,
+                                chat_, grammar_vocab_);
   } catch (const ProtocolError& e) {
     spdlog::info("request {}: refused: {}", id, e.what());
     return reply_error(client, id, e.field, e.what());

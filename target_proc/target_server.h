@@ -32,6 +32,7 @@
 #include "daemon_config.h"
 #include "drafter_link.h"
 #include "generate_request.h"
+#include "grammar_vocabulary.h"
 #include "protocol.h"
 #include "target_model.h"
 #include "tokenizer.h"
@@ -101,6 +102,9 @@ class TargetServer {
   std::array<BatchAuto, 2> batch_auto_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
+  // The tokenizer's vocabulary as constraints mask it (grammar_vocabulary.h), built once; null
+  // without a tokenizer.
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
   zmq::context_t ctx_;
   zmq::socket_t clients_;  // ROUTER, bound at the client endpoint
   DrafterLinkOptions link_options_;

@@ -254,6 +254,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kMaxVocab = 1 << 24;
 constexpr int64_t kMaxI64 = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
+// A constraint's text on the wire; the compilers' own limit (grammar::Limits) is smaller.
+constexpr size_t kMaxConstraintBytes = 1u << 20;
 
 // ---- field tables -----------------------------------------------------------------------------
 //
@@ -554,6 +556,30 @@ const Fields<SamplingParams>& sampling_fields() {
   return f;
 }
 
+// Structured output (constraint.h), sent only when active: {"kind": name, "text", "max_whitespace",
+// "strict"}, the last three absent at their defaults. The text is compiled by the receiver, whose
+// GrammarError names what is wrong in it; here only the kind and the ranges are checked.
+const Fields<grammar::OutputConstraint>& constraint_fields() {
+  using C = grammar::OutputConstraint;
+  static const Fields<C> f =
+      Fields<C>()
+          .custom(
+              "kind",
+              [](Packer& pk, const C& c) { pk.pack(std::string(grammar::constraint_kind_name(c.kind))); },
+              [](const MapReader& r, const char* k, C& c) {
+                const std::string name = r.string(k, 32);
+                if (!grammar::parse_constraint_kind(name, &c.kind) || !c.active())
+                  throw ProtocolError(r.at(k), "must be json_object, json_schema, regex, choice or grammar");
+              })
+          .string("text", &C::text, kMaxConstraintBytes)
+          .optional([](const C& c) { return !c.text.empty(); })
+          .integer("max_whitespace", &C::max_whitespace, 0, 64)
+          .optional([](const C& c) { return c.max_whitespace != 0; })
+          .boolean("strict", &C::strict)
+          .optional([](const C& c) { return !c.strict; });
+  return f;
+}
+
 const Fields<PrefillBody>& prefill_fields() {
   static const Fields<PrefillBody> f =
       Fields<PrefillBody>()
@@ -566,6 +592,8 @@ const Fields<PrefillBody>& prefill_fields() {
           .optional([](const PrefillBody& b) { return b.sampling.processes_rows(); })
           .integer("generated", &PrefillBody::generated, 0, kMaxTokens)
           .optional([](const PrefillBody& b) { return b.generated > 0; })
+          .map("constraint", &PrefillBody::constraint, constraint_fields())
+          .optional([](const PrefillBody& b) { return b.constraint.active(); })
           .check([](const MapReader& r, PrefillBody& b) {
             if (b.generated >= static_cast<int64_t>(b.prompt.size()))
               throw ProtocolError(r.at("generated"),
@@ -711,6 +739,8 @@ const Fields<GenerateBody>& generate_fields() {
           .optional([](const G& b) { return b.logprobs >= 0; })
           .string("logprobs_mode", &G::logprobs_mode, 16)
           .optional([](const G& b) { return !b.logprobs_mode.empty(); })
+          .map("constraint", &G::constraint, constraint_fields())
+          .optional([](const G& b) { return b.constraint.active(); })
           .check([](const MapReader& r, G& b) {
             if (r.has("logprobs_mode") && b.logprobs_mode != "processed" && b.logprobs_mode != "raw")
               throw ProtocolError(r.at("logprobs_mode"), "must be \"processed\" or \"raw\"");

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "constraint.h"
 #include "pool.h"
 #include "round.h"
 #include "sampling.h"
@@ -27,7 +28,9 @@ namespace rootspec {
 //    logprobs; a Delta's and a Done's logprobs. A message of any other version is refused
 //    whole (ProtocolError on "v", answered with an Error): an older client's Generate would
 //    otherwise decode with fields it never meant.
-constexpr uint32_t kProtocolVersion = 3;
+// 4: a Generate's and a Prefill's structured output (`constraint`); a Done's trace rows gain
+//    pool_pruned (round.h).
+constexpr uint32_t kProtocolVersion = 4;
 constexpr size_t kMaxMessageBytes = 64u << 20;  // larger messages are refused unread
 constexpr int kMaxPoolNodes = 1 << 16;
 constexpr int kMaxTokens = 1 << 20;  // prompt or committed tokens in one message
@@ -88,6 +91,9 @@ struct PrefillBody {
   // How many of `prompt`'s last tokens the target emitted (a Prefill deferred by `auto`'s plain
   // rounds): the penalties count them as generated tokens, the rest as the prompt (sampling.h).
   int32_t generated = 0;
+  // The request's structured output (constraint.h): the drafter compiles it with its vocabulary
+  // and masks its draft rows, so that its pools hold only grammatical paths.
+  grammar::OutputConstraint constraint;
 };
 // target → drafter: tokens emitted by round `round − 1`; the drafter appends them and sends
 // Pool round `round`.
@@ -137,6 +143,8 @@ struct GenerateBody {
   std::vector<std::pair<int32_t, float>> logit_bias;
   int32_t logprobs = -1;      // each token's log-probability and this many alternatives (0–20); −1: none
   std::string logprobs_mode;  // "processed" (p̃), "raw" (the target's own law at T = 1); "": server default
+  // Structured output (common/grammar/constraint.h): the output must match it; inactive: free.
+  grammar::OutputConstraint constraint;
 };
 // target → client: the Generate passed its checks and waits in the queue, `position` requests
 // ahead of it (the one decoding included). Every Generate gets this or an Error first.

@@ -84,7 +84,7 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
   if (o.auto_rule && !o.autoregressive)
     adaptive.emplace(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
   GenerateResult res;
-  SamplingContext sampling(prompt);
+  SamplingContext sampling(prompt, o.sampling.grammar);
   if (adaptive) adaptive->start_clock();
   while (!output.finished()) {
     RoundRecord record;
@@ -137,7 +137,7 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
     if (prompts[i].size() > 1)
       target.prefill(r.sequence, std::vector<int32_t>(prompts[i].begin(), prompts[i].end() - 1));
     r.root = prompts[i].back();
-    r.sampling.emplace(prompts[i]);
+    r.sampling.emplace(prompts[i], o.sampling.grammar);
     const uint64_t draft_seed = draw_drafter_seed(o, shape, r.rng);
     if (!o.autoregressive) {
       drafters[i]->truncate(0);

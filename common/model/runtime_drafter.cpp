@@ -33,8 +33,18 @@ void RuntimeDrafter::row_of(const Pool& pool, int v, const float* logits, float*
   path_.clear();
   for (int a = v; a != kRoot; a = pool.parent[a]) path_.push_back(pool.token[a]);
   std::reverse(path_.begin(), path_.end());
+  // Below a path the grammar refuses, EOS included (the output ends there), nothing is proposed:
+  // an all-zero row adds no candidate (pool.cpp).
+  if (params_->grammar && committed_->matched() && !path_.empty()) {
+    grammar::Matcher m = *committed_->matcher();
+    if (path_.back() == params_->grammar->vocab->eos_id() ||
+        !committed_->advance(m, path_.data(), static_cast<int>(path_.size()))) {
+      std::fill(out, out + vocab_, 0.0f);
+      return;
+    }
+  }
   // T = 1 whatever the request's temperature: the pool ranks untempered draft probabilities
-  // (DESIGN §2); the cuts (top_k, top_p, min_p) apply to that row.
+  // (DESIGN §2); the cuts (top_k, top_p, min_p, the grammar's mask) apply to that row.
   process_logits(logits, vocab_, *params_, 1.0, *committed_, path_.data(), static_cast<int>(path_.size()),
                  out, scratch_);
 }
@@ -171,7 +181,8 @@ void DraftSession::count_tokens(const std::vector<int32_t>& tokens) {
   if (prompt > tokens.size())
     throw std::invalid_argument("drafter: a prompt of " + std::to_string(prompt) +
                                 " tokens, the first draft has " + std::to_string(tokens.size()));
-  context_ = SamplingContext(std::vector<int32_t>(tokens.begin(), tokens.begin() + prompt));
+  context_ =
+      SamplingContext(std::vector<int32_t>(tokens.begin(), tokens.begin() + prompt), sampling_.grammar);
   context_.append(std::vector<int32_t>(tokens.begin() + prompt, tokens.end()));
   counted_prompt_ = true;
 }

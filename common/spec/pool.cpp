@@ -51,6 +51,19 @@ void Pool::clear() {
   row_prob.clear();
 }
 
+Pool pool_subset(const Pool& pool, const std::vector<uint8_t>& keep) {
+  assert(!pool.is_rheo() && keep.size() == static_cast<size_t>(pool.size()));
+  Pool out;
+  std::vector<int32_t> index(pool.size(), -1);  // [n] the node's index in `out`, −1: dropped
+  for (int v = 0; v < pool.size(); ++v) {
+    const int p = pool.parent[v];
+    if (!keep[v] || (p != kRoot && index[p] < 0)) continue;
+    index[v] = out.add(pool.token[v], p == kRoot ? kRoot : index[p], pool.logq[v]);
+    out.expanded[index[v]] = pool.expanded[v];
+  }
+  return out;
+}
+
 bool ranks_before(const Pool& pool, int a, int b) {
   if (pool.cum_logq[a] != pool.cum_logq[b]) return pool.cum_logq[a] > pool.cum_logq[b];
   if (pool.depth[a] != pool.depth[b]) return pool.depth[a] < pool.depth[b];
@@ -162,8 +175,11 @@ std::vector<int> add_children(Pool& pool, int parent, const float* row, int voca
   }
   std::vector<int> added;
   const int K = std::min(shape.top_k, vocab);
+  // A token without draft probability never becomes a candidate: where the drafter's row is cut
+  // (top_k, top_p, min_p, a grammar's mask: sampling.h) the pool holds only what it proposes.
   if (shape.rheo_m < 0) {
-    for (int tok : top_tokens(q.data(), vocab, K)) added.push_back(pool.add(tok, parent, safe_log(q[tok])));
+    for (int tok : top_tokens(q.data(), vocab, K))
+      if (q[tok] > 0) added.push_back(pool.add(tok, parent, std::log(q[tok])));
     return added;
   }
   const std::vector<int> ranked_tokens = top_tokens(q.data(), vocab, std::min(vocab, shape.rheo_m + K));
@@ -178,7 +194,8 @@ std::vector<int> add_children(Pool& pool, int parent, const float* row, int voca
   const int m = static_cast<int>(leads.size());
   if (z <= 0 || K < m + 1) {
     // Nothing left to sample, or no slot for it: deterministic top-k.
-    for (int t : top_tokens(q.data(), vocab, K)) added.push_back(pool.add(t, parent, safe_log(q[t])));
+    for (int t : top_tokens(q.data(), vocab, K))
+      if (q[t] > 0) added.push_back(pool.add(t, parent, std::log(q[t])));
     return added;
   }
   assert(rng && "a Rheo pool needs the drafter's generator");
@@ -196,8 +213,8 @@ std::vector<int> add_children(Pool& pool, int parent, const float* row, int voca
   add_sampled();
   for (int t : ranked_tokens) {
     if (static_cast<int>(added.size()) >= K) break;
-    if (t != y && std::find(leads.begin(), leads.end(), t) == leads.end())
-      added.push_back(pool.add(t, parent, safe_log(q[t])));
+    if (t != y && q[t] > 0 && std::find(leads.begin(), leads.end(), t) == leads.end())
+      added.push_back(pool.add(t, parent, std::log(q[t])));
   }
   return added;
 }
@@ -231,7 +248,8 @@ void PoolGrowth::take_top_k(const int32_t* tokens, const float* probs) {
   std::vector<int> fresh;
   for (size_t f = 0; f < frontier_.size(); ++f)
     for (int j = 0; j < k_; ++j)
-      fresh.push_back(pool_.add(tokens[f * k_ + j], frontier_[f], safe_log(probs[f * k_ + j])));
+      if (probs[f * k_ + j] > 0)  // as add_children: no candidate without draft probability
+        fresh.push_back(pool_.add(tokens[f * k_ + j], frontier_[f], std::log(probs[f * k_ + j])));
   advance(std::move(fresh));
 }
 

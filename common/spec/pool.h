@@ -44,6 +44,10 @@ struct Pool {
   bool is_rheo() const { return rheo_m >= 0; }
 };
 
+// The nodes of a top-k pool with keep[v] set whose ancestors are all kept, in pool order (a
+// grammar's pruning: round.cpp).
+Pool pool_subset(const Pool& pool, const std::vector<uint8_t>& keep);
+
 // The candidate order every rule starts from: higher cumulative draft log-probability first,
 // then smaller depth, then smaller pool index (paper 000 App. C). Scores are non-increasing
 // along a path, so the top B of this order are ancestor-closed.

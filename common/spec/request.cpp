@@ -40,6 +40,9 @@ OptionProblem check_request_options(const RequestOptions& o, int vocab) {
   if (o.max_new_tokens < 1) return {"max_new_tokens", "must be at least 1"};
   if (o.logprobs < -1 || o.logprobs > 20)
     return {"logprobs", "must be in [0, 20] alternatives, got " + std::to_string(o.logprobs)};
+  // Past the EOS a grammar has nothing to say: a constrained output ends there.
+  if (o.constraint.active() && !o.stop_at_eos)
+    return {"stop_at_eos", "a structured output (constraint) ends at its EOS: stop_at_eos must be on"};
   const auto [field, message] = check_sampling_params(o.sampling, vocab);
   if (!field.empty()) return {field, message};
   return {};

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "constraint.h"
 #include "pool.h"
 #include "rng.h"
 #include "sampling.h"
@@ -35,6 +36,9 @@ struct RequestOptions {
   // nothing applied) with logprobs_raw.
   int logprobs = -1;
   bool logprobs_raw = false;
+  // Structured output (common/grammar/constraint.h): what every output must match. Each decoder
+  // compiles it with its vocabulary into sampling.grammar (the processed law's mask).
+  grammar::OutputConstraint constraint;
   int max_new_tokens = 128;
   bool stop_at_eos = true;  // stop after the target's first EOS token
   uint64_t seed = 0;        // Rng(seed) drives every draw of the request (rng.h)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 #include <stdexcept>
 
 #include "auto_decoder.h"
@@ -42,6 +43,33 @@ void tree_row_path(const TreePassInput& input, bool anchor_generated, int row, s
   for (int r = row; r > 0; r = input.parents[r]) path.push_back(input.tokens[r]);
   if (anchor_generated) path.push_back(input.tokens[0]);
   std::reverse(path.begin(), path.end());
+}
+
+const Pool* grammatical_pool(const Pool& pool, const SamplingContext& committed, Pool& pruned) {
+  const grammar::TokenConstraint* g = committed.grammar();
+  if (!g || !committed.matched() || pool.is_rheo()) return &pool;
+  const grammar::TokenVocabulary& vocab = *g->vocab;
+  const int n = pool.size();
+  std::vector<std::optional<grammar::Matcher>> state(n);  // [n] after the node's path, where kept
+  std::vector<uint8_t> keep(n, 0);                        // [n]
+  bool dropped = false;
+  for (int v = 0; v < n; ++v) {
+    const int p = pool.parent[v];
+    const int32_t t = pool.token[v];
+    if (p == kRoot || (keep[p] && state[p])) {
+      grammar::Matcher m = p == kRoot ? *committed.matcher() : *state[p];
+      if (t == vocab.eos_id()) {
+        keep[v] = m.complete();  // and nothing below it (no state)
+      } else if (t >= 0 && t < vocab.size() && m.accept_bytes(vocab.token_bytes(t))) {
+        keep[v] = 1;
+        state[v] = std::move(m);
+      }
+    }
+    dropped = dropped || !keep[v];
+  }
+  if (!dropped) return &pool;
+  pruned = pool_subset(pool, keep);
+  return &pruned;
 }
 
 RowsView TargetScorer::root_row_processed(int32_t, bool, const RowProcessing&) {
@@ -195,6 +223,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     int batch_budget = 0;        // …that B (0: its controller chooses)
     SelectionInputs in;
     const Pool* pool = nullptr;
+    Pool grammatical;                     // the pool a grammar pruned (grammatical_pool)
     std::vector<double> pool_path_probs;  // [pool] the oracle's input (analysis only)
     RoundPlan plan;
     TreePassInput tree;
@@ -256,14 +285,15 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.in.budget = o.budget;
     // logprobs read the logits too (the raw law, or the processed law's alternatives at T = 0).
     mr.processed = o.sampling.processes_rows() || o.logprobs >= 0;
-    if (o.sampling.penalises() && !b.sampling)
-      throw std::invalid_argument("run_batched_round: penalties need the member's SamplingContext");
+    if (o.sampling.needs_context() && !b.sampling)
+      throw std::invalid_argument(
+          "run_batched_round: penalties and grammars need the member's SamplingContext");
     mr.context = b.sampling ? b.sampling : &no_penalties;
     mr.processing = {&o, mr.context, false};
-    // The scorer processes where it can, unless logprobs need the logits here or a planted bug
-    // processes the rows.
-    mr.root_by_scorer =
-        mr.processed && o.logprobs < 0 && !(hooks && hooks->process) && target.processes_rows(m, 1);
+    // The scorer processes where it can, unless logprobs need the logits here, a grammar masks the
+    // rows (its matcher runs here), or a planted bug processes the rows.
+    mr.root_by_scorer = mr.processed && o.logprobs < 0 && !o.sampling.grammar && !(hooks && hooks->process) &&
+                        target.processes_rows(m, 1);
     assert(mr.plain || b.drafter);
   }
   // `auto` members whose arm chooses each one's rule (member_rules): from past rounds, before
@@ -372,6 +402,11 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     mr.pool = &batch[m].drafter->wait_pool(*mr.record);
     mr.record->pool_received_ns = monotonic_ns();
     mr.record->pool_nodes = mr.pool->size();
+    if (batch[m].options->sampling.grammar && batch[m].sampling) {
+      mr.pool = hooks && hooks->prune ? hooks->prune(*mr.pool, *batch[m].sampling, mr.grammatical)
+                                      : grammatical_pool(*mr.pool, *batch[m].sampling, mr.grammatical);
+      mr.record->pool_pruned = mr.record->pool_nodes - mr.pool->size();
+    }
     drafted_ns = std::max(drafted_ns, mr.record->draft_end_ns);
     stamped = stamped && mr.record->draft_end_ns != 0;
     speculating = true;
@@ -446,7 +481,7 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
         (depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end())) + (mr.plan.first_drawn ? 1 : 0);
     mr.tree = tree_pass_input(mr.plan);
     mr.processing.anchor_generated = mr.plan.first_drawn;
-    mr.tree_by_scorer = mr.processed && o.logprobs < 0 && !(hooks && hooks->process) &&
+    mr.tree_by_scorer = mr.processed && o.logprobs < 0 && !o.sampling.grammar && !(hooks && hooks->process) &&
                         target.processes_rows(m, static_cast<int>(mr.tree.tokens.size()));
     trees.push_back({m, &mr.tree, mr.processed && !mr.tree_by_scorer ? kLogitRows : o.temperature,
                      mr.tree_by_scorer ? &mr.processing : nullptr});

@@ -97,6 +97,7 @@ class TargetScorer {
 // harness's per-round samples.
 struct RoundRecord {
   int32_t pool_nodes = 0;           // candidates in the round's pool (0 for ar)
+  int32_t pool_pruned = 0;          // …of which a grammar refused the path (left before selection)
   int32_t budget = 0;               // B the round's tree was selected with (auto: its choice; 0 for ar)
   int32_t tree_nodes = 0;           // nodes the tree pass scored below the anchor (0 when skipped)
   int32_t accepted = 0;             // accepted draft tokens, y included when followed into a tree pass
@@ -122,6 +123,7 @@ struct RoundRecord {
 template <class F>
 void for_each_record_field(F&& f) {
   f("pool_nodes", &RoundRecord::pool_nodes);
+  f("pool_pruned", &RoundRecord::pool_pruned);
   f("budget", &RoundRecord::budget);
   f("tree_nodes", &RoundRecord::tree_nodes);
   f("accepted", &RoundRecord::accepted);
@@ -191,7 +193,17 @@ struct RoundHooks {
   std::function<void(bool root, const float* logits, int vocab, const RequestOptions&, const SamplingContext&,
                      const int32_t* path, int path_len, float* out)>
       process;
+  // The grammar's pruning of a member's pool before selection (grammatical_pool); a planted bug
+  // may replace it.
+  std::function<const Pool*(const Pool& pool, const SamplingContext& committed, Pool& pruned)> prune;
 };
+
+// With a grammar (SamplingParams::grammar, the committed context still matching it): the pool
+// without the nodes whose path the grammar refuses (and their descendants), in `pruned`, so that no
+// tree row goes to a token the target's masked row gives no probability; else `pool` itself. A
+// Rheo pool is kept whole (its sampled nodes' proxies assume the drawn row; the drafter's masked
+// rows keep refused tokens out of it).
+const Pool* grammatical_pool(const Pool& pool, const SamplingContext& committed, Pool& pruned);
 
 class AutoController;  // auto_decoder.h
 

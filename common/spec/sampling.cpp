@@ -12,8 +12,10 @@
 namespace rootspec {
 
 bool SamplingParams::processes_rows() const {
-  return !logit_bias.empty() || penalises() || top_k > 0 || top_p < 1 || min_p > 0;
+  return !logit_bias.empty() || penalises() || top_k > 0 || top_p < 1 || min_p > 0 || grammar;
 }
+
+bool SamplingParams::needs_context() const { return penalises() || grammar; }
 
 bool SamplingParams::penalises() const {
   return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1;
@@ -43,8 +45,25 @@ std::pair<std::string, std::string> check_sampling_params(const SamplingParams& 
   return {};
 }
 
-SamplingContext::SamplingContext(const std::vector<int32_t>& prompt) {
+SamplingContext::SamplingContext(const std::vector<int32_t>& prompt,
+                                 std::shared_ptr<const grammar::TokenConstraint> grammar)
+    : grammar_(std::move(grammar)) {
   for (int32_t t : prompt) mark_seen(t);
+  if (grammar_) matcher_.emplace(grammar_->grammar);
+}
+
+bool SamplingContext::advance(grammar::Matcher& m, const int32_t* path, int n) const {
+  assert(grammar_);
+  const grammar::TokenVocabulary& vocab = *grammar_->vocab;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = path[i];
+    if (t == vocab.eos_id()) {  // EOS ends the output: only where it is complete, and nothing after
+      if (!m.complete() || i + 1 < n) return false;
+      continue;
+    }
+    if (t < 0 || t >= vocab.size() || !m.accept_bytes(vocab.token_bytes(t))) return false;
+  }
+  return true;
 }
 
 void SamplingContext::mark_seen(int32_t token) {
@@ -56,6 +75,8 @@ void SamplingContext::append(const std::vector<int32_t>& generated) {
     ++counts_[t];
     mark_seen(t);
   }
+  if (matcher_ && matched_)
+    matched_ = advance(*matcher_, generated.data(), static_cast<int>(generated.size()));
 }
 
 int SamplingContext::count(int32_t token) const {
@@ -148,6 +169,21 @@ void process_logits(const float* logits, int vocab, const SamplingParams& params
   assert(temperature >= 0);
   scratch.logits.assign(logits, logits + vocab);
   float* x = scratch.logits.data();
+  if (params.grammar && committed.matcher() && committed.matched()) {
+    grammar::Matcher m = *committed.matcher();  // a copy shares the committed state (matcher.h)
+    // A path the grammar refuses has no probability under its parent's masked row, so no rule
+    // accepts it and its row is never read for the output; it is left unmasked.
+    if (committed.advance(m, path, path_len)) {
+      const grammar::TokenMasker& masker = *params.grammar->masker;
+      assert(params.grammar->vocab->size() <= vocab);
+      scratch.mask.resize(params.grammar->vocab->mask_words());
+      masker.fill_mask(m, scratch.mask.data());
+      const int masked = std::min(vocab, static_cast<int>(params.grammar->vocab->size()));
+      for (int i = 0; i < masked; ++i)
+        if (!(scratch.mask[i / 32] >> (i % 32) & 1u)) x[i] = -std::numeric_limits<float>::infinity();
+      for (int i = masked; i < vocab; ++i) x[i] = -std::numeric_limits<float>::infinity();  // padding ids
+    }
+  }
   for (const auto& [token, bias] : params.logit_bias)
     if (token < vocab) x[token] += bias;
   // A token of the path is penalised once, where it first appears, and only if the committed

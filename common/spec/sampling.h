@@ -4,6 +4,10 @@
 // function of the context).
 //
 // For a context c = committed context C + a tree path, and the raw logits ℓ(c):
+//   0. grammar:             ℓ[x] = −∞ for every x the grammar does not allow after c's generated
+//                           tokens (constraint.h: the tokens whose bytes the matcher accepts
+//                           whole; EOS exactly when the output is complete). The law is the
+//                           grammar-masked one, renormalised by the softmax.
 //   1. logit_bias:          ℓ[x] += bias[x]
 //   2. repetition_penalty:  for x in the prompt or the generated tokens of c (Hugging Face's
 //                           definition): ℓ[x] = ℓ[x] > 0 ? ℓ[x] / r : ℓ[x] · r
@@ -20,11 +24,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "constraint.h"
 
 namespace rootspec {
 
@@ -38,26 +46,41 @@ struct SamplingParams {
   int top_k = 0;                                      // ≥ 0; 0: every token
   double top_p = 1;                                   // (0, 1]
   double min_p = 0;                                   // [0, 1]
+  // Structured output compiled for the model's vocabulary (RequestOptions::constraint through
+  // grammar::make_token_constraint): step 0. Null: none.
+  std::shared_ptr<const grammar::TokenConstraint> grammar;
 
   // Any parameter other than the temperature is on: the round then reads raw logit rows and
   // processes each for its own node's path.
   bool processes_rows() const;
-  bool penalises() const;  // repetition, frequency or presence penalty on: rows need the path
+  bool penalises() const;     // repetition, frequency or presence penalty on: rows need the path
+  bool needs_context() const;  // penalises() or a grammar: rows need the SamplingContext
 };
 
 // The first parameter out of range as {field, message} ({"", ""} when none); `vocab` > 0 also
 // checks logit_bias's token ids.
 std::pair<std::string, std::string> check_sampling_params(const SamplingParams& params, int vocab = 0);
 
-// The committed context's statistics that steps 2–3 read: the prompt's tokens and the counts of
-// the generated ones. Grows by each round's emitted tokens (append).
+// The committed context's statistics that steps 0–3 read: the prompt's tokens, the counts of the
+// generated ones, and with a grammar the matcher after the generated tokens. Grows by each round's
+// emitted tokens (append).
 class SamplingContext {
  public:
   SamplingContext() = default;
-  explicit SamplingContext(const std::vector<int32_t>& prompt);
+  explicit SamplingContext(const std::vector<int32_t>& prompt,
+                           std::shared_ptr<const grammar::TokenConstraint> grammar = nullptr);
   void append(const std::vector<int32_t>& generated);
   int count(int32_t token) const;  // among the generated tokens
   bool seen(int32_t token) const;  // in the prompt or generated
+  // The grammar's state after the generated tokens (null without a grammar). matched() is false
+  // once a generated token left the grammar (its bytes refused): the output can no longer match,
+  // and rows are then left unmasked (no token has probability under a mask of a dead state).
+  const grammar::Matcher* matcher() const { return matcher_ ? &*matcher_ : nullptr; }
+  const grammar::TokenConstraint* grammar() const { return grammar_.get(); }
+  bool matched() const { return matched_; }
+  // The grammar's state after the generated tokens and then path[0..n); false if a token of the
+  // path is refused (that state is left where the refusal came).
+  bool advance(grammar::Matcher& m, const int32_t* path, int n) const;
   const std::unordered_map<int32_t, int32_t>& counts() const { return counts_; }
   const std::vector<int32_t>& seen_tokens() const { return seen_list_; }
 
@@ -66,6 +89,9 @@ class SamplingContext {
   std::unordered_map<int32_t, int32_t> counts_;  // generated token → occurrences
   std::unordered_set<int32_t> seen_;             // prompt ∪ generated
   std::vector<int32_t> seen_list_;               // seen_'s tokens, in first-seen order
+  std::shared_ptr<const grammar::TokenConstraint> grammar_;
+  std::optional<grammar::Matcher> matcher_;  // with grammar_: after the generated tokens
+  bool matched_ = true;
 };
 
 // Steps 1–3's inputs as flat lists, for a device that processes rows itself (kernels/cuda's
@@ -84,6 +110,7 @@ void sampling_lists(const SamplingParams& params, const SamplingContext& committ
 // Buffers process_logits reuses between calls.
 struct RowScratch {
   std::vector<float> logits;   // [vocab]
+  std::vector<uint32_t> mask;  // [ceil(vocab / 32)] step 0's allowed tokens
   std::vector<float> values;   // [vocab] top_k's selection
   std::vector<int32_t> order;  // [vocab] at most: top_p's probability order
 };

@@ -93,6 +93,8 @@ ChatTemplate ChatTemplate::from_source(const std::string& src, const std::string
       t.name_ = "llama3.1";
     }
     t.generation_switch_ = has(src, "add_generation_prompt");
+    if (!t.knowledge_date_.empty() && has(src, "Environment: ipython") && has(src, "\"parameters\": "))
+      t.tool_format_ = ToolFormat::Llama31Json;
     if (t.bos_.empty() && has(src, "bos_token"))
       throw std::runtime_error(origin + ": llama3 chat template uses bos_token but none is configured");
     return t;
@@ -102,6 +104,7 @@ ChatTemplate ChatTemplate::from_source(const std::string& src, const std::string
     t.thinking_switch_ = has(src, "enable_thinking");
     t.name_ = t.thinking_switch_ ? "qwen3" : "chatml";
     t.default_system_ = find_default_system(src);
+    if (has(src, "<tool_call>") && has(src, "<tools>")) t.tool_format_ = ToolFormat::Hermes;
     return t;
   }
   throw std::runtime_error(origin + ": unknown chat template (supported: llama3, chatml for Qwen2/2.5/3)");
@@ -137,12 +140,94 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path) {
   return from_source(src, bos, path);
 }
 
+namespace {
+
+void python_string(const std::string& s, std::string& out) {
+  out +=
+      nlohmann::ordered_json(utf8_sanitize(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void python_dump(const nlohmann::ordered_json& v, int indent, int depth, std::string& out) {
+  const auto newline = [&](int d) {
+    out += '\n';
+    out.append(static_cast<size_t>(indent * d), ' ');
+  };
+  if (v.is_object() && !v.empty()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, value] : v.items()) {
+      if (!first) out += indent < 0 ? ", " : ",";
+      first = false;
+      if (indent >= 0) newline(depth + 1);
+      python_string(key, out);
+      out += ": ";
+      python_dump(value, indent, depth + 1, out);
+    }
+    if (indent >= 0) newline(depth);
+    out += '}';
+  } else if (v.is_array() && !v.empty()) {
+    out += '[';
+    bool first = true;
+    for (const auto& value : v) {
+      if (!first) out += indent < 0 ? ", " : ",";
+      first = false;
+      if (indent >= 0) newline(depth + 1);
+      python_dump(value, indent, depth + 1, out);
+    }
+    if (indent >= 0) newline(depth);
+    out += ']';
+  } else if (v.is_string()) {
+    python_string(v.get<std::string>(), out);
+  } else if (v.is_number_float()) {
+    // Python's repr of a float keeps a ".0" on integral values (nlohmann's dump does too), but
+    // writes infinities and NaN as Infinity / NaN, which JSON has no text for: nlohmann writes null.
+    out += v.dump();
+  } else {
+    out += v.dump();  // null, true, false, integers, {} and []
+  }
+}
+
+bool has_tool_parts(const std::vector<ChatMessage>& msgs, const ChatOptions& opt) {
+  if (opt.tools.is_array() && !opt.tools.empty()) return true;
+  for (const auto& m : msgs)
+    if (m.role == "tool" || !m.tool_calls.empty()) return true;
+  return false;
+}
+
+const char* kHermesToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+    "function signatures within <tools></tools> XML tags:\n<tools>";
+const char* kHermesToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+std::string hermes_call(const ChatToolCall& c) {
+  return "<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + python_tojson(c.arguments) +
+         "}\n</tool_call>";
+}
+
+}  // namespace
+
+std::string python_tojson(const nlohmann::ordered_json& value, int indent) {
+  std::string out;
+  python_dump(value, indent, 0, out);
+  return out;
+}
+
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& msgs, const ChatOptions& opt) const {
+  const bool tool_format = tool_format_ != ToolFormat::None;
   for (const auto& m : msgs) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" &&
+        !(m.role == "tool" && tool_format)) {
       throw std::invalid_argument("chat template " + name_ + ": unsupported role '" + m.role + "'");
     }
+    if (!m.tool_calls.empty() && m.role != "assistant")
+      throw std::invalid_argument("chat template " + name_ + ": only assistant messages carry tool calls");
   }
+  if (!tool_format && has_tool_parts(msgs, opt))
+    throw std::invalid_argument("chat template " + name_ + " has no tool-call format");
+  const bool tools = opt.tools.is_array() && !opt.tools.empty();
   std::string out;
   if (family_ == Family::llama3) {
     size_t first = 0;
@@ -159,14 +244,37 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& msgs, const Chat
         system = trim(msgs[0].content);
         first = 1;
       }
-      out += bos_ +
-             "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: " + knowledge_date_ +
+      out += bos_ + "<|start_header_id|>system<|end_header_id|>\n\n" +
+             (tools ? "Environment: ipython\n" : "") + "Cutting Knowledge Date: " + knowledge_date_ +
              "\nToday Date: " + date + "\n\n" + system + "<|eot_id|>";
+      if (tools) {  // Meta's default: the tools go into the first user message
+        if (first >= msgs.size())
+          throw std::invalid_argument("chat template " + name_ +
+                                      ": tools need a first user message to be put in");
+        out +=
+            "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with "
+            "a "
+            "JSON for a function call with its proper arguments that best answers the given prompt.\n\n"
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
+            "its value}.Do not use variables.\n\n";
+        for (const auto& t : opt.tools) out += python_tojson(t, 4) + "\n\n";
+        out += trim(msgs[first].content) + "<|eot_id|>";
+        ++first;
+      }
     }
     for (size_t i = first; i < msgs.size(); ++i) {
+      const ChatMessage& m = msgs[i];
       if (i == 0 && knowledge_date_.empty()) out += bos_;  // Llama-3.0 puts BOS on the first message
-      out += "<|start_header_id|>" + msgs[i].role + "<|end_header_id|>\n\n" + trim(msgs[i].content) +
-             "<|eot_id|>";
+      if (!m.tool_calls.empty()) {
+        if (m.tool_calls.size() != 1)
+          throw std::invalid_argument("chat template " + name_ + ": one tool call per assistant message");
+        out += "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"" + m.tool_calls[0].name +
+               "\", \"parameters\": " + python_tojson(m.tool_calls[0].arguments) + "}<|eot_id|>";
+      } else if (m.role == "tool") {
+        out += "<|start_header_id|>ipython<|end_header_id|>\n\n" + python_tojson(m.content) + "<|eot_id|>";
+      } else {
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+      }
     }
     if (opt.add_generation_prompt || !generation_switch_)
       out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -174,8 +282,19 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& msgs, const Chat
   }
 
   const bool first_is_system = !msgs.empty() && msgs[0].role == "system";
-  if (!first_is_system && !default_system_.empty())
+  if (tools) {
+    out += "<|im_start|>system\n";
+    if (thinking_switch_) {  // Qwen3: no default system prompt
+      if (first_is_system) out += msgs[0].content + "\n\n";
+    } else {
+      out += (first_is_system ? msgs[0].content : default_system_) + "\n\n";
+    }
+    out += kHermesToolsHead;
+    for (const auto& t : opt.tools) out += "\n" + python_tojson(t);
+    out += kHermesToolsTail;
+  } else if (!first_is_system && !default_system_.empty()) {
     out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+  }
 
   // Qwen3 keeps reasoning only for assistant turns after the last user turn.
   size_t last_query = msgs.empty() ? 0 : msgs.size() - 1;
@@ -190,8 +309,22 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& msgs, const Chat
   }
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
-    if (m.role != "assistant" || !thinking_switch_) {
+    if (m.role == "tool") {
+      if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
+      continue;
+    }
+    if (i == 0 && first_is_system && tools) continue;  // in the tools' system turn
+    if (m.role != "assistant" || (!thinking_switch_ && m.tool_calls.empty())) {
       out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      continue;
+    }
+    if (!thinking_switch_) {  // Qwen2.5's assistant turn with calls
+      out += "<|im_start|>assistant";
+      if (!m.content.empty()) out += "\n" + m.content;
+      for (const auto& c : m.tool_calls) out += "\n" + hermes_call(c);
+      out += "<|im_end|>\n";
       continue;
     }
     std::string content = m.content, reasoning;
@@ -207,6 +340,10 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& msgs, const Chat
              lstrip(content, "\n");
     } else {
       out += "<|im_start|>assistant\n" + content;
+    }
+    for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+      if (k > 0 || !content.empty()) out += "\n";
+      out += hermes_call(m.tool_calls[k]);
     }
     out += "<|im_end|>\n";
   }

@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "constraint.h"
 #include "stats.h"
 #include "table_decode.h"
 
@@ -15,6 +18,22 @@ namespace rootspec::testing {
 inline const TableModel& law_test_model() {
   static const TableModel m = TableModel::random(5, 2, /*seed=*/20261129, 2.0, 0.5);
   return m;
+}
+
+// A grammar over the law model's vocabulary (structured output, sampling.h step 0): the tokens
+// are the bytes "a", "b", "ab", "c" and EOS (4); the output is one or more of a / b, then an
+// optional "c". Its masks differ along paths: at the start neither "c" nor EOS, after "c" only
+// EOS (a forced token), else every token.
+inline std::shared_ptr<const grammar::TokenConstraint> law_test_grammar() {
+  static const std::shared_ptr<const grammar::TokenConstraint> g = [] {
+    grammar::OutputConstraint c;
+    c.kind = grammar::OutputConstraint::Kind::Grammar;
+    c.text = "root ::= (\"a\" | \"b\")+ \"c\"?";
+    auto vocab = std::make_shared<grammar::TokenVocabulary>(std::vector<std::string>{"a", "b", "ab", "c", ""},
+                                                            /*eos_id=*/4, std::vector<int32_t>{});
+    return grammar::make_token_constraint(c, vocab);
+  }();
+  return g;
 }
 
 // A law test's request and the drafter's pool shape.

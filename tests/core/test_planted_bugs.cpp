@@ -236,5 +236,52 @@ TEST(PlantedSamplingBug, CorrectProcessingPassesTheSameTest) {
   EXPECT_GT(law_p_value(root, hooks), kMinP);
 }
 
+// Planted bugs in the grammar's mask (sampling.h step 0), against test_grammar_law.cpp's law.
+testing::LawCase grammar_config(Rule rule, Verifier verifier, double T, int B) {
+  testing::LawCase c = config_for(rule, verifier, T, B);
+  c.options.sampling.grammar = testing::law_test_grammar();
+  return c;
+}
+
+TEST(PlantedGrammarBug, ATreeRowMaskedWithItsParentsStateIsCaught) {
+  // A tree row's mask is its parent's: the node's own token is not fed to the matcher.
+  RoundHooks hooks;
+  hooks.process = [](bool root, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len, float* out) {
+    real_processing(logits, vocab, o, context, path, root || path_len == 0 ? path_len : path_len - 1, out);
+  };
+  EXPECT_LT(law_p_value(grammar_config(Rule::Draft, Verifier::Residual, 1.0, 8), hooks), kMinP);
+}
+
+TEST(PlantedGrammarBug, EosAllowedBeforeTheOutputIsCompleteIsCaught) {
+  // EOS keeps its unmasked probability where the grammar refuses it (the output incomplete).
+  RoundHooks hooks;
+  hooks.process = [](bool, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len, float* out) {
+    real_processing(logits, vocab, o, context, path, path_len, out);
+    const int32_t eos = o.sampling.grammar->vocab->eos_id();
+    if (out[eos] > 0) return;
+    RequestOptions free_options = o;
+    free_options.sampling.grammar = nullptr;
+    std::vector<float> free_row(vocab);
+    real_processing(logits, vocab, free_options, context, path, path_len, free_row.data());
+    out[eos] = free_row[eos];
+    double total = 0;
+    for (int i = 0; i < vocab; ++i) total += out[i];
+    for (int i = 0; i < vocab; ++i) out[i] = static_cast<float>(out[i] / total);
+  };
+  EXPECT_LT(law_p_value(grammar_config(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
+}
+
+TEST(PlantedGrammarBug, CorrectMaskingPassesTheSameTests) {
+  // The control: the real processing through the same hook passes both cases above.
+  RoundHooks hooks;
+  hooks.process = [](bool, const float* logits, int vocab, const RequestOptions& o,
+                     const SamplingContext& context, const int32_t* path, int path_len,
+                     float* out) { real_processing(logits, vocab, o, context, path, path_len, out); };
+  EXPECT_GT(law_p_value(grammar_config(Rule::Draft, Verifier::Residual, 1.0, 8), hooks), kMinP);
+  EXPECT_GT(law_p_value(grammar_config(Rule::RootDraw, Verifier::Residual, 1.0, 3), hooks), kMinP);
+}
+
 }  // namespace
 }  // namespace rootspec

@@ -410,6 +410,82 @@ TEST(Protocol, BadSamplingParametersNameTheirField) {
             "body.logit_bias[0]");
 }
 
+// Structured output travels in a Generate and a Prefill only when active, every kind by name with
+// its text, whitespace bound and strictness; the defaults stay off the wire.
+TEST(Protocol, GenerateAndPrefillCarryTheConstraintOnlyWhenActive) {
+  using Kind = grammar::OutputConstraint::Kind;
+  GenerateBody g;
+  g.prompt = "hi";
+  const std::string plain = encode(header(MessageType::Generate), g);
+  EXPECT_EQ(plain.find("constraint"), std::string::npos);
+  EXPECT_FALSE(parse(plain).generate().constraint.active());
+  PrefillBody p;
+  p.prompt = {1, 2, 3};
+  EXPECT_EQ(encode(header(MessageType::Prefill), p).find("constraint"), std::string::npos);
+
+  const std::pair<Kind, std::string> kinds[] = {
+      {Kind::JsonObject, ""},
+      {Kind::JsonSchema, R"({"type":"object","properties":{"a":{"type":"integer"}}})"},
+      {Kind::Regex, "[a-c]+x?"},
+      {Kind::Choice, R"(["yes","no"])"},
+      {Kind::Grammar, "root ::= \"a\" | \"b\"\n"}};
+  for (const auto& [kind, text] : kinds) {
+    grammar::OutputConstraint c;
+    c.kind = kind;
+    c.text = text;
+    c.max_whitespace = kind == Kind::JsonSchema ? 2 : 0;
+    c.strict = kind != Kind::JsonObject;
+    g.constraint = p.constraint = c;
+    for (const grammar::OutputConstraint& got :
+         {parse(encode(header(MessageType::Generate), g)).generate().constraint,
+          parse(encode(header(MessageType::Prefill), p)).prefill().constraint}) {
+      EXPECT_EQ(got.kind, kind) << grammar::constraint_kind_name(kind);
+      EXPECT_EQ(got.text, text);
+      EXPECT_EQ(got.max_whitespace, c.max_whitespace);
+      EXPECT_EQ(got.strict, c.strict);
+    }
+  }
+  // The kind goes by name (an enum's number would change meaning with the enum).
+  EXPECT_NE(encode(header(MessageType::Generate), g).find("grammar"), std::string::npos);
+}
+
+TEST(Protocol, BadConstraintsNameTheirField) {
+  auto generate_with = [](const std::function<void(Packer&)>& constraint) {
+    return raw_with_header(kProtocolVersion, "generate", [&](Packer& pk) {
+      pk.pack_map(2), pk.pack("prompt"), pk.pack("hi"), pk.pack("constraint");
+      constraint(pk);
+    });
+  };
+  EXPECT_EQ(
+      field_of_error(generate_with([](auto& pk) { pk.pack_map(1), pk.pack("kind"), pk.pack("yaml"); }), true),
+      "body.constraint.kind");
+  EXPECT_EQ(
+      field_of_error(generate_with([](auto& pk) { pk.pack_map(1), pk.pack("kind"), pk.pack("none"); }), true),
+      "body.constraint.kind")
+      << "an inactive constraint is left out, never sent";
+  EXPECT_EQ(
+      field_of_error(generate_with([](auto& pk) { pk.pack_map(1), pk.pack("text"), pk.pack("a+"); }), true),
+      "body.constraint.kind");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+                             pk.pack_map(2), pk.pack("kind"), pk.pack("json_object");
+                             pk.pack("max_whitespace"), pk.pack(65);
+                           }),
+                           true),
+            "body.constraint.max_whitespace");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+                             pk.pack_map(2), pk.pack("kind"), pk.pack("regex"), pk.pack("text"), pk.pack(7);
+                           }),
+                           true),
+            "body.constraint.text");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) {
+                             pk.pack_map(2), pk.pack("kind"), pk.pack("regex"), pk.pack("flags"),
+                                 pk.pack("i");
+                           }),
+                           true),
+            "body.constraint.flags");
+  EXPECT_EQ(field_of_error(generate_with([](auto& pk) { pk.pack("regex"); }), true), "body.constraint");
+}
+
 std::vector<LogprobEntry> entries_for(const std::vector<int32_t>& tokens) {
   std::vector<LogprobEntry> out;
   for (int32_t t : tokens) {
@@ -468,12 +544,12 @@ TEST(Protocol, DeltaAndDoneCarryOneLogprobEntryPerToken) {
   EXPECT_EQ(body_error(encode(header(MessageType::Done), short_done), &Message::done), "body.logprobs");
 }
 
-// Version 3 added the sampling parameters and logprobs: a version-2 Generate (an older client)
-// is refused whole with an error on "v" that says which side is older, never decoded without
-// the fields it could not send.
+// Version 4 added structured output: a version-3 Generate (an older client) is refused whole with
+// an error on "v" that says which side is older, never decoded without the fields it could not
+// send.
 TEST(Protocol, MessagesOfAnotherVersionAreRefusedOnVNamingTheOlderSide) {
   auto prompt_only = [](Packer& pk) { pk.pack_map(1), pk.pack("prompt"), pk.pack("hi"); };
-  ASSERT_EQ(kProtocolVersion, 3u);
+  ASSERT_EQ(kProtocolVersion, 4u);
   for (const uint32_t v : {kProtocolVersion - 1, kProtocolVersion + 1}) {
     try {
       parse(raw_with_header(v, "generate", prompt_only));
@@ -507,6 +583,10 @@ TEST(Protocol, FuzzSeedsAreOfThisVersionAndDecode) {
   EXPECT_NO_THROW(parse(bytes_of("pool")).pool());
   EXPECT_NO_THROW(parse(bytes_of("prefill")).prefill());
   EXPECT_EQ(parse(bytes_of("prefill-sampling")).prefill().sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(parse(bytes_of("generate-constraint")).generate().constraint.kind,
+            grammar::OutputConstraint::Kind::JsonSchema);
+  EXPECT_EQ(parse(bytes_of("prefill-constraint")).prefill().constraint.kind,
+            grammar::OutputConstraint::Kind::Regex);
   try {
     parse(bytes_of("generate-older-version"));
     ADD_FAILURE() << "an older version decoded";

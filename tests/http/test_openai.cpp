@@ -97,9 +97,8 @@ TEST(OpenAiRequest, BadRequestsNameTheParameter) {
            {H, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
            {H, R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
             "top_logprobs"},
-           {H,
-            R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
-            "response_format"},
+           {H, R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})",
+            "response_format.type"},
            {C, R"({"prompt": "x", "echo": true})", "echo"},
            {C, R"({"prompt": "x", "temprature": 1})", "temprature"},
            {C, R"({"prompt": 7})", "prompt"},
@@ -109,7 +108,7 @@ TEST(OpenAiRequest, BadRequestsNameTheParameter) {
            {C, R"({"prompt": "x", "stream": "yes"})", "stream"},
            {C, R"({"prompt": "x", "seed": -1})", "seed"},
            {H, R"({"messages": []})", "messages"},
-           {H, R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
+           {H, R"({"messages": [{"role": "function", "content": "x"}]})", "messages[0].role"},
            {H, R"({"messages": [{"role": "user", "content": "x"}], "tools": []})", "tools"}}) {
     const HttpError e = refusal(c.ep, c.body);
     EXPECT_EQ(e.status, 400) << c.body;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the HTTP tests' npm peer into a cache OUTSIDE the repository: the official `openai`
-# client (6.x, the last line that runs on Debian 12's Node.js 20). (The Prometheus parser is
+# client (6.x, the last line that runs on Debian 12's Node.js 20), with `zod` (3.x, which its
+# structured-output helper openai/helpers/zod takes) and `ajv` (an independent JSON Schema
+# validator for tool-call arguments). (The Prometheus parser is
 # Debian's python3-prometheus-client, which launch/setup installs.) Idempotent.
 #   cache: $ROOTSPEC_HTTP_PEER, default ${XDG_CACHE_HOME:-$HOME/.cache}/rootspec/npm-http
 # tests/http and bench/http find it by the same rule.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/npm_install.bash"
 dir=${ROOTSPEC_HTTP_PEER:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rootspec/npm-http}
-npm_install_pinned http_peer.sh "$dir" openai@6.49.0
+npm_install_pinned http_peer.sh "$dir" openai@6.49.0 zod@3.25.76 ajv@8.17.1

@@ -2,6 +2,7 @@
 // the package's own tokenizer_config.json; the peer cannot parse Qwen3's template, so Qwen3 and
 // Qwen2.5 are checked against the strings their model cards document (the peer is still asked,
 // and compared with when it can render). Unknown templates are errors naming the file.
+#include "../http/qwen25_template.h"
 #include "chat_template.h"
 #include "peer_fixture.h"
 #include "tokenizer.h"
@@ -326,4 +327,136 @@ TEST(ChatTemplate, Llama31And32MatchPeer) {
   // Llama-3.2 without an explicit date takes today's.
   const auto t32 = ChatTemplate::from_source(llama32_template(), "<|begin_of_text|>", "llama-3.2");
   EXPECT_EQ(t32.apply({{"user", "x"}}).find("26 Jul 2024"), std::string::npos);
+}
+
+// Tools. The JavaScript peer's Jinja engine has no tojson filter, which every tool template uses,
+// so tool rendering is compared with Jinja2 itself, set up as transformers sets it up
+// (tests/tokenizer/jinja_peer.py, Debian's python3-jinja2).
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// A conversation as a client sends it to a template (assistant arguments as objects, as vLLM
+// passes them), and the same as ChatMessages.
+std::vector<ChatMessage> chat_messages(const ojson& msgs) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : msgs) {
+    ChatMessage c{m["role"].get<std::string>(), m.value("content", std::string()), {}};
+    if (m.contains("tool_calls"))
+      for (const auto& t : m["tool_calls"])
+        c.tool_calls.push_back({t["function"]["name"].get<std::string>(), t["function"]["arguments"]});
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Jinja2's renderings of `tmpl` for each conversation (null where the template raised).
+json jinja_render(const std::string& tmpl, const std::vector<ojson>& conversations, const ojson& tools,
+                  const ojson& extra_options) {
+  ojson all = ojson::array();
+  for (const auto& msgs : conversations) {
+    ojson opt = {{"add_generation_prompt", true}, {"bos_token", "<|begin_of_text|>"}};
+    if (!tools.is_null()) opt["tools"] = tools;
+    opt.update(extra_options);
+    all.push_back({{"template", tmpl}, {"messages", msgs}, {"options", opt}});
+  }
+  peer::TempDir tmp;
+  const auto in = std::filesystem::path(tmp.path()) / "cases.json";
+  write(in, all.dump());
+  const std::string cmd = "/usr/bin/python3 " + std::string(ROOTSPEC_SOURCE_DIR) +
+                          "/tests/tokenizer/jinja_peer.py < " + in.string();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << cmd << " (python3-jinja2 is needed)";
+  return json::parse(out);
+}
+
+const ojson& weather_tools() {
+  static const ojson t = ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather — in °C \"quoted\"",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City, e.g. Zürich"},
+                    "days": {"type": "integer", "minimum": 1}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}])");
+  return t;
+}
+
+// Conversations with tools: plain, with calls and results in the history, two calls at once.
+std::vector<ojson> tool_conversations(bool parallel) {
+  std::vector<ojson> out = {
+      ojson::parse(
+          R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Oslo?"}])"),
+      ojson::parse(R"([{"role": "user", "content": "  Weather in Oslo?\n"}])"),
+      ojson::parse(R"([{"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": -3}"}])")};
+  if (parallel)
+    out.push_back(
+        ojson::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "Both, please."},
+        {"role": "assistant", "content": "Calling both.", "tool_calls": [
+          {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Rome"}}},
+          {"id": "b", "type": "function", "function": {"name": "add", "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "sunny"}, {"role": "tool", "tool_call_id": "b", "content": "3"},
+        {"role": "user", "content": "Thanks."}])"));
+  return out;
+}
+
+void expect_tools_match_jinja(const ChatTemplate& tmpl, const std::string& src, bool parallel,
+                              const ojson& extra) {
+  const auto convs = tool_conversations(parallel);
+  for (const bool with_tools : {true, false}) {
+    const ojson tools = with_tools ? weather_tools() : ojson();
+    const json theirs = jinja_render(src, convs, tools, extra);
+    ASSERT_EQ(theirs.size(), convs.size());
+    for (size_t i = 0; i < convs.size(); ++i) {
+      ChatOptions opt;
+      opt.enable_thinking = extra.value("enable_thinking", true);
+      opt.tools = tools;
+      ASSERT_FALSE(theirs[i].is_null()) << "case " << i;
+      EXPECT_EQ(tmpl.apply(chat_messages(convs[i]), opt), theirs[i].get<std::string>())
+          << tmpl.name() << " case " << i << (with_tools ? " with tools" : " without tools");
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ChatTemplateTools, Qwen25MatchesJinja) {
+  const auto tmpl = ChatTemplate::from_source(rootspec::testing::k_qwen25_template, "", "qwen2.5");
+  EXPECT_EQ(tmpl.tool_format(), ToolFormat::Hermes);
+  expect_tools_match_jinja(tmpl, rootspec::testing::k_qwen25_template, true, ojson::object());
+}
+
+TEST(ChatTemplateTools, Qwen3MatchesJinja) {
+  const std::string cfg = peer::model_dir("qwen3") + "/tokenizer_config.json";
+  const auto tmpl = ChatTemplate::from_tokenizer_config(cfg);
+  EXPECT_EQ(tmpl.tool_format(), ToolFormat::Hermes);
+  const std::string src = json::parse(peer::read_file(cfg))["chat_template"].get<std::string>();
+  expect_tools_match_jinja(tmpl, src, true, {{"enable_thinking", false}});
+}
+
+TEST(ChatTemplateTools, Llama31MatchesJinja) {
+  const auto tmpl = ChatTemplate::from_source(k_llama31_template, "<|begin_of_text|>", "llama-3.1");
+  EXPECT_EQ(tmpl.tool_format(), ToolFormat::Llama31Json);
+  expect_tools_match_jinja(tmpl, k_llama31_template, false, ojson::object());
+  // Meta's template writes one call per assistant message: two are refused, as it raises.
+  ChatMessage two{"assistant", "", {{"a", ojson::object()}, {"b", ojson::object()}}};
+  EXPECT_THROW(tmpl.apply({{"user", "x"}, two}), std::invalid_argument);
+}
+
+TEST(ChatTemplateTools, TemplatesWithoutToolFormatRefuseTools) {
+  const auto llama3 =
+      ChatTemplate::from_tokenizer_config(peer::model_dir("llama3") + "/tokenizer_config.json");
+  EXPECT_EQ(llama3.tool_format(), ToolFormat::None);
+  ChatOptions opt;
+  opt.tools = weather_tools();
+  EXPECT_THROW(llama3.apply({{"user", "x"}}, opt), std::invalid_argument);
+  EXPECT_THROW(llama3.apply({{"user", "x"}, {"tool", "3"}}), std::invalid_argument);
+  // Qwen2.5's non-tool part alone has no tool format either.
+  const auto plain = ChatTemplate::from_source("<|im_start|>{{ m }}<|im_end|>", "", "plain");
+  EXPECT_EQ(plain.tool_format(), ToolFormat::None);
+  EXPECT_THROW(plain.apply({{"user", "x"}}, opt), std::invalid_argument);
 }

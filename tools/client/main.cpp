@@ -2,6 +2,8 @@
 //   rootspec-client --endpoint tcp://127.0.0.1:5600 --prompt "Hello" [--json] [options]
 //   rootspec-client --prompt-ids 1,2,3 --rule root-draw --budget 8 --temperature 1 --seed 7
 //   rootspec-client --prompt "Hi" --temperature 0.8 --top-p 0.9 --logit-bias 13=-100 --logprobs 5 --json
+//   rootspec-client --prompt "A colour?" --json-schema colour.json     (structured output: also
+//       --json-object, --regex PATTERN, --choice A,B, --grammar FILE.gbnf, --max-whitespace N)
 //   rootspec-client --shutdown          (stops the pair)
 // Exit codes: 0 done, 1 the server answered Error or went away, 2 bad options.
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "constraint_flags.h"
 #include "protocol.h"
 #include "token_ids.h"
 #include "transport.h"
@@ -145,6 +148,8 @@ int main(int argc, char** argv) {
                  "processed: the law the tokens are drawn from; raw: the target's own at T = 1; default: the "
                  "server's")
       ->check(CLI::IsMember({"processed", "raw"}));
+  ConstraintFlags constraint;
+  constraint.add_to(app);
   app.add_flag("--no-stream", no_stream, "no Delta messages, only the final result");
   app.add_flag("--no-stop-at-eos", no_stop, "keep decoding past EOS up to --max-new-tokens");
   app.add_flag("--ids", ids, "print token ids as they stream instead of text");
@@ -166,6 +171,7 @@ int main(int argc, char** argv) {
     if (pp->count()) g.presence_penalty = presence;
     if (fp->count()) g.frequency_penalty = frequency;
     if (rp->count()) g.repetition_penalty = repetition;
+    g.constraint = constraint.constraint();
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::cerr << "rootspec-client: " << e.what() << "\n";

@@ -3,6 +3,8 @@
 //
 //   rootspec-generate --target T --drafter D --prompt-ids 1,2,3 --max-new-tokens 32
 //       --rule root-draw --verifier tev --budget 59 --temperature 1 --seed 7 --json
+//   … --regex '[a-z]+' | --json-schema FILE | --json-object | --choice A,B | --grammar FILE:
+//       structured output, compiled with the target folder's tokenizer as the target daemon does
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -13,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../client/constraint_flags.h"
 #include "generate.h"
+#include "grammar_vocabulary.h"
 #include "token_ids.h"
 
 namespace {
@@ -46,7 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--drafter", drafter_dir, "drafter model folder (needed by every rule but ar)");
   app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated")->required();
   app.add_option("--max-new-tokens", o.max_new_tokens, "tokens to generate")->capture_default_str();
-  app.add_option("--rule", rule, "ar | auto | draft | root | root-draw | pearl | pearl-top1")->capture_default_str();
+  app.add_option("--rule", rule, "ar | auto | draft | root | root-draw | pearl | pearl-top1")
+      ->capture_default_str();
   app.add_option("--verifier", verifier, "greedy | residual | predraw | tev | rheo")->capture_default_str();
   app.add_option("--budget", o.budget, "B: most tree nodes per round")->capture_default_str();
   app.add_option("--temperature", o.temperature, "0 = greedy")->capture_default_str();
@@ -59,21 +64,30 @@ int main(int argc, char** argv) {
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at the target's EOS ids");
   app.add_option("--device", device, "cpu | cuda | cuda:N (the Cuda backend)")->capture_default_str();
   app.add_flag("--cuda-eager", cuda_eager, "on a cuda device: run every pass eagerly (no CUDA graphs)");
-  app.add_option("--dtype", dtype, "float32 | float16 | bfloat16, both models (on the CPU float16 is float16 weights, float32 arithmetic)");
+  app.add_option("--dtype", dtype,
+                 "float32 | float16 | bfloat16, both models (on the CPU float16 is float16 weights, float32 "
+                 "arithmetic)");
   app.add_option("--threads", threads, "torch intra-op threads");
   app.add_flag("--json", json, "print tokens and per-round statistics as JSON");
   // The processed target law (sampling.h); --top-k above is the pool's, so the row cut is --sample-top-k.
   app.add_option("--sample-top-k", o.sampling.top_k, "keep the k most probable tokens (0 = off)");
   app.add_option("--top-p", o.sampling.top_p, "keep the most probable tokens up to this mass (1 = off)");
-  app.add_option("--min-p", o.sampling.min_p, "keep tokens at least this share of the most probable (0 = off)");
+  app.add_option("--min-p", o.sampling.min_p,
+                 "keep tokens at least this share of the most probable (0 = off)");
   app.add_option("--presence-penalty", o.sampling.presence_penalty, "[-2, 2], over the generated tokens");
-  app.add_option("--frequency-penalty", o.sampling.frequency_penalty, "[-2, 2], per occurrence in the generated tokens");
+  app.add_option("--frequency-penalty", o.sampling.frequency_penalty,
+                 "[-2, 2], per occurrence in the generated tokens");
   app.add_option("--repetition-penalty", o.sampling.repetition_penalty, "> 0 (Hugging Face's; 1 = off)");
   std::vector<std::string> logit_bias;
   app.add_option("--logit-bias", logit_bias, "ID=BIAS, added to the token's logit, [-100, 100] (repeatable)");
-  app.add_option("--logprobs", o.logprobs, "each token's logprob and its K best alternatives (0-20; -1 = none)");
-  app.add_flag("--logprobs-raw", o.logprobs_raw, "logprobs of the raw target law instead of the processed one");
-  app.add_flag("--drafter-unprocessed", drafter_unprocessed, "raw draft rows, not processed by the sampling parameters");
+  app.add_option("--logprobs", o.logprobs,
+                 "each token's logprob and its K best alternatives (0-20; -1 = none)");
+  app.add_flag("--logprobs-raw", o.logprobs_raw,
+               "logprobs of the raw target law instead of the processed one");
+  app.add_flag("--drafter-unprocessed", drafter_unprocessed,
+               "raw draft rows, not processed by the sampling parameters");
+  ConstraintFlags constraint_flags;
+  constraint_flags.add_to(app);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -90,7 +104,8 @@ int main(int argc, char** argv) {
     o.stop_at_eos = !ignore_eos;
     for (const std::string& item : logit_bias) {
       const size_t eq = item.find('=');
-      if (eq == std::string::npos) throw std::invalid_argument("--logit-bias '" + item + "': expected ID=BIAS");
+      if (eq == std::string::npos)
+        throw std::invalid_argument("--logit-bias '" + item + "': expected ID=BIAS");
       o.sampling.logit_bias.emplace_back(std::stoi(item.substr(0, eq)), std::stof(item.substr(eq + 1)));
     }
     std::sort(o.sampling.logit_bias.begin(), o.sampling.logit_bias.end());
@@ -113,6 +128,21 @@ int main(int argc, char** argv) {
       drafter = std::make_unique<ModelRuntime>(drafter_dir, drafter_options);
     }
 
+    o.constraint = constraint_flags.constraint();
+    if (o.constraint.active()) {
+      // As the target daemon compiles it (target_proc/generate_request.cpp): the target folder's
+      // tokenizer, its first EOS id that the tokenizer has.
+      const auto vocab =
+          grammar_vocabulary(*load_tokenizer(target_dir), target.config().eos_token_ids, target.vocab_size());
+      if (vocab->eos_id() < 0)
+        throw std::invalid_argument(
+            "the target's tokenizer has none of its EOS tokens: structured output needs one");
+      try {
+        o.sampling.grammar = grammar::make_token_constraint(o.constraint, vocab);
+      } catch (const grammar::GrammarError& e) {
+        throw std::invalid_argument(e.field + ": " + e.what());
+      }
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (const OptionProblem p = check_request_options(o, target.vocab_size()))
       throw std::invalid_argument("--" + p.option + ": " + p.message);

@@ -1,0 +1,109 @@
+// Structured output and tool calls through the official `openai` npm client (tests/prepare/http_peer.sh
+// installs it with zod and ajv; NODE_PATH points there):
+//
+//   node structured_peer.cjs zod <baseURL> <seeds>    chat.completions.parse with zodResponseFormat,
+//                                                     and the same request streamed (.stream)
+//   node structured_peer.cjs tools <baseURL> <seeds>  tool_choice "required" / a named function,
+//                                                     plain and streamed
+//
+// One JSON line per seed: {"seed", "ok", "why", …}. ok: the answer parses and validates (zod's own
+// safeParse; ajv against each function's parameters) and the stream's final completion equals
+// the plain one (content, parsed value, tool calls' names and arguments, finish_reason).
+'use strict';
+
+const schemaOf = {
+  get_weather: {
+    type: 'object',
+    properties: { city: { type: 'string', maxLength: 8 }, unit: { enum: ['c', 'f'] } },
+    required: ['city', 'unit'],
+    additionalProperties: false,
+  },
+  pick: {
+    type: 'object',
+    properties: { x: { enum: [1, 2, 3] }, flag: { type: 'boolean' }, note: { type: 'string', maxLength: 4 } },
+    required: ['x', 'flag'],
+    additionalProperties: false,
+  },
+};
+const tools = Object.entries(schemaOf).map(([name, parameters]) => ({
+  type: 'function',
+  function: { name, description: 'test function ' + name, parameters, strict: true },
+}));
+
+function calls(message) {
+  return (message.tool_calls || []).map((c) => ({ type: c.type, name: c.function.name, arguments: c.function.arguments }));
+}
+
+async function main() {
+  const [cmd, url, seeds] = process.argv.slice(2);
+  const OpenAI = require('openai');
+  const client = new OpenAI({ baseURL: url + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+  const messages = [{ role: 'user', content: 'Answer, please.' }];
+  for (let seed = 1; seed <= Number(seeds); ++seed) {
+    const out = { seed, ok: false, why: '' };
+    try {
+      if (cmd === 'zod') {
+        const { z } = require('zod');
+        const { zodResponseFormat } = require('openai/helpers/zod');
+        const Answer = z.object({
+          // A pattern, not .max(n): zod counts UTF-16 code units where JSON Schema's maxLength
+          // counts code points, so an emoji would be 2 for zod and 1 for the schema.
+          city: z.string().regex(/^[a-z ]{0,12}$/),
+          unit: z.enum(['c', 'f']),
+          sunny: z.boolean(),
+          tags: z.array(z.enum(['a', 'b'])).max(3),
+        });
+        const params = { model: 'target', messages, max_tokens: 400, temperature: 1, seed,
+                         response_format: zodResponseFormat(Answer, 'answer') };
+        const plain = await client.chat.completions.parse(params);
+        const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+        const m = plain.choices[0].message;
+        out.content = m.content;
+        out.finish_reason = plain.choices[0].finish_reason;
+        out.stream_content = streamed.choices[0].message.content;
+        const check = Answer.safeParse(m.parsed);
+        if (m.parsed == null) out.why = 'no parsed value';
+        else if (!check.success) out.why = 'zod: ' + check.error.message;
+        else if (out.finish_reason !== 'stop') out.why = 'finish_reason ' + out.finish_reason;
+        else if (out.stream_content !== m.content || JSON.stringify(streamed.choices[0].message.parsed) !== JSON.stringify(m.parsed))
+          out.why = 'the stream differs';
+        else out.ok = true;
+      } else if (cmd === 'tools') {
+        const Ajv = require('ajv');
+        const ajv = new Ajv({ strict: false });
+        const validate = Object.fromEntries(Object.entries(schemaOf).map(([n, s]) => [n, ajv.compile(s)]));
+        // Odd seeds: any function ("required"); even seeds: the named one.
+        const tool_choice = seed % 2 ? 'required' : { type: 'function', function: { name: 'pick' } };
+        const params = { model: 'target', messages, max_tokens: 300, temperature: 1, seed, tools, tool_choice,
+                         parallel_tool_calls: false };
+        const plain = await client.chat.completions.create(params);
+        const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+        const m = plain.choices[0].message;
+        out.calls = calls(m);
+        out.content = m.content;
+        out.finish_reason = plain.choices[0].finish_reason;
+        out.stream_calls = calls(streamed.choices[0].message);
+        const bad = out.calls.filter((c) => !validate[c.name] || !validate[c.name](JSON.parse(c.arguments)));
+        if (out.calls.length !== 1) out.why = out.calls.length + ' calls';
+        else if (bad.length) out.why = 'invalid arguments: ' + JSON.stringify(bad) + ' ' + ajv.errorsText(validate[bad[0].name] && validate[bad[0].name].errors);
+        else if (seed % 2 === 0 && out.calls[0].name !== 'pick') out.why = 'not the named function';
+        else if (out.finish_reason !== 'tool_calls' || streamed.choices[0].finish_reason !== 'tool_calls')
+          out.why = 'finish_reason ' + out.finish_reason + ' / ' + streamed.choices[0].finish_reason;
+        else if (m.content !== null) out.why = 'content beside the call: ' + JSON.stringify(m.content);
+        else if (JSON.stringify(out.stream_calls) !== JSON.stringify(out.calls)) out.why = 'the stream differs';
+        else if (!/^call_/.test(m.tool_calls[0].id)) out.why = 'call id ' + m.tool_calls[0].id;
+        else out.ok = true;
+      } else {
+        throw new Error('unknown command ' + cmd);
+      }
+    } catch (e) {
+      out.why = 'error: ' + (e.status || '') + ' ' + e.message;
+    }
+    process.stdout.write(JSON.stringify(out) + '\n');
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(String(e.stack || e) + '\n');
+  process.exit(1);
+});
