@@ -26,11 +26,12 @@ def speedups(summary):
 base = speedups(runs["none"]) if "none" in runs else {}
 print("| parameters | T | decoder | tok/s | speedup over `ar` [95%] | accepted per round | speedup ÷ unprocessed speedup |")
 print("|---|---|---|---|---|---|---|")
-order = ["none", "presence", "frequency", "repetition", "logit_bias", "top_k", "top_p", "min_p", "all"]
+order = ["none", "json_schema", "presence", "frequency", "repetition", "logit_bias", "top_k", "top_p", "min_p", "all"]
 for name in order + sorted(set(runs) - set(order)):
     if name not in runs:
         continue
-    sampling = runs[name]["run"].get("sampling", "") or "none"
+    run = runs[name]["run"]
+    sampling = run.get("sampling", "") or (run.get("constraint", "none") if run.get("constraint") != "none" else "none")
     for (decoder, t), (tps, s, lo, hi, acc) in sorted(speedups(runs[name]).items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ref = base.get((decoder, t))
         rel = f"{s / ref[1]:.2f}" if ref and name != "none" else "—"

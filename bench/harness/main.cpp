@@ -47,6 +47,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../../tools/client/constraint_flags.h"
 #include "bench_order.h"
 #include "bench_stats.h"
 #include "concurrency.h"
@@ -352,9 +353,10 @@ void apply_sampling(const std::string& spec, GenerateBody& body) {
 // The body of prompt p's decode of grid point g (`seed` its sampling seed).
 GenerateBody request_body(const BenchPrompt& p, const GridPoint& g, int max_new_tokens,
                           const std::string& verifier, uint64_t seed, bool stream,
-                          const std::string& sampling) {
+                          const std::string& sampling, const grammar::OutputConstraint& constraint) {
   GenerateBody body;
   apply_sampling(sampling, body);
+  body.constraint = constraint;
   if (p.has_ids) {
     body.prompt_ids = p.prompt_ids;
     body.has_prompt_ids = true;
@@ -429,6 +431,8 @@ int main(int argc, char** argv) {
   app.add_option("--sampling", sampling,
                  "sampling parameters of every request, KEY=VALUE,…: top_k, top_p, min_p, presence_penalty, "
                  "frequency_penalty, repetition_penalty, logit_bias=ID:BIAS (repeatable)");
+  ConstraintFlags constraint_flags;  // structured output of every request (constraint.h)
+  constraint_flags.add_to(app);
   app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")
       ->capture_default_str();
   app.add_option("--repeats", repeats,
@@ -457,6 +461,7 @@ int main(int argc, char** argv) {
 
   std::vector<BenchPrompt> prompts;
   std::vector<GridPoint> grid;
+  grammar::OutputConstraint constraint;
   try {
     app.parse(argc, argv);
     if (endpoint.empty() && launch_config.empty())
@@ -473,6 +478,8 @@ int main(int argc, char** argv) {
     try {
       GenerateBody checked;
       apply_sampling(sampling, checked);  // a typo fails before the pair starts
+      constraint = constraint_flags.constraint();
+      if (constraint.active()) grammar::compile_output_constraint(constraint);  // …and so does a bad grammar
       grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s),
                          parse_budgets(budgets_s));
       prompts = load_prompt_set(prompts_path);
@@ -607,8 +614,9 @@ int main(int argc, char** argv) {
               f.t.sent_s = now_s();
               if (!it.warmup && level_start < 0) level_start = f.t.sent_s;
               warm_flying += it.warmup;
-              flying.emplace(
-                  client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true, sampling)), f);
+              flying.emplace(client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true,
+                                                      sampling, constraint)),
+                             f);
               ++next;
             }
             client.poll(100, [&](const Message& m, double at) {
@@ -740,9 +748,10 @@ int main(int argc, char** argv) {
       if (g_interrupted || gone) break;
       const BenchPrompt& p = prompts[static_cast<size_t>(item.prompt)];
       const GridPoint& g = grid[static_cast<size_t>(item.combination)];
-      const GenerateBody body = request_body(
-          p, g, max_new_tokens, verifier,
-          decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream, sampling);
+      const GenerateBody body =
+          request_body(p, g, max_new_tokens, verifier,
+                       decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream,
+                       sampling, constraint);
       Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
       if (o.kind == Outcome::kInterrupted) break;
       if (o.kind == Outcome::kDone) {
@@ -805,6 +814,7 @@ int main(int argc, char** argv) {
   run["max_new_tokens"] = max_new_tokens;
   run["verifier"] = verifier.empty() ? "server default" : verifier;
   run["sampling"] = sampling;
+  run["constraint"] = grammar::constraint_kind_name(constraint.kind);
   run["seed"] = seed;
   run["wall_s"] = wall_s;
   run["interrupted"] = interrupted;
