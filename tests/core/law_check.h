@@ -36,6 +36,30 @@ inline std::shared_ptr<const grammar::TokenConstraint> law_test_grammar() {
   return g;
 }
 
+// The table's drafter for a hand-driven run_round: a pool below the committed context, grown
+// from the table's own draft rows (unprocessed: under a grammar its pools hold refused tokens,
+// as a drafter that does not process its rows would grow).
+class TableRoundDrafter : public RoundDrafter {
+ public:
+  TableRoundDrafter(const TableModel& model, const PoolShape& shape, uint64_t seed)
+      : model_(model), shape_(shape), committed_(model.context()), rng_(seed) {}
+  const Pool& wait_pool(RoundRecord&) override {
+    TableDrafter drafter(model_, committed_);
+    grow_pool(drafter, shape_, pool_, &rng_);
+    return pool_;
+  }
+  void round_done(const std::vector<int32_t>& tokens, bool) override {
+    committed_.insert(committed_.end(), tokens.begin(), tokens.end());
+  }
+
+ private:
+  const TableModel& model_;
+  PoolShape shape_;
+  std::vector<int32_t> committed_;
+  Rng rng_;
+  Pool pool_;
+};
+
 // A law test's request and the drafter's pool shape.
 struct LawCase {
   RequestOptions options;

@@ -192,28 +192,6 @@ TEST(GrammarLaw, EveryMemberOfAMixedBatchFollowsItsOwnMaskedLaw) {
   }
 }
 
-// The table's drafter for a hand-driven run_round, proposing from its own unmasked rows: its
-// pools hold tokens the grammar refuses, as a drafter that does not process its rows would.
-class UnmaskedTableDrafter : public RoundDrafter {
- public:
-  UnmaskedTableDrafter(const TableModel& model, const PoolShape& shape)
-      : model_(model), shape_(shape), committed_(model.context()) {}
-  const Pool& wait_pool(RoundRecord&) override {
-    TableDrafter drafter(model_, committed_);
-    grow_pool(drafter, shape_, pool_, &rng_);
-    return pool_;
-  }
-  void round_done(const std::vector<int32_t>& tokens, bool) override {
-    committed_.insert(committed_.end(), tokens.begin(), tokens.end());
-  }
-
- private:
-  const TableModel& model_;
-  PoolShape shape_;
-  std::vector<int32_t> committed_;
-  Rng rng_{11};
-  Pool pool_;
-};
 
 struct TreeAudit {
   int tree_nodes = 0, refused_nodes = 0, pruned = 0;
@@ -229,7 +207,7 @@ TreeAudit audit_trees(const RoundHooks& base_hooks) {
       testing::LawCase c = grammar_case(rule, Verifier::Residual, 1.0, 8);
       c.shape = PoolShape{4, 4, 3};
       TableScorer target(model, std::vector<int32_t>(model.context().begin(), model.context().end() - 1));
-      UnmaskedTableDrafter drafter(model, c.shape);
+      testing::TableRoundDrafter drafter(model, c.shape, 11);  // unmasked pools
       SamplingContext context(model.context(), testing::law_test_grammar());
       RoundHooks hooks = base_hooks;
       hooks.plan = [&](Rule r, const SelectionInputs& in, int32_t root_token, Rng& rng) {

@@ -204,27 +204,6 @@ TEST(SamplingLaw, EveryMemberOfAMixedBatchFollowsItsOwnProcessedLaw) {
   }
 }
 
-// The table's drafter for a hand-driven run_round: a pool below the committed context.
-class TableRoundDrafterForTest : public RoundDrafter {
- public:
-  TableRoundDrafterForTest(const TableModel& model, const PoolShape& shape)
-      : model_(model), shape_(shape), committed_(model.context()) {}
-  const Pool& wait_pool(RoundRecord&) override {
-    TableDrafter drafter(model_, committed_);
-    grow_pool(drafter, shape_, pool_, &rng_);
-    return pool_;
-  }
-  void round_done(const std::vector<int32_t>& tokens, bool) override {
-    committed_.insert(committed_.end(), tokens.begin(), tokens.end());
-  }
-
- private:
-  const TableModel& model_;
-  PoolShape shape_;
-  std::vector<int32_t> committed_;
-  Rng rng_{3};
-  Pool pool_;
-};
 
 // Logprobs come from the rows the round already has: each token a speculative round emits has
 // the logprob, and its row the alternatives, that plain decoding reports after the same context.
@@ -242,7 +221,7 @@ TEST(SamplingLaw, LogprobsOfEveryRuleEqualPlainDecodingsForTheSameTokens) {
         c.options.logprobs = V;  // every token with a probability: the plain row's list holds each one
         c.options.logprobs_raw = raw;
         TableScorer target(model, std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
-        TableRoundDrafterForTest drafter(model, c.shape);
+        testing::TableRoundDrafter drafter(model, c.shape, 3);
         SamplingContext context(prompt);
         Rng rng(77);
         std::vector<int32_t> generated;

@@ -205,6 +205,21 @@ cuda::RowLawLists row_law_lists(LawCase& c) {
   return l;
 }
 
+// processed_rows on the device for `staging`'s laws and paths over logits [rows, vocab]; the rows
+// it made, in host memory.
+std::vector<float> processed_on_device(const cuda::RowPathsStaging& staging, const std::vector<float>& logits,
+                                       int rows, int vocab) {
+  std::vector<char> host(staging.bytes());
+  DeviceArray<char> device(std::vector<char>(staging.bytes()));
+  cudaError_t status = cudaSuccess;
+  const cuda::RowPaths paths = staging.upload(host.data(), device.ptr, nullptr, &status);
+  check(status, "the laws' upload");
+  DeviceArray<float> dl(logits);
+  DeviceArray<float> dout{std::vector<float>(static_cast<size_t>(rows) * vocab)};
+  check(cuda::processed_rows(dl.ptr, rows, vocab, paths, dout.ptr, nullptr), "processed_rows");
+  return dout.host();
+}
+
 // processed_rows against process_logits, row by row: each row its own law and path (repeats on
 // the path, tokens both in C and on the path), ties at top_k's and top_p's thresholds, and T = 0
 // where the penalties move the argmax. Same support, probabilities within float rounding.
@@ -242,15 +257,7 @@ TEST(CudaKernels, ProcessedRowsMatchTheHostProcessedLaw) {
       const auto& path = paths[r % paths.size()];
       staging.add_row(row_law[r], path.data(), static_cast<int>(path.size()));
     }
-    std::vector<char> host(staging.bytes());
-    DeviceArray<char> device(std::vector<char>(staging.bytes()));
-    cudaError_t status = cudaSuccess;
-    const cuda::RowPaths rp = staging.upload(host.data(), device.ptr, nullptr, &status);
-    CUDA_OK(status);
-    DeviceArray<float> dl(logits);
-    DeviceArray<float> dout(std::vector<float>(logits.size()));
-    CUDA_OK(cuda::processed_rows(dl.ptr, rows, vocab, rp, dout.ptr, nullptr));
-    const std::vector<float> got = dout.host();
+    const std::vector<float> got = processed_on_device(staging, logits, rows, vocab);
     RowScratch scratch;
     std::vector<float> want(vocab);
     for (int r = 0; r < rows; ++r) {
@@ -288,18 +295,11 @@ TEST(CudaKernels, ProcessedRowsOfAParentsPathDifferFromTheNodesOwn) {
   cuda::RowPathsStaging staging;
   staging.add_law(row_law_lists(c));
   staging.add_row(0, own.data(), 1);  // the parent's path
-  std::vector<char> host(staging.bytes());
-  DeviceArray<char> device(std::vector<char>(staging.bytes()));
-  cudaError_t status = cudaSuccess;
-  const cuda::RowPaths rp = staging.upload(host.data(), device.ptr, nullptr, &status);
-  CUDA_OK(status);
-  DeviceArray<float> dl(logits);
-  DeviceArray<float> dout{std::vector<float>(vocab)};
-  CUDA_OK(cuda::processed_rows(dl.ptr, 1, vocab, rp, dout.ptr, nullptr));
+  const std::vector<float> got = processed_on_device(staging, logits, 1, vocab);
   std::vector<float> want(vocab);
   RowScratch scratch;
   process_logits(logits.data(), vocab, c.params, 1.0, c.context, own.data(), 2, want.data(), scratch);
-  EXPECT_GT(std::fabs(dout.host()[42] - want[42]), 0.01f) << "a parent's path must not pass for the node's";
+  EXPECT_GT(std::fabs(got[42] - want[42]), 0.01f) << "a parent's path must not pass for the node's";
 }
 
 TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
