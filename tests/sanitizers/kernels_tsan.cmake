@@ -17,6 +17,7 @@ include(GoogleTest)
 enable_testing()
 set(ROOTSPEC_TEST_ENVIRONMENT "ROOTSPEC_CUDA_ON_CPU_DEVICES=2")
 add_subdirectory(common/base)
+add_subdirectory(common/grammar)  # rootspec_spec links it (the processed law's grammar mask)
 add_subdirectory(common/spec)
 add_subdirectory(kernels)
 add_subdirectory(common/model)  # rootspec_model_files only
