@@ -220,7 +220,7 @@ std::shared_ptr<const grammar::TokenConstraint> DrafterServer::draft_constraint(
   std::string why = no_grammar_why_;
   if (grammar_vocab_) {
     try {
-      return grammar::make_token_constraint(c, grammar_vocab_);
+      return grammar::cached_token_constraint(c, grammar_vocab_);
     } catch (const std::exception& e) {  // GrammarError, or a grammar too ambiguous to match
       why = std::string("the constraint does not compile here: ") + e.what();
     }

@@ -13,7 +13,7 @@ std::shared_ptr<const grammar::TokenConstraint> compile_constraint(
     throw ProtocolError("constraint",
                         "this model's tokenizer has none of its EOS tokens: structured output needs one");
   try {
-    return grammar::make_token_constraint(c, vocab);
+    return grammar::cached_token_constraint(c, vocab);
   } catch (const grammar::GrammarError& e) {
     throw ProtocolError(e.field, e.what());
   }

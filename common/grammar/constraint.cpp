@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <list>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "json_schema.h"
@@ -73,6 +76,36 @@ std::shared_ptr<const TokenConstraint> make_token_constraint(const OutputConstra
   out->vocab = std::move(vocab);
   out->masker = std::make_shared<TokenMasker>(out->grammar, out->vocab);
   return out;
+}
+
+std::shared_ptr<const TokenConstraint> cached_token_constraint(const OutputConstraint& constraint,
+                                                               std::shared_ptr<const TokenVocabulary> vocab,
+                                                               const Limits& limits) {
+  constexpr size_t kEntries = 64;
+  static std::mutex mutex;
+  static std::list<std::pair<std::string, std::shared_ptr<const TokenConstraint>>>
+      recent;  // most recent first
+  const std::string key = std::to_string(static_cast<int>(constraint.kind)) + '/' +
+                          std::to_string(constraint.max_whitespace) + '/' + (constraint.strict ? "1" : "0") +
+                          '/' + std::to_string(reinterpret_cast<uintptr_t>(vocab.get())) + '/' +
+                          std::to_string(limits.max_source_bytes) + '/' + std::to_string(limits.max_rules) +
+                          '/' + std::to_string(limits.max_elements) + '/' +
+                          std::to_string(limits.max_compile_ms) + '/' + constraint.text;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = recent.begin(); it != recent.end(); ++it)
+      if (it->first == key) {
+        recent.splice(recent.begin(), recent, it);
+        return it->second;
+      }
+  }
+  // Compiled outside the lock: another thread's compile of the same constraint at worst repeats it.
+  std::shared_ptr<const TokenConstraint> compiled =
+      make_token_constraint(constraint, std::move(vocab), limits);
+  const std::lock_guard<std::mutex> lock(mutex);
+  recent.emplace_front(key, compiled);
+  if (recent.size() > kEntries) recent.pop_back();
+  return compiled;
 }
 
 }  // namespace rootspec::grammar

@@ -50,4 +50,12 @@ std::shared_ptr<const TokenConstraint> make_token_constraint(const OutputConstra
                                                              std::shared_ptr<const TokenVocabulary> vocab,
                                                              const Limits& limits = {});
 
+// make_token_constraint through a process-wide cache of the most recently used constraints (by
+// kind, text, options, vocabulary and limits): a server compiles a schema its clients repeat once,
+// and the masker's per-state splits and mask cache (token_mask.h) serve every request that shares
+// it. Errors are not cached. Thread-safe.
+std::shared_ptr<const TokenConstraint> cached_token_constraint(const OutputConstraint& constraint,
+                                                               std::shared_ptr<const TokenVocabulary> vocab,
+                                                               const Limits& limits = {});
+
 }  // namespace rootspec::grammar
