@@ -2,8 +2,11 @@
 // against the exact target joint (chi-square with pooled small cells).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,6 +109,14 @@ inline ChiSquareResult first_tokens_law(const TableModel& model, const LawCase& 
     counts[index] += 1;
   }
   return chi_square_test(counts, exact);
+}
+
+// The law test of one case on law_test_model(): prints its p-value and fails below min_p.
+inline void expect_first_tokens_law(const LawCase& c, int n, int runs, uint64_t seed, double min_p) {
+  const ChiSquareResult result = first_tokens_law(law_test_model(), c, n, runs, seed);
+  std::printf("  chi-square p-value %.3g\n", result.p_value);
+  EXPECT_GT(result.p_value, min_p) << "chi2 " << result.statistic << " on " << result.dof
+                                   << " dof, impossible " << result.impossible;
 }
 
 // Runs `runs` decodes of a mixed batch through table_decode_batch, i.e. through
