@@ -33,15 +33,11 @@ void RuntimeDrafter::row_of(const Pool& pool, int v, const float* logits, float*
   path_.clear();
   for (int a = v; a != kRoot; a = pool.parent[a]) path_.push_back(pool.token[a]);
   std::reverse(path_.begin(), path_.end());
-  // Below a path the grammar refuses, EOS included (the output ends there), nothing is proposed:
-  // an all-zero row adds no candidate (pool.cpp).
-  if (params_->grammar && committed_->matched() && !path_.empty()) {
-    grammar::Matcher m = *committed_->matcher();
-    if (path_.back() == params_->grammar->vocab->eos_id() ||
-        !committed_->advance(m, path_.data(), static_cast<int>(path_.size()))) {
-      std::fill(out, out + vocab_, 0.0f);
-      return;
-    }
+  // Below EOS the output has ended: nothing is proposed (an all-zero row adds no candidate,
+  // pool.cpp). Every other node's path is grammatical: its parent's masked row proposed it.
+  if (params_->grammar && !path_.empty() && path_.back() == params_->grammar->vocab->eos_id()) {
+    std::fill(out, out + vocab_, 0.0f);
+    return;
   }
   // T = 1 whatever the request's temperature: the pool ranks untempered draft probabilities
   // (DESIGN §2); the cuts (top_k, top_p, min_p, the grammar's mask) apply to that row.
