@@ -17,6 +17,7 @@
 
 #include "batched_pass.h"
 #include "model_runtime.h"
+#include "processed_paths.h"
 #include "round.h"
 #include "tree_kv.h"
 
@@ -56,6 +57,21 @@ class BatchedRuntime {
   RowsView trees(const std::vector<Tree>& trees, PassKind kind, std::vector<int>& first_rows);
   // Root passes: each sequence's token appended to its context, in one pass. Rows [k, vocab].
   RowsView roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens, PassKind kind);
+  // Whether trees_processed and roots_processed run: the backend processes rows where its
+  // passes run and keeps them there (PassBackend::processes_rows, keeps_rows).
+  bool processes_rows() const;
+  // trees() with each tree's rows under its own law, processed where the backend runs
+  // (PassBackend::forward_processed): laws[k] for tree k, its paths over the tree's rows (its
+  // first_row and rows are placed here; a law without params: the rows tempered only). Rows
+  // [Σ n_k, vocab] read through row(): the last pass's stay on the device and are copied when
+  // read; where the trees need several passes, each earlier pass's rows are copied as it ends
+  // (the next pass overwrites the device's). Valid until the next pass.
+  RowsView trees_processed(const std::vector<Tree>& trees, const std::vector<PassBackend::ProcessedLaw>& laws,
+                           PassKind kind, std::vector<int>& first_rows);
+  // roots() the same way: laws[k] for sequences[k]'s root row. Rows [k, vocab].
+  RowsView roots_processed(const std::vector<int>& sequences, const std::vector<int32_t>& tokens,
+                           const std::vector<PassBackend::ProcessedLaw>& laws, PassKind kind);
+  int processed_passes() const { return processed_passes_; }  // passes forward_processed ran so far
   // Appends tree nodes `path` of `sequence` to its context (ModelRuntime::commit).
   void commit(int sequence, const std::vector<int32_t>& path);
   // Keeps the first n committed positions of the sequence; discards its tree.
@@ -66,21 +82,52 @@ class BatchedRuntime {
   void share_root_pass_when(std::function<bool()> ready) { backend_->share_root_pass_when(std::move(ready)); }
 
  private:
+  // The rows of a trees_processed call: those of its passes before the last in rows_ already,
+  // the last pass's on the device until read (copy_kept_row), then in rows_ too.
+  class KeptRows : public RowSource {
+   public:
+    explicit KeptRows(BatchedRuntime& rt) : rt_(rt) {}
+    void reset(int rows, int first_kept);
+    const float* row(int i) const override;
+
+   private:
+    BatchedRuntime& rt_;
+    int first_kept_ = 0;                  // the last pass's first row
+    mutable std::vector<uint8_t> ready_;  // [rows] the row is in rt_.rows_
+  };
+
+  // trees() and trees_processed() (laws null: logits into rows_).
+  RowsView run_trees(const std::vector<Tree>& trees, const std::vector<PassBackend::ProcessedLaw>* laws,
+                     PassKind kind, std::vector<int>& first_rows);
+  RowsView run_roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens,
+                     const std::vector<PassBackend::ProcessedLaw>* laws, PassKind kind);
+
   int region_ = 0;  // cache slots per sequence
   int max_tree_ = 0;
   std::unique_ptr<PassBackend> backend_;
   std::vector<TreeKv> kv_;       // [max_sequences]
   std::vector<uint8_t> in_use_;  // [max_sequences]
   BatchedPass pass_;
-  std::vector<float> rows_;  // [64, vocab] the last pass's logits
+  std::vector<PassBackend::ProcessedLaw> pass_laws_;  // [trees in the pass] one pass's laws, placed
+  std::vector<float> rows_;  // [max(64, Σ n_k), vocab] the last call's rows (logits, or processed)
+  KeptRows kept_{*this};
+  int processed_passes_ = 0;
 };
 
+// Where the backend processes rows (the Cuda backend), a member whose round hands it its
+// RowProcessing gets its rows processed on the device, as a single request's are (ModelScorer);
+// the others get them tempered at their temperature (or as logits at kLogitRows), on the host
+// from the pass's logits when no member of the pass is processed.
 class BatchModelScorer : public BatchScorer {
  public:
   explicit BatchModelScorer(BatchedRuntime& runtime) : rt_(runtime) {}
   // The sequences of the next round's members: member m is sequence sequences[m].
   void set_members(std::vector<int> sequences) { sequence_of_ = std::move(sequences); }
   int vocab_size() const override { return rt_.vocab_size(); }
+  bool processes_rows(int member, int rows) const override {
+    (void)member;
+    return rt_.processes_rows() && rows <= kMaxTreeBucket;
+  }
   void root_rows(const std::vector<Root>& roots, std::vector<RowsView>& rows) override;
   void prepare_tree_pass() override { rt_.prepare(PassKind::Tree); }
   void tree_rows(const std::vector<Tree>& trees, std::vector<RowsView>& rows) override;
@@ -90,10 +137,28 @@ class BatchModelScorer : public BatchScorer {
   int passes() const { return passes_; }  // root and tree passes so far
 
  private:
+  // One member's rows [first, first + n) of a processed pass's rows, read through them.
+  class MemberRows : public RowSource {
+   public:
+    void reset(const RowsView& pass, int first) { pass_ = pass, first_ = first; }
+    const float* row(int i) const override { return pass_.row(first_ + i); }
+
+   private:
+    RowsView pass_;
+    int first_ = 0;
+  };
+
+  // laws_[k] for the pass's k-th member: its processed law where `processing` is set (its paths
+  // in paths_[k]), else its rows tempered at `temperature` only.
+  void add_law(size_t k, const RowProcessing* processing, double temperature);
+
   BatchedRuntime& rt_;
   std::vector<int> sequence_of_;
   std::vector<float> root_probs_;  // [roots, vocab] the round's root rows, tempered (kept past the tree pass)
   std::vector<float> tree_probs_;  // [tree rows, vocab] the round's tree rows, tempered
+  std::vector<ProcessedPaths> paths_;            // [members of the pass] their rows' paths
+  std::vector<PassBackend::ProcessedLaw> laws_;  // [members of the pass]
+  std::vector<MemberRows> member_rows_;          // [trees] a processed tree pass's rows per member
   int passes_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_gemm.h"
@@ -171,7 +172,8 @@ class CudaBackend final : public PassBackend {
   void forward_kept(const PassBatch& batch, PassKind kind, double temperature) override;
   void copy_kept_row(int row, float* out) override;
   bool processes_rows() const override { return true; }
-  void forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law) override;
+  void forward_processed(const PassBatch& batch, PassKind kind,
+                         const std::vector<ProcessedLaw>& laws) override;
   void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
   int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
@@ -253,7 +255,8 @@ class CudaBackend final : public PassBackend {
   // forward_processed's laws and paths: staged here, sent in one copy (row_paths.h); grown to the
   // largest pass's needs.
   cuda::RowPathsStaging law_staging_;
-  SamplingLists law_lists_;
+  std::vector<SamplingLists> law_lists_;           // [laws] each law's lists, read by law_staging_
+  std::vector<std::pair<int, int>> logit_ranges_;  // (first row, rows) of the laws at kLogitRows
   std::unique_ptr<PinnedBuffer> law_host_;
   DeviceBuffer law_device_;
   size_t law_bytes_ = 0;                    // law_host_'s and law_device_'s size
@@ -614,28 +617,51 @@ void CudaBackend::forward_kept(const PassBatch& batch, PassKind kind, double tem
   kept_rows_ = batch.rows;
 }
 
-void CudaBackend::forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law) {
-  assert(law.params && law.context && law.path_tokens && law.path_start);
-  assert(static_cast<int>(law.path_start->size()) == batch.rows + 1);
-  sampling_lists(*law.params, *law.context, law_lists_);
-  cuda::RowLawLists lists;
-  lists.law.temperature = static_cast<float>(law.temperature);
-  lists.law.top_k = law.params->top_k;
-  lists.law.top_p = law.params->top_p;
-  lists.law.min_p = law.params->min_p;
-  lists.law.repetition = static_cast<float>(law.params->repetition_penalty);
-  lists.law.frequency = law.params->frequency_penalty;
-  lists.law.presence = law.params->presence_penalty;
-  lists.bias_tokens = law_lists_.bias_tokens.data(), lists.bias = law_lists_.bias.data();
-  lists.n_bias = static_cast<int>(law_lists_.bias.size());
-  lists.seen = law_lists_.seen.data(), lists.n_seen = static_cast<int>(law_lists_.seen.size());
-  lists.counted = law_lists_.counted.data(), lists.counts = law_lists_.counts.data();
-  lists.n_counted = static_cast<int>(law_lists_.counted.size());
+void CudaBackend::forward_processed(const PassBatch& batch, PassKind kind,
+                                    const std::vector<ProcessedLaw>& laws) {
+  if (law_lists_.size() < laws.size()) law_lists_.resize(laws.size());  // before any list is pointed at
   law_staging_.clear();
-  const int l = law_staging_.add_law(lists);
-  const int32_t* tokens = law.path_tokens->data();
-  for (int r = 0; r < batch.rows; ++r)
-    law_staging_.add_row(l, tokens + (*law.path_start)[r], (*law.path_start)[r + 1] - (*law.path_start)[r]);
+  logit_ranges_.clear();
+  int next_row = 0;
+  for (size_t k = 0; k < laws.size(); ++k) {
+    const ProcessedLaw& law = laws[k];
+    const int rows = law.rows < 0 ? batch.rows - law.first_row : law.rows;
+    assert(law.first_row == next_row && rows >= 0);
+    next_row += rows;
+    cuda::RowLawLists lists;
+    if (!law.params) {
+      // Tempered only: the default RowLaw (nothing on) runs step 4 alone, temper_row as
+      // tempered_rows runs it, so these rows are bit for bit forward_kept's. processed_rows has
+      // no law that leaves a row's logits: rows wanted at kLogitRows take the cheapest law
+      // (one-hot) and get the logits copied over them below.
+      if (law.temperature == kLogitRows) logit_ranges_.emplace_back(law.first_row, rows);
+      lists.law.temperature = law.temperature == kLogitRows ? 0.0f : static_cast<float>(law.temperature);
+      const int l = law_staging_.add_law(lists);
+      for (int i = 0; i < rows; ++i) law_staging_.add_row(l, nullptr, 0);
+      continue;
+    }
+    assert(law.context && law.path_tokens && law.path_start);
+    assert(static_cast<int>(law.path_start->size()) == rows + 1);
+    SamplingLists& own = law_lists_[k];
+    sampling_lists(*law.params, *law.context, own);
+    lists.law.temperature = static_cast<float>(law.temperature);
+    lists.law.top_k = law.params->top_k;
+    lists.law.top_p = law.params->top_p;
+    lists.law.min_p = law.params->min_p;
+    lists.law.repetition = static_cast<float>(law.params->repetition_penalty);
+    lists.law.frequency = law.params->frequency_penalty;
+    lists.law.presence = law.params->presence_penalty;
+    lists.bias_tokens = own.bias_tokens.data(), lists.bias = own.bias.data();
+    lists.n_bias = static_cast<int>(own.bias.size());
+    lists.seen = own.seen.data(), lists.n_seen = static_cast<int>(own.seen.size());
+    lists.counted = own.counted.data(), lists.counts = own.counts.data();
+    lists.n_counted = static_cast<int>(own.counted.size());
+    const int l = law_staging_.add_law(lists);
+    const int32_t* tokens = law.path_tokens->data();
+    const std::vector<int32_t>& start = *law.path_start;
+    for (int i = 0; i < rows; ++i) law_staging_.add_row(l, tokens + start[i], start[i + 1] - start[i]);
+  }
+  assert(next_row == batch.rows);
   const size_t bytes = law_staging_.bytes();
   if (bytes > law_bytes_) {  // between passes, outside any captured graph
     check(cudaStreamSynchronize(stream_), "a pass before the law buffers grow");
@@ -649,6 +675,11 @@ void CudaBackend::forward_processed(const PassBatch& batch, PassKind kind, const
   check(copied, "cudaMemcpyAsync (the laws)");
   check(cuda::processed_rows(logits_.f32(), batch.rows, config_.vocab_size, paths, probs_.f32(), stream_),
         "processed_rows");
+  const size_t vocab = config_.vocab_size;
+  for (const auto& [first, rows] : logit_ranges_)  // stream order: after processed_rows wrote them
+    check(cudaMemcpyAsync(probs_.f32() + first * vocab, logits_.f32() + first * vocab, rows * vocab * 4,
+                          cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync (kept logits)");
   finish_pass();  // the staging buffer is free again
   kept_rows_ = batch.rows;
 }

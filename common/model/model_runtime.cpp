@@ -173,7 +173,7 @@ RowsView ModelRuntime::root_pass_processed(int32_t token, PassKind kind,
   assert(kind == PassKind::Root || kind == PassKind::Plain);
   if (!processes_rows(1)) throw std::logic_error("root pass: this backend processes no rows");
   append_root(token);
-  backend_->forward_processed(placed(kv_.batch(&token, 0, 1, backend_->row_bucket(1))), kind, law);
+  backend_->forward_processed(placed(kv_.batch(&token, 0, 1, backend_->row_bucket(1))), kind, {law});
   kv_.commit({0});
   tree_rows_.reset(1, law.temperature, true);
   return RowsView{nullptr, 1, vocab_size(), &tree_rows_};
@@ -187,7 +187,7 @@ RowsView ModelRuntime::tree_pass_processed(const std::vector<int32_t>& tokens,
   kv_.discard_tree();
   const int first = kv_.add_nodes(tokens, parents);
   backend_->forward_processed(placed(kv_.batch(tokens.data(), first, n, backend_->row_bucket(n))),
-                              PassKind::Tree, law);
+                              PassKind::Tree, {law});
   tree_rows_.reset(n, law.temperature, true);
   return RowsView{nullptr, n, vocab_size(), &tree_rows_};
 }

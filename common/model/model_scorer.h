@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model_runtime.h"
+#include "processed_paths.h"
 #include "round.h"
 
 namespace rootspec {
@@ -30,20 +31,14 @@ class ModelScorer : public TargetScorer {
   }
   bool processes_rows(int rows) const override { return rt_.processes_rows(rows); }
   RowsView root_row_processed(int32_t root_token, bool plain, const RowProcessing& p) override {
-    path_tokens_.clear();
-    path_start_.assign(2, 0);  // the root row's path is empty
-    return keep_root(rt_.root_pass_processed(root_token, plain ? PassKind::Plain : PassKind::Root, law(p)));
+    paths_.root();
+    return keep_root(
+        rt_.root_pass_processed(root_token, plain ? PassKind::Plain : PassKind::Root, paths_.law(p)));
   }
   RowsView tree_rows_processed(const TreePassInput& input, const RowProcessing& p) override {
     ++passes_;
-    path_tokens_.clear();
-    path_start_.assign(1, 0);
-    for (size_t r = 0; r < input.tokens.size(); ++r) {
-      tree_row_path(input, p.anchor_generated, static_cast<int>(r), path_);
-      path_tokens_.insert(path_tokens_.end(), path_.begin(), path_.end());
-      path_start_.push_back(static_cast<int32_t>(path_tokens_.size()));
-    }
-    return rt_.tree_pass_processed(input.tokens, input.parents, law(p));  // [1 + n, vocab]
+    paths_.tree(input, p.anchor_generated);
+    return rt_.tree_pass_processed(input.tokens, input.parents, paths_.law(p));  // [1 + n, vocab]
   }
   void commit(const std::vector<int32_t>& kept_pass_rows) override { rt_.commit(kept_pass_rows); }
   int passes() const { return passes_; }  // root and tree passes so far (prefill excluded)
@@ -55,15 +50,9 @@ class ModelScorer : public TargetScorer {
     return RowsView{root_.data(), 1, row.vocab};
   }
 
-  PassBackend::ProcessedLaw law(const RowProcessing& p) const {
-    return {&p.options->sampling, p.options->temperature, p.context, &path_tokens_, &path_start_};
-  }
-
   ModelRuntime& rt_;
   std::vector<float> root_;  // [vocab] the last root row
-  // A processed pass's row paths (tree_row_path), flattened: row r's is
-  // path_tokens_[path_start_[r] .. path_start_[r + 1]).
-  std::vector<int32_t> path_tokens_, path_start_, path_;
+  ProcessedPaths paths_;     // a processed pass's row paths
   int passes_ = 0;
 };
 

@@ -35,7 +35,7 @@ void PassBackend::forward_kept(const PassBatch&, PassKind, double) {
   throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
 }
 
-void PassBackend::forward_processed(const PassBatch&, PassKind, const ProcessedLaw&) {
+void PassBackend::forward_processed(const PassBatch&, PassKind, const std::vector<ProcessedLaw>&) {
   throw std::logic_error(std::string(name()) + ": processes no rows (processes_rows() is false)");
 }
 

@@ -153,17 +153,26 @@ class PassBackend {
   virtual void forward_kept(const PassBatch& batch, PassKind kind, double temperature);
   virtual void copy_kept_row(int row, float* out);  // out: [vocab]
   // forward_kept with each real row processed where the pass ran (a GPU backend: kernels/cuda's
-  // processed_rows): the processed law of sampling.h for one request, row r for its own path
-  // path_tokens[path_start[r] .. path_start[r + 1]). Backends that cannot answer false.
+  // processed_rows) under the processed law of sampling.h. One law per request, each over its
+  // request's rows [first_row, first_row + rows) of the pass: a single request's pass has one
+  // law over every row; a batched pass one per member, each with its own parameters,
+  // temperature and committed context. Row first_row + i follows its own path
+  // path_tokens[path_start[i] .. path_start[i + 1]). A law without params is a member whose rows
+  // the round does not process (RowProcessing unset): its rows come as forward_kept makes them,
+  // tempered at `temperature` (kLogitRows: its logits). Backends that cannot answer false.
   struct ProcessedLaw {
-    const SamplingParams* params = nullptr;
+    const SamplingParams* params = nullptr;  // null: the rows only tempered (no path read)
     double temperature = 1;
     const SamplingContext* context = nullptr;
     const std::vector<int32_t>* path_tokens = nullptr;
     const std::vector<int32_t>* path_start = nullptr;  // [rows + 1]
+    int first_row = 0;
+    int rows = -1;  // −1: every real row of the pass from first_row on
   };
   virtual bool processes_rows() const { return false; }
-  virtual void forward_processed(const PassBatch& batch, PassKind kind, const ProcessedLaw& law);
+  // `laws` in row order, covering the real rows [0, batch.rows) one after another.
+  virtual void forward_processed(const PassBatch& batch, PassKind kind,
+                                 const std::vector<ProcessedLaw>& laws);
   // forward() for a top-k pool's draft rows: each real row's k largest logits' tokens (ties →
   // the lower id) and their probabilities (top_k_of_logits, rows.h) into tokens, probs
   // [batch.rows, k] (host memory). This default runs forward() and takes them on the host.

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "batched_runtime.h"
 #include "generate.h"
 #include "model_fixtures.h"
 #if ROOTSPEC_WITH_CUDA
@@ -513,6 +515,210 @@ TEST(CudaBackend, GreedyWithPenaltiesAndBiasEveryRuleEqualsArOnOneGpu) {
   ar_on_device.logprobs = -1;
   EXPECT_EQ(generate(target, nullptr, prompt, ar_on_device).tokens, want.tokens)
       << "ar, processed on the device";
+}
+
+// Row `got` is the processed row `want`: the same support, and each probability within
+// 2e-6 + 1e-5·p of the host's (the device sums in other orders).
+void expect_processed_row(const float* got, const std::vector<float>& want, const std::string& where) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i] > 0, want[i] > 0) << where << " token " << i;
+    ASSERT_NEAR(got[i], want[i], 2e-6f + 1e-5f * want[i]) << where << " token " << i;
+  }
+}
+
+TEST(CudaBackend, BatchedProcessedRowsAreEachMembersOwnProcessedLaw) {
+  // BatchModelScorer on the Cuda backend: a root pass and tree passes over six members, each
+  // processed member's rows processed on the device under its own parameters, temperature
+  // (T = 0 included), committed context and path; the unprocessed members' rows in the same
+  // passes tempered, or logits at kLogitRows (what the round asks for when it processes a
+  // member's rows itself). Every row is checked against the host's law of that member applied
+  // to the pass's own logits. Trees of 60 rows in all run in one pass, of 100 in two (the first
+  // pass's rows copied before the second overwrites the device's).
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_batched_processed");
+  const ModelConfig c = shapes()[3].config;
+  const std::string model = testing::make_model(dir, "m", c, 29);
+  constexpr int kMembers = 6;
+  RuntimeOptions o = runtime("cuda:0", "float32");
+  o.max_sequences = kMembers;
+  BatchedRuntime rt(model, o);
+  ASSERT_TRUE(rt.processes_rows());
+  const int vocab = c.vocab_size;
+
+  std::vector<RequestOptions> options(kMembers);
+  const std::vector<bool> processed = {true, true, true, false, false, true};
+  options[0].temperature = 0.8;
+  options[0].sampling.frequency_penalty = 0.9, options[0].sampling.presence_penalty = 0.3;
+  options[0].sampling.repetition_penalty = 1.2;
+  options[0].sampling.logit_bias = {{1, 1.5f}, {7, -3.0f}};
+  options[0].sampling.top_k = 20, options[0].sampling.top_p = 0.9, options[0].sampling.min_p = 0.02;
+  options[1].temperature = 1.3;
+  options[1].sampling.repetition_penalty = 1.5, options[1].sampling.top_p = 0.7;
+  options[2].temperature = 0.0;  // one-hot at the processed argmax
+  options[2].sampling.logit_bias = {{5, 4.0f}}, options[2].sampling.presence_penalty = 1.0;
+  options[3].temperature = 0.6;         // tempered only
+  options[4].temperature = kLogitRows;  // the logits, for the round to process
+  options[5].temperature = 1.0;
+  options[5].sampling.top_k = 3, options[5].sampling.min_p = 0.1, options[5].sampling.frequency_penalty = 0.5;
+
+  std::mt19937 gen(11);
+  std::vector<int> sequences;
+  std::vector<int32_t> roots;
+  std::vector<SamplingContext> contexts;
+  for (int m = 0; m < kMembers; ++m) {
+    const auto prompt = testing::random_tokens(gen, 5 + 3 * m, vocab);
+    sequences.push_back(rt.open());
+    rt.prefill(sequences.back(), std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+    roots.push_back(prompt.back());
+    contexts.emplace_back(prompt);
+    contexts.back().append({prompt[1], prompt[0], prompt[1]});  // counts of 2 and 1
+  }
+  // Member m's row `got` against the host's row at the pass's logits and the row's path: the
+  // logits themselves at kLogitRows, else the processed law's row.
+  RowScratch scratch;
+  std::vector<float> want(vocab);
+  auto expect_row = [&](int m, const float* got, const float* logits, const std::vector<int32_t>& path,
+                        const std::string& where) {
+    if (options[m].temperature == kLogitRows) {
+      for (int i = 0; i < vocab; ++i) ASSERT_EQ(got[i], logits[i]) << where << " token " << i;
+      return;
+    }
+    if (processed[m])
+      process_logits(logits, vocab, options[m].sampling, options[m].temperature, contexts[m], path.data(),
+                     static_cast<int>(path.size()), want.data(), scratch);
+    else
+      probs_from_logits(logits, vocab, options[m].temperature, want.data());
+    expect_processed_row(got, want, where);
+  };
+  std::vector<RowProcessing> processing(kMembers);
+  for (int m = 0; m < kMembers; ++m) processing[m] = {&options[m], &contexts[m], m % 2 == 0};
+  BatchModelScorer scorer(rt);
+  scorer.set_members(sequences);
+
+  // The root pass: its logits first, then the same pass processed (the roots taken back between).
+  const RowsView root_view = rt.roots(sequences, roots, PassKind::Root);
+  const std::vector<float> root_logits(root_view.data, root_view.data + size_t{kMembers} * vocab);
+  for (int q : sequences) rt.truncate(q, rt.length(q) - 1);
+  std::vector<BatchScorer::Root> root_inputs;
+  for (int m = 0; m < kMembers; ++m) {
+    ASSERT_TRUE(scorer.processes_rows(m, 1));
+    root_inputs.push_back(
+        {m, roots[m], options[m].temperature, false, processed[m] ? &processing[m] : nullptr});
+  }
+  std::vector<RowsView> rows;
+  scorer.root_rows(root_inputs, rows);
+  EXPECT_EQ(rt.processed_passes(), 1) << "the root pass should be processed on the device";
+  for (int m = kMembers - 1; m >= 0; --m)
+    expect_row(m, rows[m].row(0), &root_logits[size_t(m) * vocab], {}, "root of member " + std::to_string(m));
+
+  for (const std::vector<int>& sizes : {std::vector<int>{12, 8, 15, 5, 10, 10}, {20, 20, 20, 15, 15, 10}}) {
+    int total = 0;
+    for (int n : sizes) total += n;
+    SCOPED_TRACE(std::to_string(total) + " tree rows");
+    std::vector<TreePassInput> inputs(kMembers);
+    std::vector<BatchedRuntime::Tree> nodes;
+    for (int m = 0; m < kMembers; ++m) {
+      TreePassInput& in = inputs[m];
+      in.tokens = testing::random_tokens(gen, sizes[m], vocab);
+      if (sizes[m] > 5) in.tokens[5] = in.tokens[2] = in.tokens[0];  // paths that repeat their tokens
+      for (int i = 0; i < sizes[m]; ++i) in.parents.push_back(i == 0 ? -1 : (i - 1) / 2);
+      nodes.push_back({sequences[m], &in.tokens, &in.parents});
+    }
+    std::vector<int> first_rows;
+    const RowsView tree_view = rt.trees(nodes, PassKind::Tree, first_rows);
+    const std::vector<float> tree_logits(tree_view.data, tree_view.data + size_t(total) * vocab);
+    std::vector<BatchScorer::Tree> tree_inputs;
+    for (int m = 0; m < kMembers; ++m) {
+      ASSERT_TRUE(scorer.processes_rows(m, sizes[m]));
+      tree_inputs.push_back({m, &inputs[m], options[m].temperature, processed[m] ? &processing[m] : nullptr});
+    }
+    const int passes_before = rt.processed_passes();
+    scorer.tree_rows(tree_inputs, rows);
+    EXPECT_EQ(rt.processed_passes() - passes_before, total > kMaxTreeBucket ? 2 : 1)
+        << "the tree passes should be processed on the device";
+    std::vector<int32_t> path;
+    for (int m = kMembers - 1; m >= 0; --m) {
+      ASSERT_EQ(rows[m].data, nullptr) << "member " << m << "'s rows should stay on the device until read";
+      ASSERT_EQ(rows[m].n_rows, sizes[m]);
+      for (int r = sizes[m] - 1; r >= 0; --r) {
+        tree_row_path(inputs[m], processing[m].anchor_generated, r, path);
+        expect_row(m, rows[m].row(r), &tree_logits[size_t(first_rows[m] + r) * vocab], path,
+                   "member " + std::to_string(m) + " row " + std::to_string(r));
+      }
+    }
+  }
+}
+
+TEST(CudaBackend, GreedyBatchWithPenaltiesAndBiasEqualsEachMemberDecodedAlone) {
+  // Batched rounds on one GPU whose members each have their own penalties and bias (rules draft,
+  // root, root-draw; an unprocessed member and a plain one beside them): every member's tokens
+  // are those of plain decoding alone, and the batch's rows were processed on the device.
+  SKIP_WITHOUT_GPU();
+  TempDir dir("cuda_batched_greedy_processed");
+  ModelConfig c = testing::tiny_config(ModelArch::Llama, 3);
+  const std::string target_dir = testing::make_model(dir, "target", c, 19);
+  write_truncated_model(target_dir, dir.sub("drafter"), 1);
+#if ROOTSPEC_SANITIZED
+  const int new_tokens = 8;
+#else
+  const int new_tokens = 12;
+#endif
+  auto request = [&](Rule rule, int budget) {
+    RequestOptions o;
+    o.rule = rule;
+    o.budget = budget;
+    o.max_new_tokens = new_tokens;
+    o.stop_at_eos = false;
+    return o;
+  };
+  std::vector<RequestOptions> requests = {request(Rule::Draft, 8), request(Rule::Root, 4),
+                                          request(Rule::RootDraw, 8), request(Rule::Draft, 3),
+                                          request(Rule::RootDraw, 1)};
+  requests[0].sampling.presence_penalty = 1.5, requests[0].sampling.frequency_penalty = 1.0;
+  requests[0].sampling.logit_bias = {{3, 2.0f}};
+  requests[1].sampling.repetition_penalty = 1.4, requests[1].sampling.top_k = 5;
+  requests[1].sampling.logit_bias = {{5, 1.0f}, {9, -2.0f}};
+  requests[2].sampling.frequency_penalty = 0.7, requests[2].sampling.presence_penalty = 0.4;
+  requests[2].sampling.top_p = 0.5;
+  // requests[3]: no parameters, its rows tempered in the processed passes.
+  requests[4].autoregressive = true;  // plain, in the root passes only
+  requests[4].sampling.presence_penalty = 2.0, requests[4].sampling.logit_bias = {{11, 3.0f}};
+  const int n = static_cast<int>(requests.size());
+  RequestOptions big = requests[0];
+  big.budget = 8;
+  const RuntimeOptions target_options = runtime_options_for(big, PoolShape(), 16, false, "cuda:0", "float32");
+  const RuntimeOptions drafter_options = runtime_options_for(big, PoolShape(), 16, true, "cuda:0", "float32");
+  std::mt19937 gen(4);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) prompts.push_back(testing::random_tokens(gen, 6 + 2 * i, c.vocab_size));
+
+  std::vector<std::vector<int32_t>> alone;
+  {
+    ModelRuntime target(target_dir, target_options);
+    for (int i = 0; i < n; ++i) {
+      RequestOptions ar = requests[i];
+      ar.autoregressive = true;
+      alone.push_back(generate(target, nullptr, prompts[i], ar).tokens);
+      if (!ar.sampling.processes_rows()) continue;
+      ar.sampling = SamplingParams();
+      ASSERT_NE(generate(target, nullptr, prompts[i], ar).tokens, alone[i])
+          << "request " << i << ": its parameters must change its greedy output for this test to see them";
+    }
+  }
+  RuntimeOptions batched_options = target_options;
+  batched_options.max_sequences = n;
+  BatchedRuntime target(target_dir, batched_options);
+  std::vector<std::unique_ptr<ModelRuntime>> drafters;
+  std::vector<ModelRuntime*> drafter_of;
+  for (int i = 0; i < n; ++i) {
+    drafters.push_back(std::make_unique<ModelRuntime>(dir.sub("drafter"), drafter_options));
+    drafter_of.push_back(requests[i].autoregressive ? nullptr : drafters.back().get());
+  }
+  const std::vector<GenerateResult> together = generate_batch(target, drafter_of, prompts, requests);
+  ASSERT_EQ(static_cast<int>(together.size()), n);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(together[i].tokens, alone[i]) << "request " << i << " (" << decoder_name(requests[i]) << ")";
+  EXPECT_GT(target.processed_passes(), 0) << "the batch's rows should be processed on the device";
 }
 
 }  // namespace

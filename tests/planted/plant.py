@@ -53,6 +53,13 @@ BUGS = {
         ("common/model/cuda_gemm.cpp", "const cublasOperation_t transpose = CUBLAS_OP_T,",
          "const cublasOperation_t transpose = CUBLAS_OP_N,"),
     ],
+    # Every processed member of a batched pass under the first member's law: the law staging
+    # names law 0 for each member's rows (CudaBackend.BatchedProcessedRowsAreEachMembersOwn…).
+    "first-members-law": [
+        ("common/model/cuda_backend.cpp",
+         "    for (int i = 0; i < rows; ++i) law_staging_.add_row(l, tokens + start[i], start[i + 1] - start[i]);\n",
+         "    for (int i = 0; i < rows; ++i) law_staging_.add_row(0 * l, tokens + start[i], start[i + 1] - start[i]);\n"),
+    ],
     # The staging buffer overwritten before its copy ran: a KV commit writes its move list over
     # the previous one's without waiting for that copy (CudaBackend.KvCommitsQueuedBackToBack…).
     "staging": [
