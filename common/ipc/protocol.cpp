@@ -899,7 +899,7 @@ const Fields<AcceptedBody>& accepted_fields() {
 const Fields<StatusBody>& status_fields() {
   static const Fields<StatusBody> f = Fields<StatusBody>()
                                           .integer("waiting", &StatusBody::waiting, 0, kMaxI32)
-                                          .integer("running", &StatusBody::running, 0, 1)
+                                          .integer("running", &StatusBody::running, 0, kMaxI32)
                                           .integer("queue_limit", &StatusBody::queue_limit, 0, kMaxI32)
                                           .boolean("drafter_alive", &StatusBody::drafter_alive)
                                           .integer("served", &StatusBody::served, 0, kMaxI64);

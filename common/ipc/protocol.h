@@ -154,7 +154,7 @@ struct AcceptedBody {
 // target → client, the answer to a Status (whose own body is empty).
 struct StatusBody {
   int32_t waiting = 0;      // Generates in the queue
-  int32_t running = 0;      // 1 while one decodes
+  int32_t running = 0;      // requests decoding now (the batch)
   int32_t queue_limit = 0;  // Generates the queue holds; more are refused (Error "queue")
   bool drafter_alive = false;
   int64_t served = 0;  // Done messages sent since the start

@@ -160,6 +160,17 @@ TEST(Protocol, RoundTripsEveryMessage) {
   parse(encode_empty(header(MessageType::Cancel))).empty_body();
 }
 
+TEST(Protocol, StatusOfABatchingTargetRoundTrips) {
+  // A target with max_batch > 1 reports every request decoding in its batch.
+  const StatusBody st{3, 64, 128, true, 99};
+  const StatusBody back = parse(encode(header(MessageType::Status), st)).status();
+  EXPECT_EQ(back.waiting, 3);
+  EXPECT_EQ(back.running, 64);
+  EXPECT_EQ(back.queue_limit, 128);
+  EXPECT_TRUE(back.drafter_alive);
+  EXPECT_EQ(back.served, 99);
+}
+
 TEST(Protocol, PoolRoundTripsIncludingRheoRows) {
   const TableModel model = TableModel::random(30, 2, 4);
   TableDrafter drafter(model, model.context());
