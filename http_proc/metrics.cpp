@@ -101,13 +101,15 @@ void Metrics::generation(const DoneBody& done, double queue_wait_s, double first
   }
 }
 
-std::string Metrics::text(const StatusBody* status) const {
+std::string Metrics::text(const StatusBody* status, size_t connections) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::ostringstream o;
   header(o, "rootspec_http_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
   for (const auto& [key, n] : requests_)
     o << "rootspec_http_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} "
       << n << "\n";
+  header(o, "rootspec_http_connections", "gauge", "Client connections the gateway holds open.");
+  o << "rootspec_http_connections " << connections << "\n";
   header(o, "rootspec_target_up", "gauge", "1 when the target answered the last Status.");
   o << "rootspec_target_up " << (status ? 1 : 0) << "\n";
   header(o, "rootspec_drafter_up", "gauge", "1 when the target reports its drafter alive.");

@@ -1,6 +1,6 @@
 // Metrics of the gateway and the pair behind it, in the Prometheus text exposition format
 // (prometheus.io/docs/instrumenting/exposition_formats): counters, gauges and histograms with
-// their HELP and TYPE lines. Thread-safe: the gateway's request threads record, /metrics reads.
+// their HELP and TYPE lines. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,9 @@ class Metrics {
   // round ran in, acceptance by tree depth, the stages of each round, tokens/s, the wait in the
   // target's queue and the time to its first token.
   void generation(const DoneBody& done, double queue_wait_s, double first_token_s);
-  // The exposition; `status` is the target's answer to a Status (null: it did not answer).
-  std::string text(const StatusBody* status) const;
+  // The exposition; `status` is the target's answer to a Status (null: it did not answer), and
+  // `connections` the client connections the gateway holds.
+  std::string text(const StatusBody* status, size_t connections = 0) const;
 
  private:
   mutable std::mutex mutex_;

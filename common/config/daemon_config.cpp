@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace rootspec {
 
@@ -107,6 +108,12 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "queue_depth") return void(c.http.queue_depth = integer());
     if (key == "model_name") return void(c.http.model_name = str());
     if (key == "request_timeout_s") return void(c.http.request_timeout_s = number());
+    if (key == "max_header_bytes") return void(c.http.max_header_bytes = integer());
+    if (key == "header_timeout_s") return void(c.http.header_timeout_s = number());
+    if (key == "body_timeout_s") return void(c.http.body_timeout_s = number());
+    if (key == "write_timeout_s") return void(c.http.write_timeout_s = number());
+    if (key == "max_connections") return void(c.http.max_connections = integer());
+    if (key == "max_connections_per_client") return void(c.http.max_connections_per_client = integer());
   } else if (section == "log") {
     if (key == "level") return void(c.log_level = str());
   } else {
@@ -197,6 +204,14 @@ void DaemonConfig::validate() const {
   if (http.max_body_bytes < 1024) throw ConfigError("http.max_body_bytes: must be at least 1024");
   if (http.queue_depth < 1) throw ConfigError("http.queue_depth: must be at least 1");
   if (!(http.request_timeout_s > 0)) throw ConfigError("http.request_timeout_s: must be positive");
+  if (http.max_header_bytes < 1024) throw ConfigError("http.max_header_bytes: must be at least 1024");
+  for (const auto& [name, seconds] : {std::pair<const char*, double>{"header_timeout_s", http.header_timeout_s},
+                                      {"body_timeout_s", http.body_timeout_s},
+                                      {"write_timeout_s", http.write_timeout_s}})
+    if (!(seconds > 0)) throw ConfigError(std::string("http.") + name + ": must be positive");
+  if (http.max_connections < 1) throw ConfigError("http.max_connections: must be at least 1");
+  if (http.max_connections_per_client < 1)
+    throw ConfigError("http.max_connections_per_client: must be at least 1");
   const std::vector<std::string> levels = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   if (std::find(levels.begin(), levels.end(), log_level) == levels.end())
     throw ConfigError("log.level: must be trace, debug, info, warn, error, critical or off");

@@ -72,6 +72,17 @@ struct HttpConfig {
   int queue_depth = 64;
   std::string model_name;
   double request_timeout_s = 600.0;
+  // The front end's limits (http_server.h): a connection's request header within
+  // header_timeout_s of its opening (or of its previous response: the keep-alive wait), its body
+  // within body_timeout_s, every write within write_timeout_s; a header past max_header_bytes is
+  // 431. Connections past max_connections in all or max_connections_per_client from one address
+  // are answered 503 and closed.
+  int max_header_bytes = 16 * 1024;
+  double header_timeout_s = 30.0;
+  double body_timeout_s = 60.0;
+  double write_timeout_s = 60.0;
+  int max_connections = 10000;
+  int max_connections_per_client = 4096;
   // host and port of `listen`; throws ConfigError naming http.listen.
   std::pair<std::string, int> host_port() const;
 };

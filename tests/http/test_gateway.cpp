@@ -1,6 +1,7 @@
 // rootspec-http with real clients no one here wrote: the official `openai` npm client, curl, a
 // Prometheus text-format parser and nginx, against a random chat pair (byte tokenizer + ChatML)
 // started as real processes (tests/support/pair_fixture.h).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -317,6 +318,67 @@ TEST(Http, ConcurrentClientsEachGetTheAnswerOfTheirRequestAlone) {
   const auto m = http.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("rootspec_generations_total 640\n"), std::string::npos) << m->body.substr(0, 2000);
+}
+
+// A TCP connection from `local` (any 127/8 address) to the gateway that sends `bytes` (maybe
+// nothing: idle, or half a header: stuck) and then waits.
+int hold_connection(int port, const std::string& local, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  inet_pton(AF_INET, local.c_str(), &me.sin_addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!bytes.empty()) (void)!send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  return fd;
+}
+
+// rootspec_http_connections in /metrics (−1: not found).
+long gateway_connections(const Pair& pair) {
+  httplib::Client http("127.0.0.1", pair.http_port);
+  const auto m = http.Get("/metrics");
+  if (!m) return -1;
+  const std::string name = "\nrootspec_http_connections ";
+  const size_t at = m->body.find(name);
+  return at == std::string::npos ? -1 : std::stol(m->body.substr(at + name.size()));
+}
+
+TEST(Http, HundredsOfIdleAndStuckConnectionsHoldNoRequestBack) {
+  // A thread per connection would be exhausted long before this: the front end holds them all.
+  Pair pair(http_pair({"target.max_batch=4"}));
+  const json requests = json::array({completion("Held 1:", 10, true), chat(user("Held 2"), 10, true),
+                                     completion("Held 3:", 10), chat(user("Held 4"), 10)});
+  const auto alone = openai_client(pair.url, requests);
+  std::vector<int> held;
+  for (int i = 0; i < 600; ++i)
+    held.push_back(hold_connection(pair.http_port, "127.0.0." + std::to_string(2 + i % 3),
+                                   i % 2 ? "" : "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
+  for (int fd : held) ASSERT_GE(fd, 0);
+  EXPECT_GE(gateway_connections(pair), 600);
+  httplib::Client http("127.0.0.1", pair.http_port);
+  http.set_read_timeout(5, 0);
+  const auto health = http.Get("/health");
+  ASSERT_TRUE(health) << "/health did not answer with 600 connections held";
+  EXPECT_EQ(health->status, 200);
+  const auto together = openai_client(pair.url, requests, 4);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(together[i]["ok"].get<bool>()) << together[i].dump();
+    EXPECT_EQ(together[i]["text"], alone[i]["text"]) << "request " << i;
+  }
+  for (int fd : held) close(fd);
+  bool drained = false;
+  for (int i = 0; i < 100 && !drained; ++i) {
+    drained = gateway_connections(pair) <= 1;  // the /metrics request's own
+    if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(drained) << gateway_connections(pair) << " connections left";
 }
 
 // Waits until `path` holds `needle` (up to `seconds`).
