@@ -23,7 +23,7 @@
 // level per row set apart by the records' `decoder` as "DECODER@cN", and summary.json (each
 // level's paired-bootstrap summary under "levels"), and with --trace trace.jsonl (each round's
 // batch in it); plots with bench/plot-concurrency.sh. With --launch the pair gets
-// target.max_batch = the largest level unless --set names it.
+// target.max_batch = the largest level (1 without --concurrency) unless --set names it.
 // Exit codes: 0 every decode succeeded; 1 a decode failed, the target went away or the run was
 // interrupted (outputs are still written for what ran); 2 bad options; 3 the pair did not start.
 #include <limits.h>
@@ -530,12 +530,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     lo.sets = sets;
-    // A serving run batches its clients' requests: the target takes the largest level at once.
+    // A serving run batches its clients' requests: the target takes the largest level at once. A
+    // run of one request at a time (the D.14 protocol) measures the single-request runtime, whatever
+    // batch the config serves with.
     const bool batch_set = std::any_of(
         sets.begin(), sets.end(), [](const std::string& x) { return x.rfind("target.max_batch=", 0) == 0; });
-    if (!levels.empty() && !batch_set)
+    if (!batch_set)
       lo.sets.push_back("target.max_batch=" +
-                        std::to_string(std::min(kMaxBatch, *std::max_element(levels.begin(), levels.end()))));
+                        std::to_string(levels.empty() ? 1
+                                                      : std::min(kMaxBatch, *std::max_element(levels.begin(),
+                                                                                              levels.end()))));
     lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
     lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
     std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
