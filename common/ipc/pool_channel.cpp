@@ -63,6 +63,9 @@ struct PoolChannel::Impl {
       const cudaError_t e = cudaStreamQuery(stream);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) check(e, what);
+      // NotReady also stays in this thread's last-error slot (not sticky): read it here, or the
+      // next cudaGetLastError on this thread (a kernel launch's check) reports it as its own.
+      (void)cudaGetLastError();
       ncclResult_t state = ncclSuccess;
       check(ncclCommGetAsyncError(comm, &state), what);
       if (state != ncclSuccess && state != ncclInProgress) check(state, what);

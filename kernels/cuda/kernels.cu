@@ -5,7 +5,10 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
 #include "kernels.h"
 #include "launch.h"
@@ -904,16 +907,33 @@ bool tensor_core_attention_fits(const TreeAttention& a) {
          a.n_heads / a.n_kv_heads <= kMaxGroup;
 }
 
+namespace {
+// Raises `kernel`'s dynamic shared memory limit past the default 48 KB to `bytes` on the current
+// device, once per device. The attribute lives in the device's context, not in the process: a
+// second device launching with only the first one's opt-in gets cudaErrorInvalidValue. A failed
+// opt-in is not remembered, so the next pass tries again and reports it again.
+cudaError_t opt_in_dynamic_shared(const void* kernel, int bytes) {
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device)) return e;
+  static std::mutex mutex;
+  static auto* opted_in = new std::set<std::pair<const void*, int>>;  // (kernel, device); never freed
+  std::lock_guard<std::mutex> lock(mutex);
+  if (opted_in->count({kernel, device})) return cudaSuccess;
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))
+    return e;
+  opted_in->insert({kernel, device});
+  return cudaSuccess;
+}
+}  // namespace
+
 // The tensor-core kernel for head_dim HD: one block per (KV head, split, ≤ 128 packed rows of a
 // sequence), a warp per 16 packed rows.
 template <typename T, int HD>
 cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t stream) {
   constexpr auto kernel = tree_attention_mma_kernel<T, HD>;
   const size_t shared = size_t{2} * kKeyTile * kTileStride * sizeof(uint16_t);
-  static const cudaError_t opted_in =  // past the default 48 KB once (the 128 head_dim's tiles fit below)
-      cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(shared));
-  if (opted_in != cudaSuccess) return opted_in;
+  if (const cudaError_t e = opt_in_dynamic_shared(reinterpret_cast<const void*>(kernel), static_cast<int>(shared)))
+    return e;
   const int group = a.n_heads / a.n_kv_heads, warps = std::min((a.bucket * group + 15) / 16, kMaxWarps);
   const int row_blocks = row_block_bound(a.bucket, group, 16 * warps, a.max_sequences);
   return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_blocks), 32 * warps, shared, stream, a);

@@ -2,6 +2,20 @@
 // args…)` is `kernel<<<grid, block, shared_bytes, stream>>>(args…)` under nvcc, and the CPU
 // execution of CUDA's launch otherwise (kernels/cuda_on_cpu: the arguments copied at the call,
 // as a GPU copies them, so a captured launch replays them). Returns the launch's error.
+//
+// How the error is read, and why it is this launch's: `<<<>>>` returns nothing; a launch CUDA
+// refuses writes its error into the calling host thread's last-error slot, which
+// cudaGetLastError returns and resets. Calls that succeed do not reset the slot, so it may still
+// hold the error of any earlier runtime call on this thread that nobody read, typically the
+// cudaErrorNotReady of a cudaStreamQuery or cudaEventQuery poll, which is no error of this
+// launch. The slot is the thread's own, so nothing writes it between the calls below: emptied
+// right before the launch, it holds right after exactly what the launch put there. Comparing
+// cudaPeekAtLastError before and after could not do this: a stale error and the same error
+// raised again by the launch look alike. Emptying drops only an earlier call's error, which that
+// call already returned to its caller. A sticky error (a device fault: illegal address, launch
+// failure) survives cudaGetLastError and is still returned here, as it must be: the context is
+// unusable. The CPU execution goes through the same slot (its launch records its error there,
+// as `<<<>>>` does), so this path is exercised by the tests that run without a GPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,12 +30,13 @@ namespace rootspec::cuda {
 
 template <auto Kernel, typename... Args>
 cudaError_t launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  (void)cudaGetLastError();  // an earlier call's unread error is not this launch's (above)
 #if defined(__CUDACC__)
   Kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
-  return cudaGetLastError();
 #else
-  return cuda_on_cpu::launch<Kernel>(grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+  (void)cuda_on_cpu::launch<Kernel>(grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 #endif
+  return cudaGetLastError();
 }
 
 }  // namespace rootspec::cuda

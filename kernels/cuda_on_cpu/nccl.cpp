@@ -291,7 +291,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     std::lock_guard<std::mutex> lock(s.m);
     streams = s.streams;
   }
-  for (cudaStream_t stream : streams) cudaStreamQuery(stream);  // lets them run
+  for (cudaStream_t stream : streams) rootspec::cuda_on_cpu::let_run(stream);  // lets them run
   while (s.pending.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   if (s.async_error.load() == ncclInProgress) shm_unlink(s.name.c_str());  // the peer never came
   delete comm;

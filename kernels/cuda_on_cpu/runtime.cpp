@@ -112,8 +112,10 @@ std::set<cudaStream_t>& streams() {
   static auto* s = new std::set<cudaStream_t>;
   return *s;
 }
-std::map<const void*, int>& dynamic_shared_optin() {
-  static auto* m = new std::map<const void*, int>;
+// cudaFuncSetAttribute's dynamic shared memory opt-ins, by (device, kernel): an attribute belongs
+// to the context of the device current at the call, so each device opts in for itself.
+std::map<std::pair<int, const void*>, int>& dynamic_shared_optin() {
+  static auto* m = new std::map<std::pair<int, const void*>, int>;
   return *m;
 }
 
@@ -332,6 +334,8 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, uint64_t* seq
   return cudaSuccess;
 }
 
+void let_run(cudaStream_t stream) { release(resolve_stream(stream)); }
+
 cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
                            cudaStream_t stream, std::vector<PointerArgument> pointers,
                            std::function<void()> body) {
@@ -345,19 +349,20 @@ cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3
              std::to_string(block.y) + ", " + std::to_string(block.z) + ") refused");
     return record(cudaErrorInvalidConfiguration);
   }
+  const int device = s->device;
   int shared_limit = kSharedPerBlock;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    auto it = dynamic_shared_optin().find(kernel);
+    auto it = dynamic_shared_optin().find({device, kernel});
     if (it != dynamic_shared_optin().end()) shared_limit = it->second;
   }
   if (shared_bytes > static_cast<size_t>(shared_limit)) {
     complain(std::string(name) + ": " + std::to_string(shared_bytes) + " bytes of dynamic shared memory, " +
-             std::to_string(shared_limit) + " allowed (cudaFuncSetAttribute raises it to " +
+             std::to_string(shared_limit) + " allowed on cuda:" + std::to_string(device) +
+             " (cudaFuncSetAttribute, with that device current, raises it to " +
              std::to_string(kSharedPerBlockOptin) + ")");
     return record(cudaErrorInvalidValue);
   }
-  const int device = s->device;
   auto run = [device, name = std::string(name), grid, block, shared_bytes, pointers = std::move(pointers),
               body = std::move(body)] {
     for (const PointerArgument& p : pointers) {
@@ -692,10 +697,11 @@ cudaError_t cudaDeviceSynchronize(void) {
 }
 
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+  if (const cudaError_t e = device_error(this_device)) return record(e);
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > kSharedPerBlockOptin)
     return record(cudaErrorInvalidValue);
   std::lock_guard<std::mutex> lock(registry_mutex);
-  dynamic_shared_optin()[func] = value;
+  dynamic_shared_optin()[{this_device, func}] = value;  // the current device's only
   return cudaSuccess;
 }
 
@@ -803,7 +809,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     s->released = s->enqueued;
     s->cv.notify_all();
   }
-  return s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+  // NotReady is an error like any other to the runtime: it stays in the thread's last-error slot
+  // (not sticky), and the next cudaGetLastError, e.g. the one after a launch, reports it.
+  return s->completed == s->enqueued ? cudaSuccess : record(cudaErrorNotReady);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
@@ -946,7 +954,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   }
   if (!s) return cudaSuccess;
   release(s, seq);
-  return event->done.load() ? cudaSuccess : cudaErrorNotReady;
+  return event->done.load() ? cudaSuccess : record(cudaErrorNotReady);  // in the last-error slot too
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -37,6 +37,10 @@ int stream_device(cudaStream_t stream);
 // position in the stream (not set for a captured one).
 cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, uint64_t* seq = nullptr);
 
+// Lets the stream run everything enqueued on it so far, as a query does, without touching the
+// calling thread's last-error slot (the library stand-ins use it: their callers' slots are theirs).
+void let_run(cudaStream_t stream);
+
 // An error found while running an operation (an illegal address, a deadlocked kernel): from now
 // on every call of the device reports it, as after a GPU fault. `why` goes to stderr once.
 void set_sticky_error(int device, cudaError_t error, const std::string& why);

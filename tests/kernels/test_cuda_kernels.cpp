@@ -593,6 +593,27 @@ TEST(CudaKernels, TreeAttentionOnTensorCoresMatchesTheReferenceAcrossShapes) {
   }
 }
 
+// The tensor-core kernel needs more than the default 48 KB of dynamic shared memory, an opt-in
+// that belongs to each device's context: a process that runs attention on one device and then on
+// another (two daemons' models in one process, a test on both devices) must opt in on both, or
+// the second device's launch is refused with cudaErrorInvalidValue.
+TEST(CudaKernels, TensorCoreAttentionRunsOnASecondDeviceAfterTheFirst) {
+  SKIP_WITHOUT_GPU();
+  int devices = 0;
+  CUDA_OK(cudaGetDeviceCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "one CUDA device here: the test needs two";
+  struct BackToDeviceZero {
+    ~BackToDeviceZero() { cudaSetDevice(0); }
+  } back_to_device_zero;
+  const TensorCoreCase c{64, 4, 1, 129, 3, 4, 2, cuda::Elem::F16};
+  for (const int device : {0, 1}) {
+    SCOPED_TRACE("cuda:" + std::to_string(device));
+    CUDA_OK(cudaSetDevice(device));
+    expect_tensor_core_attention_matches_reference(c, 500);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Where the tensor-core kernel does not fit (float32 caches, a head_dim it has no tiles for,
 // groups past 8), kTensorCore runs the simple kernel.
 TEST(CudaKernels, TensorCoreAttentionFitsOnlyItsShapes) {

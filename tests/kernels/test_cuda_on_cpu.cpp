@@ -119,9 +119,13 @@ __global__ void nothing() {}
 
 TEST(CudaOnCpu, LaunchesAGpuWouldRefuseAreRefused) {
   CUDA_OK(cudaSetDevice(0));
-  EXPECT_EQ(launch<nothing>(1, 1025, 0, nullptr), cudaErrorInvalidConfiguration) << "1 025 threads";
+  // The CPU execution's `<<<>>>` leaves its error in the thread's last-error slot, where
+  // launch.h's launch (as under nvcc) reads it.
+  EXPECT_EQ(cuda_on_cpu::launch<nothing>(1, 1025, 0, nullptr), cudaErrorInvalidConfiguration) << "1 025 threads";
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "read once";
+  EXPECT_EQ(launch<nothing>(1, 1025, 0, nullptr), cudaErrorInvalidConfiguration) << "through launch.h";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "launch.h's launch read it";
   EXPECT_EQ(launch<nothing>(dim3(1, 65536), 32, 0, nullptr), cudaErrorInvalidConfiguration) << "grid y";
   EXPECT_EQ(launch<nothing>(1, dim3(1, 1, 65), 0, nullptr), cudaErrorInvalidConfiguration) << "block z";
   EXPECT_EQ(launch<nothing>(1, 32, 49 << 10, nullptr), cudaErrorInvalidValue) << "49 KB without opting in";
@@ -131,6 +135,94 @@ TEST(CudaOnCpu, LaunchesAGpuWouldRefuseAreRefused) {
             cudaErrorInvalidValue)
       << "past an H200's 227 KB";
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A kernel that no other test opts in to more than 48 KB of dynamic shared memory.
+__global__ void opted_in_on_one_device() {}
+
+// cudaFuncSetAttribute sets an attribute in the context of the device current at the call: the
+// opt-in of cuda:0 does not let cuda:1 launch with more than 48 KB.
+TEST(CudaOnCpu, ADynamicSharedMemoryOptInHoldsOnlyOnTheDeviceCurrentAtTheCall) {
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(cudaFuncSetAttribute(opted_in_on_one_device, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
+  EXPECT_EQ(launch<opted_in_on_one_device>(1, 32, 64 << 10, nullptr), cudaSuccess) << "cuda:0 opted in";
+  CUDA_OK(cudaSetDevice(1));
+  EXPECT_EQ(launch<opted_in_on_one_device>(1, 32, 64 << 10, nullptr), cudaErrorInvalidValue)
+      << "cuda:1 did not opt in";
+  CUDA_OK(cudaFuncSetAttribute(opted_in_on_one_device, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
+  EXPECT_EQ(launch<opted_in_on_one_device>(1, 32, 64 << 10, nullptr), cudaSuccess) << "now it did";
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  CUDA_OK(cudaSetDevice(0));
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Runs until the host sets *go (pinned memory): work that a query finds unfinished for as long as
+// the test needs it to.
+__global__ void wait_for_host(const int* go) {
+  while (__atomic_load_n(go, __ATOMIC_ACQUIRE) == 0) {
+  }
+}
+
+// A stream whose first operation is wait_for_host, and an event recorded after it; lets the kernel
+// end when the test ends, however it ends (the kernels that come later would wait for it).
+struct BusyStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t after = nullptr;
+  int* go = nullptr;
+  BusyStream() {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    EXPECT_EQ(cudaEventCreate(&after), cudaSuccess);
+    EXPECT_EQ(cudaMallocHost(&go, sizeof(int)), cudaSuccess);
+    *go = 0;
+    EXPECT_EQ(launch<wait_for_host>(1, 1, 0, stream, go), cudaSuccess);
+    EXPECT_EQ(cudaEventRecord(after, stream), cudaSuccess);
+  }
+  void finish() {
+    __atomic_store_n(go, 1, __ATOMIC_RELEASE);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  ~BusyStream() {
+    finish();
+    cudaEventDestroy(after);
+    cudaStreamDestroy(stream);
+    cudaFreeHost(go);
+  }
+};
+
+// cudaErrorNotReady is an error to the runtime like any other: the query returns it and leaves it
+// in the thread's last-error slot, which the next cudaGetLastError reports once (it is not sticky).
+TEST(CudaOnCpu, AQueryThatFindsWorkUnfinishedLeavesNotReadyInTheLastErrorSlot) {
+  CUDA_OK(cudaSetDevice(0));
+  (void)cudaGetLastError();  // what an earlier test's refused calls left
+  BusyStream busy;
+  EXPECT_EQ(cudaStreamQuery(busy.stream), cudaErrorNotReady);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorNotReady) << "the stream query's";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "peeking left it there";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "read once: not sticky";
+  EXPECT_EQ(cudaEventQuery(busy.after), cudaErrorNotReady);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "the event query's";
+  busy.finish();
+  EXPECT_EQ(cudaStreamQuery(busy.stream), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(busy.after), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "a query that finds the work done leaves nothing";
+}
+
+// launch.h's launch returns the launch's own error, not one an earlier call left unread in the
+// thread's slot: a poll that found a stream busy (the NCCL pool channel polls its transfers)
+// does not make the next kernel launch fail, and a refused launch still reports its refusal.
+TEST(CudaOnCpu, ALaunchAfterAQueryThatFoundWorkUnfinishedReturnsItsOwnError) {
+  CUDA_OK(cudaSetDevice(0));
+  int* out = device_array<int>(32);
+  {
+    BusyStream busy;
+    ASSERT_EQ(cudaStreamQuery(busy.stream), cudaErrorNotReady);
+    EXPECT_EQ(launch<write_one>(1, 32, 0, busy.stream, out), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "the launch read the slot";
+    ASSERT_EQ(cudaEventQuery(busy.after), cudaErrorNotReady);
+    EXPECT_EQ(launch<nothing>(1, 1025, 0, busy.stream), cudaErrorInvalidConfiguration);
+  }
+  EXPECT_EQ(to_host(out, 32), std::vector<int>(32, 1)) << "the kernel ran after the busy one";
+  cudaFree(out);
 }
 
 // Lane 0 waits at __syncthreads for lanes 1–31, which wait at a shuffle for lane 0: a GPU hangs;

@@ -69,8 +69,9 @@ struct PointerArgument {
 
 // Enqueues `body` (the kernel with its arguments bound) as a grid of grid × block threads on
 // `stream`, or records it into the stream's capture. Checks the launch as a GPU would (threads
-// per block, grid and block dimensions, dynamic shared memory against the opted-in size) and
-// returns the launch error, which cudaGetLastError then also reports.
+// per block, grid and block dimensions, dynamic shared memory against the size opted in on the
+// stream's device) and returns the launch error, which it also leaves in the thread's last-error
+// slot, where `<<<>>>` leaves it (kernels/cuda/launch.h reads it there).
 cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
                            cudaStream_t stream, std::vector<PointerArgument> pointers,
                            std::function<void()> body);
