@@ -9,7 +9,6 @@
 #include <ctime>
 #include <filesystem>
 #include <set>
-#include <thread>
 
 #include "clock.h"
 #include "openai.h"

@@ -11,8 +11,6 @@
 // listener hears TargetGone.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
@@ -50,7 +48,6 @@ class TargetChannel {
   void forget(uint64_t request);
   // From any thread: queues `bytes` (an encoded message about `request`) for the target.
   void send(uint64_t request, std::string bytes);
-  size_t listeners() const { return listeners_.size(); }
 
  private:
   void run();  // the channel's thread
