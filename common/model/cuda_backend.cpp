@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_splits.h"
 #include "cuda_gemm.h"
 #include "kernels.h"
 #include "model_tensors.h"
@@ -200,12 +201,17 @@ class CudaBackend final : public PassBackend {
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     int mask_words = 0;
+    int splits = 1;  // the attention's split-K (attention_for): a graph keeps it
   };
 
-  // Tree attention's shape for a bucket: the kernel (tensor cores where it fits) and its splits
-  // (enough blocks for about two waves: the simple kernel has a block per row and query head,
-  // the tensor-core one per KV head). A function of the bucket only: a graph keeps it.
-  cuda::TreeAttention attention_for(int bucket) const;
+  // Tree attention's shape for a bucket over `keys` keys (the longest key range of the pass's
+  // sequences, committed context and tree slots): the kernel (tensor cores where it fits) and its
+  // splits. The simple kernel has a block per row and query head and splits by the bucket only;
+  // the tensor-core one has a block per KV head and packed row tile, and splits by
+  // attention_key_splits (attention_splits.h) so that its scratch stays within the K/V it reads.
+  cuda::TreeAttention attention_for(int bucket, int keys) const;
+  // The longest key range of a batch's sequences, at most the cache's capacity.
+  int pass_keys(const PassBatch& batch) const;
   // Device memory from the one weight arena (aligned to 256 bytes).
   void* carve(size_t bytes);
   void* load(WeightSource& source, const TensorSpec& spec, Elem type, double mean, double half_width);
@@ -214,7 +220,7 @@ class CudaBackend final : public PassBackend {
     return reinterpret_cast<const int32_t*>(static_cast<const char*>(inputs_.get()) + offset);
   }
   // Enqueues one pass of `bucket` rows over the inputs already in device memory.
-  void enqueue_pass(int bucket, int mask_words);
+  void enqueue_pass(int bucket, int mask_words, int keys);
   // Stages the batch's inputs (one copy) and enqueues its pass, replaying the bucket's graph
   // (captured on first use) or eagerly; the logits land in logits_.
   void start_pass(const PassBatch& batch, PassKind kind);
@@ -274,7 +280,8 @@ class CudaBackend final : public PassBackend {
   double device_seconds_ = 0;
   std::unique_ptr<PinnedBuffer> rows_;  // host rows handed back (host_rows)
   size_t rows_floats_ = 0;
-  Graph graphs_by_bucket_[kMaxTreeBucket + 1];
+  // Per bucket, one graph per split count met (attention_key_splits gives powers of two: few).
+  std::vector<Graph> graphs_by_bucket_[kMaxTreeBucket + 1];
   bool planned_[kMaxTreeBucket + 1] = {};  // the bucket ran once eagerly: its product plans exist
 };
 
@@ -383,7 +390,13 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   top_host_ = std::make_unique<PinnedBuffer>(rows * cuda::kMaxTopK * 8);
   size_t partial_floats = 0;
   for (int b = 1; b <= kMaxTreeBucket; b *= 2) {
-    const int splits = attention_for(b).splits;
+    // The most splits any context up to the capacity gets (attention_max_key_splits never
+    // decreases with the context).
+    cuda::TreeAttention a = attention_for(b, capacity);
+    const int splits = cuda::tensor_core_attention_fits(a)
+                           ? attention_max_key_splits(sm_count_, nkv, nh / nkv, b, capacity, hd,
+                                                      static_cast<int>(es), kMaxSplits)
+                           : a.splits;
     if (splits > 1) partial_floats = std::max(partial_floats, size_t(b) * nh * splits * (hd + 2));
   }
   partial_ = DeviceBuffer(partial_floats * 4);
@@ -411,8 +424,9 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(device_);
   cudaStreamSynchronize(stream_);
-  for (Graph& g : graphs_by_bucket_)
-    if (g.exec) cudaGraphExecDestroy(g.exec);
+  for (std::vector<Graph>& graphs : graphs_by_bucket_)
+    for (Graph& g : graphs)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
   cudaEventDestroy(moves_copied_);
   cudaEventDestroy(pass_start_);
   cudaEventDestroy(pass_end_);
@@ -420,7 +434,7 @@ CudaBackend::~CudaBackend() {
   cudaStreamDestroy(stream_);
 }
 
-cuda::TreeAttention CudaBackend::attention_for(int bucket) const {
+cuda::TreeAttention CudaBackend::attention_for(int bucket, int keys) const {
   cuda::TreeAttention a;
   a.kernel = attention_;
   a.bucket = bucket;
@@ -430,9 +444,19 @@ cuda::TreeAttention CudaBackend::attention_for(int bucket) const {
   a.dtype = dtype_;
   a.capacity = capacity_;
   a.splits = cuda::tensor_core_attention_fits(a)
-                 ? cuda::attention_splits(1, a.n_kv_heads, sm_count_, kMaxSplits)
+                 ? attention_key_splits(sm_count_, a.n_kv_heads, a.n_heads / a.n_kv_heads, bucket,
+                                        std::min(std::max(keys, 1), capacity_), a.head_dim,
+                                        cuda::elem_size(dtype_), kMaxSplits)
                  : cuda::attention_splits(bucket, a.n_heads, sm_count_, kMaxSplits);
   return a;
+}
+
+int CudaBackend::pass_keys(const PassBatch& batch) const {
+  const int tree = batch.mask_words * kMaskWordBits;
+  int context = batch.context;
+  if (batch.sequences)
+    for (int q = 0; q < batch.n_sequences; ++q) context = std::max(context, batch.sequences[q].context);
+  return std::min(context + tree, capacity_);
 }
 
 void* CudaBackend::carve(size_t bytes) {
@@ -466,7 +490,7 @@ float* CudaBackend::host_rows(size_t floats) {
   return static_cast<float*>(rows_->get());
 }
 
-void CudaBackend::enqueue_pass(int b, int mask_words) {
+void CudaBackend::enqueue_pass(int b, int mask_words, int keys) {
   const ModelConfig& c = config_;
   const int hidden = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads,
             inter = c.intermediate_size, vocab = c.vocab_size, qkv_n = (nh + 2 * nkv) * hd;
@@ -495,7 +519,7 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     w.k_cache = l.k_cache;
     w.v_cache = l.v_cache;
     check(cuda::rope_kv_write(w, stream_), "rope_kv_write");
-    cuda::TreeAttention a = attention_for(b);
+    cuda::TreeAttention a = attention_for(b, keys);
     a.mask_words = mask_words;
     a.q = q_.f32();
     a.dtype = dtype_;
@@ -508,6 +532,9 @@ void CudaBackend::enqueue_pass(int b, int mask_words) {
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     a.out = attn_.get();
     a.partial = partial_.f32();
+    if (a.splits > 1 && size_t(b) * nh * a.splits * (hd + 2) * 4 > partial_.bytes())
+      throw std::logic_error("CudaBackend: " + std::to_string(a.splits) +
+                             " attention splits overflow the split-K scratch");
     check(cuda::tree_attention(a, stream_), "tree_attention");
     gemm_->run(l.wo, attn_.get(), x, b, hidden, nh * hd, /*accumulate=*/true, stream_,
                l.bo);  // x += o(attn) + bias
@@ -544,7 +571,12 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   check(cudaMemcpyAsync(inputs_.get(), st, layout_.mask + mask_bytes, cudaMemcpyHostToDevice, stream_),
         "cudaMemcpyAsync (pass inputs)");
 
-  Graph& g = graphs_by_bucket_[b];
+  const int keys = pass_keys(batch);
+  const int splits = attention_for(b, keys).splits;
+  std::vector<Graph>& graphs = graphs_by_bucket_[b];
+  auto found = std::find_if(graphs.begin(), graphs.end(), [&](const Graph& g) { return g.splits == splits; });
+  if (found == graphs.end()) found = graphs.insert(graphs.end(), Graph{nullptr, 0, splits});
+  Graph& g = *found;
   const bool replay = graphs_ && kind != PassKind::Prefill && planned_[b];
   if (replay && (!g.exec || g.mask_words != batch.mask_words)) {
     if (g.exec) cudaGraphExecDestroy(g.exec), g.exec = nullptr;
@@ -552,7 +584,7 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
     cudaGraph_t graph = nullptr;
     check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
     try {
-      enqueue_pass(b, batch.mask_words);
+      enqueue_pass(b, batch.mask_words, keys);
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -567,7 +599,7 @@ void CudaBackend::start_pass(const PassBatch& batch, PassKind kind) {
   if (replay) {
     check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
   } else {
-    enqueue_pass(b, batch.mask_words);  // also makes the bucket's product plans
+    enqueue_pass(b, batch.mask_words, keys);  // also makes the bucket's product plans
     planned_[b] = true;
   }
 }
