@@ -1,8 +1,11 @@
 #include "block_runner.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "sanitizers.h"
 
@@ -18,7 +21,87 @@ constexpr size_t kStackBytes = 512 << 10;
 constexpr size_t kStackBytes = 256 << 10;
 #endif
 
+constexpr const char* kBlockOrderVariable = "ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER";
+
+BlockOrder order_from_environment() {
+  const char* v = std::getenv(kBlockOrderVariable);
+  BlockOrder order;
+  std::string error;
+  if (v && *v && !parse_block_order(v, &order, &error)) {
+    std::fprintf(stderr, "rootspec CUDA-on-CPU: %s=\"%s\": %s\n", kBlockOrderVariable, v, error.c_str());
+    std::abort();
+  }
+  return order;
+}
+
+// The order launches run their blocks in: the environment's until set_block_order replaces it.
+std::mutex order_mutex;
+BlockOrder& current_order() {  // under order_mutex
+  static BlockOrder order = order_from_environment();
+  return order;
+}
+
+// splitmix64: a fixed generator, so that a seed names the same permutation with every standard
+// library (std::shuffle's draws are the library's own).
+uint64_t next_random(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
+
+bool parse_block_order(const char* value, BlockOrder* order, std::string* error) {
+  const std::string v = value ? value : "";
+  if (v == "forward") {
+    *order = BlockOrder{BlockOrder::kForward, 0};
+    return true;
+  }
+  if (v == "reverse") {
+    *order = BlockOrder{BlockOrder::kReverse, 0};
+    return true;
+  }
+  if (v.rfind("shuffle:", 0) == 0) {
+    const std::string seed = v.substr(8);
+    if (!seed.empty() && seed.size() <= 20 && seed.find_first_not_of("0123456789") == std::string::npos) {
+      errno = 0;
+      const unsigned long long n = std::strtoull(seed.c_str(), nullptr, 10);
+      if (errno == 0) {
+        *order = BlockOrder{BlockOrder::kShuffle, n};
+        return true;
+      }
+    }
+    *error = "the seed of shuffle:SEED must be a decimal integer below 2^64";
+    return false;
+  }
+  *error = "expected forward, reverse or shuffle:SEED (SEED a decimal integer)";
+  return false;
+}
+
+BlockOrder block_order() {
+  std::lock_guard<std::mutex> lock(order_mutex);
+  return current_order();
+}
+
+BlockOrder set_block_order(BlockOrder order) {
+  std::lock_guard<std::mutex> lock(order_mutex);
+  const BlockOrder previous = current_order();
+  current_order() = order;
+  return previous;
+}
+
+std::vector<uint64_t> block_sequence(BlockOrder order, unsigned grid_x, unsigned grid_y, unsigned grid_z) {
+  const uint64_t blocks = uint64_t{grid_x} * grid_y * grid_z;
+  std::vector<uint64_t> sequence(blocks);
+  for (uint64_t k = 0; k < blocks; ++k) sequence[k] = order.kind == BlockOrder::kReverse ? blocks - 1 - k : k;
+  if (order.kind != BlockOrder::kShuffle) return sequence;
+  // The grid's dimensions join the seed: grids of different shapes get unrelated permutations.
+  uint64_t state = order.seed;
+  for (const unsigned d : {grid_x, grid_y, grid_z}) state = next_random(state) ^ d;
+  for (uint64_t k = blocks; k > 1; --k) std::swap(sequence[k - 1], sequence[next_random(state) % k]);
+  return sequence;
+}
 
 __thread const ThreadContext* running_thread = nullptr;
 
@@ -109,18 +192,27 @@ ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run(dim3 grid, dim3 block, si
     t.context.lane = i % kWarpSize;
     t.context.owner = &t;
   }
+  // The blocks in the order of ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER (cuda_on_cpu.h): decided as the
+  // launch runs, so a graph's replay runs its kernels' blocks in the order of that moment.
+  const BlockOrder order = block_order();
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  std::vector<uint64_t> shuffled;
+  if (order.kind == BlockOrder::kShuffle) shuffled = block_sequence(order, grid.x, grid.y, grid.z);
   std::string failure;
-  for (unsigned bz = 0; bz < grid.z && failure.empty(); ++bz)
-    for (unsigned by = 0; by < grid.y && failure.empty(); ++by)
-      for (unsigned bx = 0; bx < grid.x && failure.empty(); ++bx) {
-        for (int i = 0; i < threads; ++i) threads_[i]->context.block_idx = uint3{bx, by, bz};
-        std::memset(dynamic_shared_.data(), 0xff, dynamic_shared_.size());
-        failure = run_block();
-        if (!failure.empty())
-          failure = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) +
-                    "): " + failure;
-        tsan_acquire(&block_end_sync_);  // the next block's threads come after this one's
-      }
+  for (uint64_t k = 0; k < blocks && failure.empty(); ++k) {
+    const uint64_t b = order.kind == BlockOrder::kForward   ? k
+                       : order.kind == BlockOrder::kReverse ? blocks - 1 - k
+                                                            : shuffled[k];
+    const unsigned bx = static_cast<unsigned>(b % grid.x), by = static_cast<unsigned>(b / grid.x % grid.y),
+                   bz = static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y));
+    for (int i = 0; i < threads; ++i) threads_[i]->context.block_idx = uint3{bx, by, bz};
+    std::memset(dynamic_shared_.data(), 0xff, dynamic_shared_.size());
+    failure = run_block();
+    if (!failure.empty())
+      failure = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " + std::to_string(bz) +
+                "): " + failure;
+    tsan_acquire(&block_end_sync_);  // the next block's threads come after this one's
+  }
   body_ = nullptr;
   return failure;
 }

@@ -1,5 +1,5 @@
 // BlockRunner: runs a kernel's grid on the calling OS thread (a stream's worker, runtime.cpp):
-// blocks one after another; within a block every CUDA thread a Fiber (fiber.h). A thread runs
+// blocks one after another, in the order block_order() names (cuda_on_cpu.h); within a block every CUDA thread a Fiber (fiber.h). A thread runs
 // until it waits at __syncthreads or a warp collective, or ends; then the next thread in index
 // order that can run goes on. A barrier opens once every thread it waits for (every thread of
 // the block that has not ended; every lane of the collective's mask that has not ended) is

@@ -72,11 +72,13 @@ constexpr int kMaxBlockDimZ = 64;
 constexpr unsigned kMaxGridX = 0x7fffffffu, kMaxGridYZ = 65535;
 constexpr int kSharedPerBlock = 48 << 10;
 constexpr int kSharedPerBlockOptin = 232448;
-// Multiprocessors: few, so that the grids a backend sizes by them (split-K attention: about two
-// blocks per multiprocessor) stay cheap here, while still splitting: 4 gives the one-row pass of
-// a 4-head model 2 splits (the kernel tests run other split counts). Every CUDA thread costs a
-// fiber switch at each barrier (~40 ns): a root pass of 8 splits spent most of its time in them.
-constexpr int kMultiprocessors = 4;
+// Multiprocessors, by default: few, so that the grids a backend sizes by them (split-K attention:
+// about two blocks per multiprocessor) stay cheap here, while still splitting: 4 gives the
+// one-row pass of a 4-head model 2 splits (the kernel tests run other split counts). Every CUDA
+// thread costs a fiber switch at each barrier: a root pass of 8 splits spent most of its time in
+// them. ROOTSPEC_CUDA_ON_CPU_SMS sets another count (a GPU's, to run the grids it would get).
+constexpr int kDefaultMultiprocessors = 4;
+constexpr const char* kMultiprocessorsVariable = "ROOTSPEC_CUDA_ON_CPU_SMS";
 constexpr size_t kAlignment = 256;
 
 int device_count() {
@@ -335,6 +337,31 @@ cudaError_t enqueue(cudaStream_t stream, std::function<void()> op, uint64_t* seq
 }
 
 void let_run(cudaStream_t stream) { release(resolve_stream(stream)); }
+
+bool parse_multiprocessor_count(const char* value, int* count, std::string* error) {
+  const std::string v = value ? value : "";
+  if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) <= 0) {
+    *error = "expected a positive decimal integer (the multiprocessor count the devices report)";
+    return false;
+  }
+  *count = std::stoi(v);
+  return true;
+}
+
+int multiprocessor_count() {
+  static const int count = [] {
+    const char* v = std::getenv(kMultiprocessorsVariable);
+    if (!v || !*v) return kDefaultMultiprocessors;
+    int n = 0;
+    std::string error;
+    if (!parse_multiprocessor_count(v, &n, &error)) {
+      std::fprintf(stderr, "rootspec CUDA-on-CPU: %s=\"%s\": %s\n", kMultiprocessorsVariable, v, error.c_str());
+      std::abort();
+    }
+    return n;
+  }();
+  return count;
+}
 
 cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
                            cudaStream_t stream, std::vector<PointerArgument> pointers,
@@ -645,7 +672,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[1] = prop->maxGridSize[2] = static_cast<int>(kMaxGridYZ);
   prop->major = 9;
   prop->minor = 0;
-  prop->multiProcessorCount = kMultiprocessors;
+  prop->multiProcessorCount = multiprocessor_count();
   prop->sharedMemPerBlockOptin = kSharedPerBlockOptin;
   return cudaSuccess;
 }

@@ -8,9 +8,12 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "launch.h"
@@ -397,6 +400,181 @@ TEST(CudaOnCpu, CublasLtComputesColumnMajorProductsForEveryTransposePair) {
       cublasLtMatmulDescDestroy(op);
     }
   cublasLtDestroy(lt);
+}
+
+// ROOTSPEC_CUDA_ON_CPU_SMS: the devices report the environment's multiprocessor count (4 where
+// it is unset), through both of CUDA's ways to ask. tests/CMakeLists.txt runs the CUDA tests once
+// more with a GPU's count.
+TEST(CudaOnCpu, TheMultiprocessorCountIsTheEnvironmentsOrFour) {
+  int expected = 4;
+  std::string error;
+  if (const char* v = std::getenv("ROOTSPEC_CUDA_ON_CPU_SMS"); v && *v) {
+    ASSERT_TRUE(cuda_on_cpu::parse_multiprocessor_count(v, &expected, &error)) << error;
+  }
+  cudaDeviceProp prop;
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  EXPECT_EQ(prop.multiProcessorCount, expected);
+  int attribute = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&attribute, cudaDevAttrMultiProcessorCount, 1));
+  EXPECT_EQ(attribute, expected);
+}
+
+TEST(CudaOnCpu, AMultiprocessorCountIsAPositiveDecimalInteger) {
+  int n = 0;
+  std::string error;
+  EXPECT_TRUE(cuda_on_cpu::parse_multiprocessor_count("132", &n, &error));
+  EXPECT_EQ(n, 132);
+  EXPECT_TRUE(cuda_on_cpu::parse_multiprocessor_count("1", &n, &error));
+  EXPECT_EQ(n, 1);
+  for (const char* bad : {"", "0", "-4", "+4", " 4", "4 ", "4x", "0x10", "1.5", "four", "99999999999"}) {
+    error.clear();
+    EXPECT_FALSE(cuda_on_cpu::parse_multiprocessor_count(bad, &n, &error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+// A count that does not parse stops the process at first use, naming the variable (the child
+// process of a death test reads the environment afresh).
+TEST(CudaOnCpuDeathTest, AnInvalidMultiprocessorCountStopsTheFirstCallThatNeedsItNamingTheVariable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        setenv("ROOTSPEC_CUDA_ON_CPU_SMS", "0", 1);
+        cudaDeviceProp prop;
+        cudaGetDeviceProperties(&prop, 0);
+      },
+      "ROOTSPEC_CUDA_ON_CPU_SMS=\"0\"");
+}
+
+// Each block's thread 0 takes the next ticket: order[b] is when linear block b ran.
+__global__ void take_ticket(int* counter, int* order) {
+  if (threadIdx.x == 0)
+    order[blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)] = atomicAdd(counter, 1);
+}
+
+// The linear block indices of a grid of 4 × 4 × 4 blocks in the order they ran under `order`.
+std::vector<int> blocks_in_run_order(cuda_on_cpu::BlockOrder order) {
+  const cuda_on_cpu::BlockOrder before = cuda_on_cpu::set_block_order(order);
+  int *counter = device_array<int>(1), *tickets = device_array<int>(64);
+  EXPECT_EQ(cudaMemset(counter, 0, sizeof(int)), cudaSuccess);
+  EXPECT_EQ(launch<take_ticket>(dim3(4, 4, 4), 32, 0, nullptr, counter, tickets), cudaSuccess);
+  const std::vector<int> ticket = to_host(tickets, 64);
+  cuda_on_cpu::set_block_order(before);
+  cudaFree(counter);
+  cudaFree(tickets);
+  std::vector<int> ran(64, -1);
+  for (int b = 0; b < 64; ++b)
+    if (ticket[b] >= 0 && ticket[b] < 64) ran[ticket[b]] = b;
+  return ran;
+}
+
+TEST(CudaOnCpu, BlocksRunForwardReversedOrInASeedsPermutation) {
+  using cuda_on_cpu::BlockOrder;
+  CUDA_OK(cudaSetDevice(0));
+  std::vector<int> forward(64), reverse(64);
+  for (int b = 0; b < 64; ++b) forward[b] = b, reverse[b] = 63 - b;
+  EXPECT_EQ(blocks_in_run_order({BlockOrder::kForward, 0}), forward);
+  EXPECT_EQ(blocks_in_run_order({BlockOrder::kReverse, 0}), reverse);
+  const std::vector<int> shuffled = blocks_in_run_order({BlockOrder::kShuffle, 1});
+  std::vector<int> sorted = shuffled;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, forward) << "a permutation of the grid's blocks";
+  EXPECT_NE(shuffled, forward);
+  EXPECT_NE(shuffled, reverse);
+  EXPECT_EQ(blocks_in_run_order({BlockOrder::kShuffle, 1}), shuffled) << "the same for the same seed";
+  EXPECT_NE(blocks_in_run_order({BlockOrder::kShuffle, 2}), shuffled);
+  const std::vector<uint64_t> sequence = cuda_on_cpu::block_sequence({BlockOrder::kShuffle, 1}, 4, 4, 4);
+  EXPECT_EQ(std::vector<int>(sequence.begin(), sequence.end()), shuffled) << "block_sequence says the order";
+}
+
+// A graph's kernels run their blocks in the order of the moment it is launched.
+TEST(CudaOnCpu, AGraphReplayRunsBlocksInTheOrderOfItsLaunch) {
+  using cuda_on_cpu::BlockOrder;
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int *counter = device_array<int>(1), *tickets = device_array<int>(8);
+  const BlockOrder before = cuda_on_cpu::set_block_order({BlockOrder::kForward, 0});
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  CUDA_OK(cudaMemsetAsync(counter, 0, sizeof(int), s));
+  CUDA_OK(launch<take_ticket>(8, 32, 0, s, counter, tickets));
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  cuda_on_cpu::set_block_order({BlockOrder::kReverse, 0});
+  CUDA_OK(cudaGraphLaunch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  cuda_on_cpu::set_block_order(before);
+  EXPECT_EQ(to_host(tickets, 8), (std::vector<int>{7, 6, 5, 4, 3, 2, 1, 0}));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaOnCpu, ABlockOrderIsForwardReverseOrShuffleWithADecimalSeed) {
+  using cuda_on_cpu::BlockOrder;
+  BlockOrder order;
+  std::string error;
+  EXPECT_TRUE(cuda_on_cpu::parse_block_order("forward", &order, &error));
+  EXPECT_EQ(order.kind, BlockOrder::kForward);
+  EXPECT_TRUE(cuda_on_cpu::parse_block_order("reverse", &order, &error));
+  EXPECT_EQ(order.kind, BlockOrder::kReverse);
+  EXPECT_TRUE(cuda_on_cpu::parse_block_order("shuffle:18446744073709551615", &order, &error));
+  EXPECT_EQ(order.kind, BlockOrder::kShuffle);
+  EXPECT_EQ(order.seed, 18446744073709551615ull);
+  for (const char* bad : {"", "Forward", "backward", "shuffle", "shuffle:", "shuffle:-1", "shuffle:1x", "shuffle: 1",
+                          "shuffle:18446744073709551616", "forward "}) {
+    error.clear();
+    EXPECT_FALSE(cuda_on_cpu::parse_block_order(bad, &order, &error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+  // The order this process runs in is the environment's (forward where it is unset).
+  BlockOrder expected;
+  if (const char* v = std::getenv("ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER"); v && *v) {
+    ASSERT_TRUE(cuda_on_cpu::parse_block_order(v, &expected, &error)) << error;
+  }
+  EXPECT_EQ(cuda_on_cpu::block_order().kind, expected.kind);
+  EXPECT_EQ(cuda_on_cpu::block_order().seed, expected.seed);
+}
+
+TEST(CudaOnCpuDeathTest, AnInvalidBlockOrderStopsTheFirstLaunchNamingTheVariable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        setenv("ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER", "shuffle", 1);
+        cudaSetDevice(0);
+        launch<nothing>(2, 32, 0, nullptr);
+        cudaDeviceSynchronize();
+      },
+      "ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER=\"shuffle\"");
+}
+
+// A planted bug: block b reads block b − 1's output with no grid-wide synchronisation between
+// them (a GPU runs blocks in any order, and at once). It holds when blocks happen to run in
+// index order and fails when they do not: the reason for ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER.
+__global__ void count_after_previous_block(int* out) {
+  if (threadIdx.x == 0) out[blockIdx.x] = blockIdx.x == 0 ? 1 : out[blockIdx.x - 1] + 1;
+}
+
+bool previous_block_chain_holds(cuda_on_cpu::BlockOrder order) {
+  const cuda_on_cpu::BlockOrder before = cuda_on_cpu::set_block_order(order);
+  int* out = device_array<int>(64);
+  EXPECT_EQ(launch<count_after_previous_block>(64, 32, 0, nullptr, out), cudaSuccess);
+  const std::vector<int> got = to_host(out, 64);
+  cuda_on_cpu::set_block_order(before);
+  cudaFree(out);
+  for (int b = 0; b < 64; ++b)
+    if (got[b] != b + 1) return false;
+  return true;
+}
+
+TEST(CudaOnCpu, AKernelThatReadsAnotherBlocksOutputFailsInAnotherBlockOrder) {
+  using cuda_on_cpu::BlockOrder;
+  CUDA_OK(cudaSetDevice(0));
+  EXPECT_TRUE(previous_block_chain_holds({BlockOrder::kForward, 0})) << "index order hides the bug";
+  EXPECT_FALSE(previous_block_chain_holds({BlockOrder::kReverse, 0})) << "reverse order shows it";
+  EXPECT_FALSE(previous_block_chain_holds({BlockOrder::kShuffle, 1})) << "so does shuffle:1";
 }
 
 }  // namespace

@@ -76,6 +76,34 @@ cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3
                            cudaStream_t stream, std::vector<PointerArgument> pointers,
                            std::function<void()> body);
 
+// The device's shape, from the environment (README.md), read at first use; a value that does not
+// parse stops the process there with a message naming the variable, rather than running the tests
+// on a device nobody asked for.
+//
+// ROOTSPEC_CUDA_ON_CPU_SMS: the multiprocessor count the devices report (default 4), so that code
+// sizing grids by it can be run with a real GPU's count.
+int multiprocessor_count();
+// Parses a multiprocessor count (a positive decimal integer); else false, with *error saying why.
+bool parse_multiprocessor_count(const char* value, int* count, std::string* error);
+
+// ROOTSPEC_CUDA_ON_CPU_BLOCK_ORDER: the order a launch runs its blocks in. Blocks run one at a
+// time here, and a GPU promises no order among them, so a kernel whose block reads another
+// block's output without a grid-wide synchronisation passes in one order and fails in another.
+// `forward` (the default): linear block index order (x fastest); `reverse`; `shuffle:SEED`: a
+// permutation drawn from SEED (a decimal integer) and the grid's dimensions, the same for every
+// launch of that grid with that seed.
+struct BlockOrder {
+  enum Kind { kForward, kReverse, kShuffle } kind = kForward;
+  uint64_t seed = 0;
+};
+bool parse_block_order(const char* value, BlockOrder* order, std::string* error);
+BlockOrder block_order();
+// Replaces the environment's order for the launches that run from now on (a test of the order
+// itself); returns the one it replaces.
+BlockOrder set_block_order(BlockOrder order);
+// The linear block indices of a grid of `blocks` blocks, in the order `order` runs them.
+std::vector<uint64_t> block_sequence(BlockOrder order, unsigned grid_x, unsigned grid_y, unsigned grid_z);
+
 namespace detail {
 
 template <typename T, typename = void>
