@@ -398,7 +398,7 @@ int DrafterServer::run() {
     // Nothing waits: a step of every pool being drafted, then draft-ahead.
     if (draft_step() || draft_ahead_due()) continue;
     // Is the target still there? With shared memory, only after a doorbell wait that no ring
-    // ended: the check reads /proc (~25 µs on the AMD EPYC VM), and right after a Pool the
+    // ended: the check reads /proc, which is slow, and right after a Pool the
     // target's helpers want this core for the tree pass.
     if (!shm_ || !rang) {
       watch.poll_disconnected();  // a closed connection wakes the poll; the pid check decides
@@ -409,9 +409,8 @@ int DrafterServer::run() {
     }
     if (shm_) {
       // A ring whose message was read already ends this wait at once: harmless. An oversize
-      // message crossing ZeroMQ is picked up within a 20 ms slice. (Waiting on ZeroMQ after a
-      // ring, as before, held the next Commit for 5 ms when the ring was stale: ~4.5 ms at
-      // every request's second round.)
+      // message crossing ZeroMQ is picked up within a 20 ms slice; waiting on ZeroMQ after a
+      // ring instead would hold the next Commit whenever the ring was stale.
       shm_->wait(bell, 20000000, 0);
       rang = shm_->bell() != bell;
       continue;

@@ -9,7 +9,7 @@
 // client gone, or the request's deadline ends a queued or decoding request without disturbing
 // the others; a Status is answered between rounds.
 //
-// The drafter may die or stop answering (issue 17): the requests in flight then continue with
+// The drafter may die or stop answering: the requests in flight then continue with
 // plain decoding (ar) from their committed contexts, exact, and say so (a Delta's notice, the
 // Done's `degraded`): a member whose pool did not come decodes its round from an empty pool
 // (selection from any pool keeps the target's law), and ar from the next. Later requests
@@ -96,9 +96,8 @@ class TargetServer {
   TargetModel& target_;
   AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
   // …and in a batch, the batch's decision (batch_auto.h), with rates kept apart for batches whose
-  // `auto` members all decode greedily [0] and those where some sample [1]: a round accepts about
-  // twice the tokens at T = 0 as at T = 1 on the shipped pair, so greedy batches' rates misled
-  // sampling ones (bench/results/concurrency-epyc).
+  // `auto` members all decode greedily [0] and those where some sample [1]: a round accepts more
+  // tokens at T = 0 than at T = 1, so greedy batches' rates would mislead sampling ones.
   std::array<BatchAuto, 2> batch_auto_;
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;

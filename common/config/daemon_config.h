@@ -1,5 +1,5 @@
 // DaemonConfig: what `rootspec-target` and `rootspec-drafter` run with, from a TOML file
-// (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3, issue 5).
+// (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3).
 //
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
 //              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),

@@ -198,8 +198,7 @@ PoolBody DrafterLink::wait_pool(uint64_t request, uint32_t round, zmq::socket_t&
     }
     if (shm_ && !spun) {
       // The pool is due about now (drafting takes about a root pass): spin for it before the
-      // checks below, which read /proc (~25 µs on the AMD EPYC VM) and held up a pool that
-      // came meanwhile (the pool's median wait from sent to taken: 4 µs, its mean 30-50).
+      // checks below, which read /proc and would hold up a pool that came meanwhile.
       spun = true;
       shm_->wait(bell, kSpinNs, kSpinNs);
       if (shm_->bell() != bell) continue;

@@ -18,11 +18,9 @@ constexpr double kStall = 3.0;    // a try's round over this × the model's time
 constexpr double kBadLoss = 0.8;  // speculation below this × ar's rate: the gap grows ×4, not ×2
 constexpr int kWonTryShrink = 8;  // a try that wins divides the gap by this (AutoOptions)
 // Once tries lose in a row, they cost at most this share of the time plain decoding runs: a try
-// at T = 1 on the shipped pair cost 1-3.5 ms against ar (the drafter's catch-up on the whole
-// context, cold first rounds, then rounds a little slower than ar's), 6-20 plain rounds, and
-// where speculation ran even with ar or a little below, tries that its noise let win shortened
-// the gap to a few dozen rounds (17 tries in a run, 1.3% of the time;
-// bench/results/issue19-epyc-5/README.md).
+// costs several plain rounds (the drafter's catch-up on the whole context, cold first rounds),
+// and where speculation runs even with ar, tries that its noise lets win would shorten the gap
+// to a few dozen rounds.
 constexpr double kTryShare = 0.005;
 // …unless at least this share of the last ~kWonShareTries tries won (Acceptance::won_share).
 constexpr double kFloorWonShare = 1.0 / 3;
@@ -133,10 +131,8 @@ void AutoCostModel::add_speculative(const RoundRecord& r, double wall_ms) {
   if (!r.tree_pass_skipped && r.tree_pass_ns > 0) {
     const double x = r.tree_nodes + 1;  // rows: the anchor and the nodes below it
     // A stalled pass counts as at most kOutlier × the line's time at its rows, as smooth() cuts
-    // every running mean: one pass of 6 ms among passes of 0.17 (the VM stalled) tilted the line
-    // so far that every later round chose B = 1, whose one-row passes could not tilt it back,
-    // and `auto` ran plain at every temperature for the rest of the run (T = 0 +7% where root-draw
-    // gave +48%: bench/results/issue19-epyc-9/README.md, the second set).
+    // every running mean, since one stalled pass could tilt the line so far that every later
+    // round chose B = 1, whose one-row passes could not tilt it back.
     // (The line's mean bounds the cut from below: a steep line can put its own time at few rows
     // near 0.)
     const double at_rows = std::max(tree_ms(static_cast<int>(x)), s0_ > 0 ? sy_ / s0_ : 0.0);
@@ -179,9 +175,8 @@ AutoController::AutoController(AutoCostModel& costs, double temperature, int max
   rule_ = acc_.rule;
   // Start in the mode the last request at this temperature ended in: speculation that lost is
   // tried again after the gap reached there, not at once; a try that the last request ended
-  // goes on here. (Comparing the rates instead set a speculative rate measured minutes ago
-  // against ar's of now: a slow spell of the VM made ar look slow, and T = 1 requests started
-  // speculating on that old rate and lost 20% and more.) Speculation that the last request
+  // goes on here, since comparing the rates instead would set an old speculative rate against
+  // ar's of now, which a slow spell of the machine distorts. Speculation that the last request
   // ended in starts this one only if it pays with what a start costs (plain_start_pays).
   if (acc_.trying) {
     after_plain_ = true;
@@ -200,10 +195,9 @@ AutoController::~AutoController() {
 
 // Over a request of L tokens (the mean of past ones at the temperature, at most this one's
 // max_tokens), speculation takes StartCosts::speculative_ms + L / its rate and ar
-// StartCosts::plain_ms + L · ar's time. A start is a cost that hysteresis does not see: on the
-// shipped pair a speculative start cost 0.2-0.6 ms (the drafter's prefill, cold first rounds)
-// of a 128-token request's ~20 ms at T = 1, and requests there that began speculating at a
-// rate even with ar's ran 1.06× ar's time (bench/results/issue19-epyc-4/README.md).
+// StartCosts::plain_ms + L · ar's time. A start is a cost that hysteresis does not see (the
+// drafter's prefill, cold first rounds), so requests that began speculating at a rate even with
+// ar's would run slower than ar.
 bool AutoController::plain_start_pays(int max_tokens) const {
   double tokens = acc_.requests > 0 ? acc_.request_tokens : max_tokens;
   if (max_tokens > 0) tokens = std::min<double>(tokens, max_tokens);
@@ -360,8 +354,8 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     // in the tokens it was not sent and run on cold caches, and so do a request's first rounds
     // after the prefills: costs of switching and of starting, not of speculating (ar's first
     // rounds are left out alike), so they are left out. A try's measured rounds replace the
-    // running rate by their plain mean (with weights of a half each, as before, its last two
-    // rounds decided, and at T = 1 tries won on noise and speculated at a loss).
+    // running rate by their plain mean, since weights of a half each would let its last two
+    // rounds decide and tries would win on noise.
     const bool catching_up = in_mode_ < o.try_warmup_rounds || started_in_batch_;
     if (wall > 0 && !catching_up) {
       // The model's time for this round before it teaches the model: its base and, with the
@@ -370,15 +364,12 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
       const bool model_settled = costs_.speculative_rounds_measured() > kSettled;
       // The round's expected tokens, not its realised ones: the same mean with far less noise
       // (a round emits 1 to depth + 2 tokens), so that a short try decides. Its time as it ran:
-      // the wall clock holds everything the round cost (putting the fitted tree time in place of
-      // the pass's, as before, read speculation at T = 1 25-40% faster than it ran).
+      // the wall clock holds everything the round cost, while the fitted tree time in place of
+      // the pass's would read speculation faster than it ran.
       double ms = wall;
       // The round's time less what its draw added to it: whether y left level one (no tree
-      // pass) is a coin with the known chance expected_skip_, and at T = 1 on the shipped pair
-      // it fell so in ~43% of rounds, which took ~0.22 ms against ~0.45 for the others; a try's
-      // six rounds then read speculation ±10% off on that coin alone (in a run where root-draw
-      // won 12.6% over `ar`, `auto` kept a try's reading of an 8% loss and ran plain for the
-      // rest of T = 1's requests: bench/results/issue19-epyc-9/README.md, the first set).
+      // pass) is a coin with the known chance expected_skip_, and rounds without a tree pass
+      // take far less time, so a try's few rounds would read speculation off on that coin alone.
       // Adding (1 − skip − ran) × the tree pass's time fitted before the draw keeps the
       // mean (E[ran] = 1 − skip exactly: y is drawn from the root row the chance came from) and
       // takes that coin out. At T = 0 the draw is decided (skip is 0 or 1): nothing changes.
@@ -386,12 +377,9 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
         const double ran = r.tree_pass_skipped ? 0.0 : 1.0;
         ms = std::max(ms + (1.0 - expected_skip_ - ran) * tree_if_run_ms_, 0.1 * ms);
       }
-      // A try decides on a plain mean of a few rounds, and one stall of the machine among them
-      // (a 3-8 ms round amid 0.45 ms ones, cut to 3× the running mean) read speculation a third
-      // slower than it ran: on the AMD EPYC VM (2026-12-02) stalls hit a try's measured rounds
-      // 0.5% of the time each, the try was lost "badly" (the gap ×4), its cost set the floor on
-      // the gap, and T = 1 ran plain for the rest of the run where root-draw won 9%
-      // (bench/results/issue19-epyc-11/README.md). A try's round that took over kStall × the
+      // A try decides on a plain mean of a few rounds, and one stall of the machine among them,
+      // even cut to 3× the running mean, would read speculation far slower than it ran and lose
+      // the try badly where speculation wins. A try's round that took over kStall × the
       // model's time for it is left out of the try (the model and its cost too): ar's time,
       // the median of its refresh's rounds, leaves its stalls out alike. Speculation under way
       // keeps counting stalls, cut as every running mean is.
@@ -426,8 +414,8 @@ void AutoController::observe_wall(const RoundRecord& r, int32_t first_token, dou
     if (o.fixed_costs) wall = costs_.ar_ms();
     // The first plain rounds of a stretch wake the target's helper threads, carry the last
     // speculative round's tail and run on caches that the tree pass left: costs of switching,
-    // left out as a try's first rounds are (right after speculation they measured ~0.3 ms on
-    // the shipped pair, steady plain rounds ~0.17).
+    // left out as a try's first rounds are, since right after speculation they run well above
+    // steady plain rounds.
     if (refreshing_ar_ && in_mode_ == o.ar_settle_rounds) costs_.restart_ar();
     if (in_mode_ >= o.ar_settle_rounds && !started_in_batch_) costs_.add_ar(wall);
   }
@@ -611,14 +599,13 @@ void AutoController::learn_start_cost(double wall, int emitted) {
   AutoCostModel::StartCosts& start = costs_.start_costs();
   if (stretch_ == Stretch::Try) {
     // A try costs what its rounds took beyond ar's time for their tokens (its start and its
-    // measured rounds: at T = 1 on the shipped pair the start was half of it), which a try that
-    // wins does not cost.
+    // measured rounds, the start often a large part of it), which a try that wins does not cost.
     if (o.fixed_costs || costs_.measured_ar())
       follow(acc_.try_ms, acc_.try_n, start_ms_ + steady_ms_ - stretch_tokens_ * costs_.ar_ms());
   } else {
     // The start rounds against the steady rounds right after them, at the machine's speed of
-    // the moment: against the running mean (a slow spell's, or a try's), a try's start cost -5
-    // to +3 ms on the shipped pair. Rounds, not tokens: their trees are alike, tokens noisier.
+    // the moment, since against the running mean (a slow spell's, or a try's) a start's cost
+    // would swing both ways. Rounds, not tokens: their trees are alike, tokens noisier.
     const double steady = steady_ms_ / steady_rounds;
     // A stall among the start rounds counts as at most their steady time again (see smooth()).
     const double cost = std::min(start_ms_ - start_rounds * steady, start_rounds * steady);

@@ -1,15 +1,14 @@
-// BatchAuto: `auto` deciding at the batch's scale (issue 40). In a round of several requests the
+// BatchAuto: `auto` deciding at the batch's scale. In a round of several requests the
 // `auto` members follow one arm together: plain decoding, or a speculative rule (root-draw or
 // draft) with a budget, chosen for the batch as a whole from measured rates: tokens the whole
 // batch emitted per ms of round, at this batch size, in rounds where the `auto` members followed
-// that arm. Alone (a batch of one) each member's controller decides as before (auto_decoder.h).
+// that arm. Alone (a batch of one) each member's controller decides by itself (auto_decoder.h).
 //
 // Why by measurement, per arm and per batch size: a batched plain pass is cheap per token where
 // one row is bound by reading the weights (a GPU, or a CPU up to a few rows), and a tree pass's
-// rows are not free where the arithmetic binds (two CPU cores: 8 sequences' root pass ~0.8 ms, 8
-// trees of 9 rows 4.3-6.3 ms on the AMD EPYC VM, bench/results/concurrency-epyc/batch-cost.txt),
-// so smaller trees may pay where larger ones do not; and whether the target's root pass hides
-// inside drafting (root-draw) or not (draft then wins: issue 40's Intel figures) is the machine's.
+// rows are not free where the arithmetic binds (a few CPU cores: a batch's trees cost several
+// times its root pass), so smaller trees may pay where larger ones do not; and whether the
+// target's root pass hides inside drafting (root-draw) or not (draft then wins) is the machine's.
 // The rates say all of it, including what no model here would know (helper threads, the
 // drafter's shared passes, the members' acceptance at their temperatures).
 //
@@ -18,33 +17,30 @@
 //     model of E(B) from the pool and root row, auto_decoder.h); draft at the request's B; draft
 //     at B ≤ 4 and root-draw at B ≤ 2 (trees of a few rows, for batches whose rows cost);
 //     each member's rule chosen for the batch (choose_member_rules), root-draw members' B too
-//     (choose_budgets); one arm, not two: each arm's probes cost rounds (~18 a size);
+//     (choose_budgets); one arm, not two: each arm's probes cost rounds at every size;
 //   rate(arm, n) = tokens / ms of rounds of n members following the arm, each a running mean
 //     (smoothing 0.05: ~20 rounds; tokens and time averaged apart, so fast rounds do not weigh
 //     more, Jensen); a size not measured yet borrows the nearest measured sizes' rates, linearly
 //     in n between two (no cliff at a size: the estimate moves with n);
 //   an arm not measured within a quarter of the batch's size (4-5 requests for 4, 13-20 for 16)
-//     is tried once the current one is (16 rounds each: a batch's round times vary ±20% on two
-//     cores): rates borrowed from other sizes guide the choice but do not stand for a
-//     measurement (within a factor two, an arm that lost at 2 requests went untried at 4, where
-//     it won); but an arm that lost to the current one at another size is not tried
-//     where a move of their ratio by half per doubling of the batch would not make it win (on
-//     the AMD EPYC VM root-draw B = 8 over `ar` at T = 0 went 1.37×, 0.91×, 0.61× from 1 to 2
-//     to 4 concurrent: ×0.67 a doubling; each arm's first rounds at a size, 18 with the
-//     drafter's catch-up, cost more than their share where a cell has a few hundred rounds);
+//     is tried once the current one is (16 rounds each, since a batch's round times vary widely
+//     on few cores): rates borrowed from other sizes guide the choice but do not stand for a
+//     measurement (within a factor two, an arm that lost at one size could go untried at
+//     another where it wins); but an arm that lost to the current one at another size is not
+//     tried where a move of their ratio by half per doubling of the batch would not make it win,
+//     since each arm's first rounds at a size, with the drafter's catch-up, cost more than their
+//     share of a short run;
 //   the batch moves to the arm with the best rate at its size when it beats the current one's by
-//     `margin` (5%: below this VM's drift between rounds, so noise alone does not flip it); two
+//     `margin` (5%: above the drift between rounds, so noise alone does not flip it); two
 //     arms are compared at the size nearest the batch's where both ran (relative_rate): a rate
-//     borrowed from a smaller size stands below one measured here whatever the arms (at 4
-//     concurrent, T = 1, root-draw measured at 4 beat plain's rate borrowed from 2 and ran every
-//     round at 0.64× `ar`: bench/results/concurrency-epyc/README.md);
+//     borrowed from a smaller size stands below one measured here whatever the arms, since a
+//     borrowed rate could keep a losing arm running every round;
 //   after `gap` rounds on one arm, the next other arm in turn is measured again for
 //     `probe_rounds` rounds; a probe that loses doubles the gap, ×4 where its arm ran below 0.8×
-//     the other (as auto_decoder.h's gap: at T = 1 on two cores the speculative arms ran 0.4-0.6×
-//     plain in a batch, and each of their probes, with its drafter's catch-up, cost ~18 rounds at
-//     that rate), and at least what keeps the switches from plain decoding (the drafters' catch-up
-//     of every member's unsent tokens: its first rounds' time beyond the probe's steady rounds,
-//     4.4 ms a round of pool wait at 4 concurrent on the AMD EPYC VM) under 2% of the plain
+//     the other (as auto_decoder.h's gap: a probe of an arm far below plain, with its drafter's
+//     catch-up, costs many rounds at that rate), and at least what keeps the switches from plain
+//     decoding (the drafters' catch-up of every member's unsent tokens: its first rounds' time
+//     beyond the probe's steady rounds) under 2% of the plain
 //     time, up to 1 024 rounds; one that wins keeps its arm and resets the gap (64);
 //   the first `settle_rounds` (2) rounds after a switch are not measured: the drafter catches up
 //     with the tokens it was not sent, as in auto_decoder.h;

@@ -76,16 +76,15 @@ struct PoolShape {
   int expected_size() const;  // candidates at this shape (vocab ≥ top_k) at full depth
 };
 
-// PoolShape::adaptive_depth (issue 19): a round emits at most its pool's depth + 1 tokens, and
-// mostly far fewer at T = 1 (2.5 on the shipped pair), where drafting levels that no tree
-// reaches kept the target's root pass from taking the drafter's core sooner
+// PoolShape::adaptive_depth: a round emits at most its pool's depth + 1 tokens, and mostly far
+// fewer at T = 1, where drafting levels that no tree reaches keeps the target's root pass from
+// taking the drafter's core sooner
 // (fused_cpu_backend.cpp). Each pool is drafted to ⌈kPerCommitToken × the request's decaying
 // mean Commit length⌉ (a new Commit weighs kNewCommitWeight), within [kMinDepth, depth]; the
 // mean starts at depth + 1, so the first pools are full. The depth is a function of the
 // emitted history only, so the pool stays independent of the target's draws and the output
-// exact (paper 000 §3; AdaptiveDepthExactness in tests/core/test_exactness.cpp). Constants
-// measured on the shipped pair, 2-core AMD EPYC VM (bench/results/issue19-epyc-8): 1.5 over
-// 1.0 in four interleaved full grids, T = 1 `auto` 0.974 → 0.996 of `ar`, T = 0 1.323 → 1.348.
+// exact (paper 000 §3; AdaptiveDepthExactness in tests/core/test_exactness.cpp). The constants
+// come from measurements on the shipped pair (docs/decisions/comment-evidence.md).
 class AdaptivePoolDepth {
  public:
   static constexpr double kPerCommitToken = 1.5;

@@ -1,5 +1,5 @@
 // ByteCorpus: text files as one byte-token stream with a deterministic held-out split, and the
-// batches / evaluation windows the trainer reads (issue 7 "pretrain").
+// batches / evaluation windows the trainer reads (`rootspec-train pretrain`).
 //
 // Each file contributes BOS (256) followed by its bytes. The stream is cut into blocks of
 // kBlockBytes; block i is held out when i % kHeldOutEvery == kHeldOutEvery − 1 (5%), so the

@@ -54,7 +54,7 @@ torch::Tensor mixed_loss(const TrainModel& target, const TrainModel& drafter, co
                          const std::vector<ExitExample>& examples, double lambda) {
   if (!(lambda >= 0.0) || !std::isfinite(lambda))
     throw std::runtime_error("mixed loss: λ must be finite and ≥ 0, not " + std::to_string(lambda));
-  // Both terms must read the same contexts (issue 18): the tree of example i grows below x[i].
+  // Both terms must read the same contexts: the tree of example i grows below x[i].
   const auto contexts = contexts_of(x);
   if (contexts.size() != examples.size())
     throw std::runtime_error("mixed loss: " + std::to_string(examples.size()) + " trees for " +

@@ -1,12 +1,12 @@
 // The drafter objectives of rootspec-train on a batch of training windows, shared by distill,
-// exittrain and the one-step check (issues 7 and 18):
+// exittrain and the one-step check:
 //   next_token_loss — plain next-token cross-entropy (pretrain; the token-only control of
 //                     paper 003 §6.2);
 //   distill_kl      — KL(target ‖ drafter) at every position of the windows (distill; the
-//                     KL-only control of issue 18);
+//                     KL-only control of the mixed objective);
 //   mean_tree_loss  — the exit-weighted loss of paper 003 §5 (or its prefix-weighted control,
 //                     §6.2), averaged over the contexts' realised trees;
-//   mixed_loss      — KL + λ · exit on the same contexts (issue 18): the KL term holds the
+//   mixed_loss      — KL + λ · exit on the same contexts: the KL term holds the
 //                     drafter to the target everywhere, the exit term reallocates its tree.
 #pragma once
 
@@ -44,7 +44,7 @@ std::vector<ExitExample> build_exit_examples(const TrainModel& drafter, ModelRun
 torch::Tensor mean_tree_loss(const TrainModel& drafter, const std::vector<ExitExample>& examples,
                              bool prefix_weighted = false);
 
-// The mixed objective of issue 18 on the contexts x [b, seq]:
+// The mixed objective on the contexts x [b, seq]:
 //   L(θ) = KL(p_target ‖ q_θ) over every position of x  +  λ · mean_c L_exit(θ; c)
 // where example i must be the realised tree of context x[i] (throws otherwise, or if λ < 0).
 // Scalar tensor.

@@ -1,9 +1,9 @@
-// The three trainings of rootspec-train (issue 7), torch-free entry points:
+// The three trainings of rootspec-train, torch-free entry points:
 //   pretrain   — a byte-level Llama-family target, next-token cross-entropy;
 //   distill    — a smaller drafter, KL(target ‖ drafter) on the same corpus windows;
 //   exittrain  — drafter fine-tuning with the exit-weighted loss of paper 003 §5, its controls
 //                (token-only and prefix-weighted, paper 003 §6.2), the mixed objective
-//                KL(target ‖ drafter) + λ · exit of issue 18 or its KL-only control, all on the
+//                KL(target ‖ drafter) + λ · exit or its KL-only control, all on the
 //                same contexts and steps.
 // All share one loop: AdamW, warmup + cosine (schedule.h), gradient clipping, periodic held-out
 // evaluation in bits per byte, atomic checkpoints (checkpoint.h), exact resume, and a progress
@@ -66,8 +66,8 @@ struct ExitOptions {
   double temperature = 1.0;                // target rows for the exit law (0 = greedy)
   bool token_only = false;                 // paper 003 §6.2 control: plain next-token loss
   bool prefix_weighted = false;            // paper 003 §6.2 control: P(v) instead of w(v)
-  bool kl_only = false;                    // issue 18 control: KL(target ‖ drafter) alone
-  std::optional<double> mixed_lambda;      // issue 18: KL + λ · exit (set = mixed objective)
+  bool kl_only = false;                    // mixed objective's control: KL(target ‖ drafter) alone
+  std::optional<double> mixed_lambda;      // KL + λ · exit (set = mixed objective)
 };
 
 // The objective an ExitOptions selects. At most one of token_only, prefix_weighted, kl_only and

@@ -371,12 +371,12 @@ TEST(AutoDecoder, AfterThreeLostTriesTriesWaitLongEnoughToCostAtMostHalfAPercent
 }
 
 // The floor assumes that tries lose because speculation loses at the temperature. Where a third
-// or more of the recent tries won (at T = 1 on the shipped pair about half of them: the local
-// text decides many), three lost in a row are the text of the moment, and the gap alone spaces
-// the next tries. Every try here costs ~5.8 ms against ar (two slow start rounds, then two
-// measured ones: 3 tokens in 1.4 ms wins, in 1.75 ms loses by less than a fifth, the gap ×2),
-// which sets the floor at ~2 300 plain rounds. Two won tries, then three lost (a share of 2/5):
-// the next waits the gap's 24 rounds; two more lost (2/7): the floor.
+// or more of the recent tries won (the local text decides many), three lost in a row are the
+// text of the moment, and the gap alone spaces the next tries. Every try here costs ~5.8 ms
+// against ar (two slow start rounds, then two measured ones: 3 tokens in 1.4 ms wins, in
+// 1.75 ms loses by less than a fifth, the gap ×2), which sets the floor at ~2 300 plain rounds.
+// Two won tries, then three lost (a share of 2/5): the next waits the gap's 24 rounds; two more
+// lost (2/7): the floor.
 TEST(AutoDecoder, ARowOfLostTriesWaitsForTheFloorOnlyWhereFewOfTheRecentTriesWon) {
   AutoCostModel costs(losing_tries(0));
   AutoController c(costs, 1.0);
@@ -769,7 +769,7 @@ TEST(AutoDecoder, AloneDraftIsNeverTriedWhereTheRootPassHidesInsideDrafting) {
 }
 
 // The root pass outlasts drafting by 0.19 ms, but a draft round's tree pass runs 0.25 ms
-// slower (as on the AMD EPYC VM, where the target waited idle for the pool): draft's rounds
+// slower (as where the target waits idle for the pool): draft's rounds
 // take 0.66 ms against root-draw's 0.60 for as many tokens. Its try loses; within 10%, it is
 // measured again every 20 rounds.
 TEST(AutoDecoder, AloneARuleIsJudgedByItsMeasuredRoundsNotByTheStageItSaves) {

@@ -93,7 +93,7 @@ TEST(DaemonConfig, MaxBatchIsATargetKeyInItsRangeWithBudgetsOneBatchedPassHolds)
   EXPECT_EQ(error_of({"target.max_batch=2", "decoding.budget=63"}), "");
 }
 
-// Fuzzing finding (issue 17): 64-bit integers were narrowed to int, so 4294967304 loaded as 8
+// Fuzzing finding: 64-bit integers were narrowed to int, so 4294967304 loaded as 8
 // and passed validation.
 TEST(DaemonConfig, IntegersOutsideIntAreErrorsNotNarrowed) {
   EXPECT_NE(error_of({"target.idle_drafter_threads=4294967297"})

@@ -1,4 +1,4 @@
-// Seeded statistical exactness tests (DESIGN §6, issue 2): for every selection rule × verifier
+// Seeded statistical exactness tests (DESIGN §6): for every selection rule × verifier
 // × temperature × budget, the law of the first 3 emitted tokens equals the exact target joint.
 //
 // Model: TableModel::random(V = 5, order 2): 125 cells for 3 tokens. Pool: top_k 3 (< V, so

@@ -243,7 +243,7 @@ TEST(Protocol, BadMessagesNameTheField) {
                }),
                "body");
   expect_field(raw_message([](auto& pk) { pk.pack_array(1), pk.pack(1); }), "message");
-  // Fuzzing findings (issue 17): a top-level key that is not a string named no field; an
+  // Fuzzing findings: a top-level key that is not a string named no field; an
   // unknown key with a NUL byte cut the error message short; the empty key named nothing.
   expect_field(raw_message([](auto& pk) { pk.pack_map(1), pk.pack(1), pk.pack(2); }), "message");
   expect_field(

@@ -1,4 +1,4 @@
-// What every harness in tests/fuzz checks (issue 17): bad input becomes the module's documented
+// What every harness in tests/fuzz checks: bad input becomes the module's documented
 // error type naming the problem, never another exception (an uncaught one aborts the run: a
 // finding), a crash, a hang or an unbounded allocation (libFuzzer's -timeout and
 // -malloc_limit_mb, see tests/fuzz/CMakeLists.txt); good input round-trips.

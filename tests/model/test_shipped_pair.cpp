@@ -1,4 +1,4 @@
-// The shipped pair (models/small-target, models/small-drafter; issue 7) as configs/small-cpu.toml
+// The shipped pair (models/small-target, models/small-drafter) as configs/small-cpu.toml
 // runs it (budget, pool shape): greedy speculative output equals the target's own greedy output, the
 // drafter is good enough that draft selection emits ≥ 2.5 tokens per round at B = 8 and
 // root-draw more, and the target writes readable text. Deterministic (greedy), no timing.

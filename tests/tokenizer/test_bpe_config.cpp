@@ -108,7 +108,7 @@ TEST(BpeConfig, LoadErrorsNameTheFile) {
   expect_error(j, "BPE");
 }
 
-// Fuzzing findings (issue 17), each as its minimised input: an id sized a table without a
+// Fuzzing findings, each as its minimised input: an id sized a table without a
 // bound (out of memory), overflowed at INT32_MAX or wrapped above it; a float id was converted
 // with undefined behaviour; a malformed structure let nlohmann's exception escape without the
 // file's name.

@@ -1,7 +1,7 @@
 // ExitTrain (paper 003 §5): the node weights of a hand-made tree are the canonical exit law
 // w(v) = P(v)·ρ(v) and sum to 1; the loss is −Σ_{v≠root} w(v) log q(x_v | c, path(parent(v)))
 // with each log q equal to a plain causal forward of that parent context. The mixed objective
-// of issue 18 is KL(target ‖ drafter) over the same contexts + λ · the mean exit loss.
+// is KL(target ‖ drafter) over the same contexts + λ · the mean exit loss.
 #include <cmath>
 #include <filesystem>
 

@@ -1,6 +1,6 @@
 // The training loop at tiny scale: the loss falls on a repeated corpus, a stopped-and-resumed
 // run ends bit for bit where an uninterrupted one does, checkpoints round-trip, and distill /
-// exittrain / token-only run end to end; the mixed objective of issue 18 with λ = 0 trains
+// exittrain / token-only run end to end; the mixed objective with λ = 0 trains
 // exactly like its KL-only control, records its mode and λ, and its flags exclude each other.
 #include <cmath>
 #include <filesystem>

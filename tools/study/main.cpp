@@ -1,4 +1,4 @@
-// rootspec-study: paper 000's offline analysis on a real pair (issue 18).
+// rootspec-study: paper 000's offline analysis on a real pair.
 //
 //   rootspec-study record --target T --drafter D --prompts P.jsonl --contexts 300 --temperatures 0,1
 //       --pool-shape 10,8,10 --out DIR        contexts along the target's own generations

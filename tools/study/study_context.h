@@ -1,4 +1,4 @@
-// One recorded context of `rootspec-study` (issue 18; paper 000 §5.1 and App. C: every rule is
+// One recorded context of `rootspec-study` (paper 000 §5.1 and App. C: every rule is
 // compared on the same pool and the same target rows at a shared context).
 //
 // A context C is a prompt plus a prefix of the target's own generation at the temperature. At C

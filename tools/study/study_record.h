@@ -1,4 +1,4 @@
-// `rootspec-study record` and `rootspec-study check` (issue 18): contexts from a real pair, and
+// `rootspec-study record` and `rootspec-study check`: contexts from a real pair, and
 // the online decoder on the same contexts.
 //
 // Record folder:

@@ -1,4 +1,4 @@
-// `rootspec-study tables`: paper 000's offline tables from recorded contexts (issue 18).
+// `rootspec-study tables`: paper 000's offline tables from recorded contexts.
 //
 //   Table 2   V(T) of draft, root, root-draw, PEARL-style, depth-two and oracle selection per
 //             budget, with paired intervals of each gain over draft selection

@@ -1,6 +1,6 @@
 // rootspec-train: pretrain a byte-level target, distill a drafter from it, and fine-tune the
 // drafter with ExitTrain (paper 003 §5), its controls (§6.2), or the mixed objective
-// KL + λ · exit with its KL-only control (issue 18). Issues 7 and 18.
+// KL + λ · exit with its KL-only control.
 //
 //   rootspec-train pretrain  --corpus $(tools/train/corpus.sh) --out models/small-target …
 //   rootspec-train distill   --target models/small-target --corpus … --out models/small-drafter …
@@ -106,8 +106,8 @@ void print_one_step(const nlohmann::json& r, const std::string& json_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // libgomp threads spin while they wait by default; on a shared 2-core machine that spinning
-  // doubled the step time under load (measured: 10.4 → 4.8 s/step). libgomp reads the policy
+  // libgomp threads spin while they wait by default, and on a shared machine with few cores that
+  // spinning slows the steps badly under load. libgomp reads the policy
   // when it loads, so set it and re-execute once unless the caller chose a policy.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   auto* ext =
       app.add_subcommand("exittrain",
                          "fine-tune a drafter with the exit-weighted loss (paper 003 §5), a control of "
-                         "§6.2, or the mixed objective KL + λ · exit of issue 18");
+                         "§6.2, or the mixed objective KL + λ · exit");
   add_loop(ext, loop);
   ext->add_option("--target", ex.target_dir, "frozen target model folder")->required();
   ext->add_option("--drafter", ex.drafter_dir, "drafter model folder to start from")->required();
@@ -146,10 +146,10 @@ int main(int argc, char** argv) {
   ext->add_flag("--prefix-weighted", ex.prefix_weighted,
                 "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
   ext->add_flag("--kl-only", ex.kl_only,
-                "control of issue 18: KL(target ‖ drafter) alone on the same contexts and steps");
+                "control of the mixed objective: KL(target ‖ drafter) alone on the same contexts and steps");
   double mixed_lambda = 0.0;
   auto* mixed = ext->add_option("--mixed-lambda", mixed_lambda,
-                                "mixed objective of issue 18: KL(target ‖ drafter) + L × exit loss "
+                                "mixed objective: KL(target ‖ drafter) + L × exit loss "
                                 "(L ≥ 0; excludes --token-only, --prefix-weighted and --kl-only)");
 
   auto* ev = app.add_subcommand("eval", "held-out bits per byte of a model folder");

@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the shipped pair models/small-target + models/small-drafter from scratch (issue 7),
-# with fixed seeds, on the 2-core CPU box: about 2 h 35 min when the machine is otherwise quiet
-# (measured: pretrain 2 h 00 before launch/blas-env gave OpenBLAS its AVX-512 kernels, so likely
-# less now; distill ~25 min, fine-tunings 8 min, comparison 4 min).
+# Regenerates the shipped pair models/small-target + models/small-drafter from scratch, with
+# fixed seeds, on a small CPU machine: a few hours when the machine is otherwise quiet.
 #
 #   tools/train/make-small-pair.sh            # train (or resume) every stage, then ship
 #   ROOTSPEC_TRAIN_DIR=/somewhere …           # where checkpoints live (default .cache/train)
@@ -14,7 +12,7 @@
 #   3. exittrain  the drafter fine-tuned with paper 003 §5's exit-weighted loss at the shipped
 #                 config's budget and pool shape (configs/small-cpu.toml); the token-only and
 #                 prefix-weighted controls of §6.2 with the same steps and data are trained too,
-#                 and the mixed objective KL(target ‖ drafter) + 0.3 · exit of issue 18 at lr 1e-4
+#                 and the mixed objective KL(target ‖ drafter) + 0.3 · exit at lr 1e-4
 #   4. compare    held-out V(T) of the five drafters at B ∈ {8, 32}, T ∈ {0, 1} (rootspec-train vt)
 #   5. ship       copy the two model folders (config.json + model.safetensors) to models/ and
 #                 write each folder's README with its held-out bits per byte
@@ -27,7 +25,7 @@ cmake --build "$build" --target rootspec-train >/dev/null
 train=$build/tools/train/rootspec-train
 mapfile -t corpus < <("$root/tools/train/corpus.sh")
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
-source "$root/launch/blas-env"  # OpenBLAS's AVX-512 kernels: training steps run 2x faster
+source "$root/launch/blas-env"  # OpenBLAS's AVX-512 kernels, so training steps run faster
 mkdir -p "$work"
 
 # Runs one stage; resumes when its checkpoint exists (a finished stage only re-evaluates).
@@ -53,7 +51,7 @@ fine_tune=("${fine_tune_at[@]}" --lr 3e-4)
 stage "$work/small-drafter-exit" exittrain "${fine_tune[@]}"
 stage "$work/small-drafter-token" exittrain --token-only "${fine_tune[@]}"
 stage "$work/small-drafter-prefix" exittrain --prefix-weighted "${fine_tune[@]}"
-# The mixed objective at paper 003's lr (tools/train/README.md, "Mixed objective (issue 18)": the
+# The mixed objective at paper 003's lr (tools/train/README.md, "Mixed objective": the
 # best arm of its λ sweep at this pool shape).
 stage "$work/small-drafter-mixed" exittrain --mixed-lambda 0.3 "${fine_tune_at[@]}" --lr 1e-4
 
@@ -101,7 +99,7 @@ case "$best" in
   */small-drafter-kl) how="$distilled. None of the four 200-step fine-tunings (ExitTrain, token-only, prefix-weighted, mixed) raised its held-out V(T) at B = 8, T = 0, so it ships as distilled." ;;
   */small-drafter-exit) how="$distilled, then fine-tuned for 200 steps with ExitTrain (paper 003 §5) at B = 8 on the pool shape of configs/small-cpu.toml." ;;
   */small-drafter-token) how="$distilled, then fine-tuned for 200 steps on the next-token loss (the token-only control of paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
-  */small-drafter-mixed) how="$distilled, then fine-tuned for 200 steps at lr 1e-4 on the mixed objective KL(target ‖ drafter) + 0.3 · the exit-weighted loss of paper 003 §5 (issue 18; \`rootspec-train exittrain --mixed-lambda 0.3\`) at B = 8 on the pool shape of configs/small-cpu.toml, which gave the highest held-out V(T) at B = 8, T = 0." ;;
+  */small-drafter-mixed) how="$distilled, then fine-tuned for 200 steps at lr 1e-4 on the mixed objective KL(target ‖ drafter) + 0.3 · the exit-weighted loss of paper 003 §5 (\`rootspec-train exittrain --mixed-lambda 0.3\`) at B = 8 on the pool shape of configs/small-cpu.toml, which gave the highest held-out V(T) at B = 8, T = 0." ;;
   */small-drafter-prefix) how="$distilled, then fine-tuned for 200 steps with the prefix-weighted loss (paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
   *) echo "make-small-pair: no drafter in $work/vt.json" >&2; exit 1 ;;
 esac

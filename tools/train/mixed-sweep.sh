@@ -1,6 +1,6 @@
 #!/bin/bash
-# The λ sweep of the mixed ExitTrain objective (issue 18; tools/train/README.md, "Mixed objective
-# (issue 18)"): from the shipped pair, 200 steps of 8 contexts × 128 bytes at lr 1e-4 (paper 003)
+# The λ sweep of the mixed ExitTrain objective (tools/train/README.md, "Mixed objective"): from
+# the shipped pair, 200 steps of 8 contexts × 128 bytes at lr 1e-4 (paper 003)
 # for the KL-only control, KL + λ · exit for λ ∈ {0.1, 0.3, 1} and the pure exit loss, at the
 # shipped pool shape (top-k 2, depth 7, expand 3, B = 8) and a wider one (top-k 4, depth 7,
 # expand 3, B = 32); then held-out V(T) (`vt`, the KL-only control first, then the shipped
@@ -8,8 +8,8 @@
 #
 # One training job at a time, one thread each (the box has 2 cores). Outputs under $OUT
 # (default .cache/exit-sweep, gitignored); a rerun skips finished runs and resumes the others.
-# DRAFTER is the distilled drafter every arm starts from: models/small-drafter when the sweep ran,
-# the λ = 0.3 result of this sweep since; make-small-pair.sh keeps it as .cache/train/small-drafter-kl.
+# DRAFTER is the distilled drafter every arm starts from (not models/small-drafter, which is this
+# sweep's λ = 0.3 result); make-small-pair.sh keeps it as .cache/train/small-drafter-kl.
 #   RT=build/tools/train/rootspec-train DRAFTER=.cache/train/small-drafter-kl tools/train/mixed-sweep.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
