@@ -4,8 +4,15 @@
 # bench/gpu/prepare.sh readies it on the CPU machine: it fills .cache/gpu-carry (GoogleTest's
 # source, header-only libraries, the ZeroMQ and PCRE2 sources), which must travel with the tree
 # (the device tool's `carry`), then runs this script's dry run.
-#   bench/gpu/device-check.sh [--dry-run] [OUT]
+#   bench/gpu/device-check.sh [--dry-run | --plan] [OUT]
 # OUT: $OUT when set (the device tool's output folder), else bench/results/gpu-check.
+#
+# First the probe (bench/gpu/probe.sh): nvcc's release, a host compiler it accepts (passed as
+# CMAKE_CUDA_HOST_COMPILER), a cmake new enough for CMakeLists.txt (or a pip-installed one), the
+# GPU's compute capability → the CUDA architecture to build (ROOTSPEC_GPU_ARCHS overrides it),
+# python/torch/transformers; one summary line and one line per thing it cannot do (probe.txt).
+# When it finds that the build cannot run, the check says so and stops there (exit status 1),
+# rather than failing inside CMake or nvcc minutes later.
 #
 # Correctness first, then timing; each step has its own limit, and the build and the limits add
 # up to the budget (ROOTSPEC_GPU_CHECK_SECONDS, default 540 for a 600 s call):
@@ -35,10 +42,18 @@
 # it, with sizes the CPU execution can run (the tiny shapes; the daemon step's GpuPair tests
 # instead of its full matrix, which takes a GPU) and no budget: no step meets its first run on the
 # GPU machine. Its OUT defaults to build-gpu-cpu/dry-run, outside the tree.
+#
+# --plan (anywhere, in seconds): the probe, then every step a GPU run would take (the build's
+# commands, each step's command and limit) and the size of tree + carry (tree-size.sh), without
+# building or running anything; writes nothing. Exit status 0 when a GPU run here would build.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dry_run=0
-[ "${1:-}" = --dry-run ] && { dry_run=1; shift; }
+plan=0
+case "${1:-}" in
+  --dry-run) dry_run=1; shift ;;
+  --plan) plan=1; shift ;;
+esac
 if [ "$dry_run" = 1 ]; then
   build=${ROOTSPEC_GPU_BUILD_DIR:-$root/build-gpu-cpu}
   default_out=$build/dry-run
@@ -49,26 +64,63 @@ else
 fi
 out=${1:-${OUT:-$default_out}}
 carry=$root/.cache/gpu-carry
+start=$SECONDS  # the probe counts against the budget
+command -v nvcc >/dev/null || export PATH=${ROOTSPEC_CUDA_HOME:-/usr/local/cuda}/bin:$PATH
+# The probe, before anything else: what this machine has and what the check can do with it.
+# shellcheck source=bench/gpu/probe.sh
+source "$root/bench/gpu/probe.sh"
+probe
+probe_output=$(printf '%s\n' "${probe_lines[@]}")
+carry_missing=
 for need in googletest/CMakeLists.txt include/nlohmann/json.hpp include/zmq.hpp src/zeromq.tar.gz src/pcre2.tar.gz; do
   if [ ! -e "$carry/$need" ]; then
-    echo "device-check: $carry lacks $need; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
-    exit 2
+    carry_missing=$need
+    break
   fi
 done
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-mkdir -p "$out"
-start=$SECONDS
+# A cmake other than PATH's (a pip-installed one, newer): first on PATH for the build.
+if [ -n "$probe_cmake" ] && [ "$(command -v cmake 2>/dev/null)" != "$probe_cmake" ]; then
+  PATH=$(dirname "$probe_cmake"):$PATH
+  export PATH
+fi
+# Whether the build can run: the dry run needs a cmake (CUDA runs on the CPU: no nvcc, no host
+# compiler for it); a GPU run needs what the probe looked for.
+can_build=$probe_build
+[ "$dry_run" = 1 ] && { [ -n "$probe_cmake" ] && can_build=yes || can_build=no; }
+[ "$plan" = 1 ] || mkdir -p "$out"
+[ "$plan" = 1 ] || printf '%s\n' "$probe_output" >"$out/probe.txt"
+if [ "$can_build" = no ] && [ "$plan" = 0 ]; then
+  {
+    echo "# GPU check, $(date -u +%Y-%m-%d): not built"
+    echo
+    echo "The probe found that the build cannot run here (${probe_build_why:-no cmake}); no step ran."
+    echo
+    echo '```'
+    echo "$probe_output"
+    echo '```'
+  } >"$out/summary.md"
+  echo "device-check: the build and every step are skipped: ${probe_build_why:-no cmake} (the probe's lines above;" \
+    "$out/summary.md)" >&2
+fi
+if [ -n "$carry_missing" ] && [ "$plan" = 0 ]; then
+  echo "device-check: $carry lacks $carry_missing; run bench/gpu/prepare.sh on the CPU machine and carry .cache/gpu-carry" >&2
+  exit 2
+fi
+[ "$can_build" = no ] && [ "$plan" = 0 ] && exit 1
 budget=${ROOTSPEC_GPU_CHECK_SECONDS:-540}
 [ "$dry_run" = 1 ] && budget=100000
 left() { echo $((budget - (SECONDS - start))); }
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-archs=${ROOTSPEC_GPU_ARCHS:-90}
+archs=${ROOTSPEC_GPU_ARCHS:-${probe_arch:-90}}
+# The host compiler nvcc accepts (the probe's pick), for a GPU build.
+host_compiler_flag=
+[ "$dry_run" = 0 ] && [ -n "$probe_host_cxx" ] && host_compiler_flag=-DCMAKE_CUDA_HOST_COMPILER=$probe_host_cxx
 deps=$build/deps
 jobs=$(nproc)
 
 # What built it: the toolchain and the cuBLASLt the programs will load.
-{
+[ "$plan" = 1 ] || {
   echo "nvcc:  $(nvcc --version 2>/dev/null | tail -n 1 || echo 'not found')"
   echo "gcc:   $(gcc --version 2>/dev/null | head -n 1 || echo 'not found')"
   echo "cmake: $(cmake --version 2>/dev/null | head -n 1 || echo 'not found')"
@@ -77,6 +129,7 @@ jobs=$(nproc)
   echo "cuBLASLt: ${cublaslt:-not found}"
   echo "cores: $jobs"
 } | tee "$out/toolchain.txt"
+[ "$plan" = 1 ] || printf '%s\n' "$probe_output" >>"$out/toolchain.txt"  # printed above already
 
 # build_dep NAME CMAKE_ARGS…: the carried source NAME, built static and installed into $deps.
 build_dep() {
@@ -99,7 +152,7 @@ build_all() {
       -DPCRE2_BUILD_TESTS=OFF -DPCRE2_SUPPORT_JIT=ON &&
     cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROOTSPEC_GPU_CHECK=ON \
       -DROOTSPEC_GPU_CARRY="$carry" -DROOTSPEC_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-      -DROOTSPEC_CUDA_ON_CPU="$cuda_on_cpu" \
+      -DROOTSPEC_CUDA_ON_CPU="$cuda_on_cpu" ${host_compiler_flag:+"$host_compiler_flag"} \
       -DROOTSPEC_WITH_NCCL=OFF &&  # one GPU there: the NCCL transport is not part of the check
     cmake --build "$build" -j "$jobs"
 }
@@ -107,14 +160,33 @@ cuda_on_cpu=OFF
 [ "$dry_run" = 1 ] && cuda_on_cpu=ON
 # RelWithDebInfo: -O2 with the invariant asserts on (the project keeps them in that build type).
 export -f build_dep build_all
-export build carry deps root out archs jobs cuda_on_cpu
+export build carry deps root out archs jobs cuda_on_cpu host_compiler_flag
 export generator_flag="${generator[*]}"
 build_limit=180
 [ "$dry_run" = 1 ] && build_limit=3600
-echo "device-check: building ZeroMQ, PCRE2 and the torch-free GPU path in $build (sm_$archs, $jobs jobs," \
-  "limit $build_limit s; CUDA on the CPU: $cuda_on_cpu; log: $out/build.log)"
-timeout "$build_limit" bash -c 'generator=($generator_flag); build_all' >"$out/build.log" 2>&1 ||
-  { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed or ran past $build_limit s" >&2; exit 1; }
+if [ "$plan" = 1 ]; then
+  echo "device-check: plan of a GPU run (nothing is built or run; --dry-run runs it with CUDA on the CPU):"
+  if [ -n "$carry_missing" ]; then
+    echo "  carry: $carry lacks $carry_missing: a run would stop here (bench/gpu/prepare.sh fills it)"
+  else
+    echo "  carry: $carry complete"
+  fi
+  if [ "$can_build" = no ]; then
+    echo "  build: skipped, and every step with it: $probe_build_why"
+  else
+    echo "  build (limit $build_limit s, $jobs jobs, log OUT/build.log):"
+    echo "    ZeroMQ, PCRE2: static, from $carry/src, into $deps"
+    echo "    cmake -S $root -B $build ${generator[*]} -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROOTSPEC_GPU_CHECK=ON" \
+      "-DCMAKE_CUDA_ARCHITECTURES=$archs -DROOTSPEC_CUDA_ON_CPU=$cuda_on_cpu${host_compiler_flag:+ $host_compiler_flag}" \
+      "-DROOTSPEC_WITH_NCCL=OFF (cmake: $(command -v cmake 2>/dev/null || echo none))"
+    echo "    cmake --build $build -j $jobs"
+  fi
+else
+  echo "device-check: building ZeroMQ, PCRE2 and the torch-free GPU path in $build (sm_$archs, $jobs jobs," \
+    "limit $build_limit s; CUDA on the CPU: $cuda_on_cpu${host_compiler_flag:+; $host_compiler_flag}; log: $out/build.log)"
+  timeout "$build_limit" bash -c 'generator=($generator_flag); build_all' >"$out/build.log" 2>&1 ||
+    { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed or ran past $build_limit s" >&2; exit 1; }
+fi
 build_seconds=$((SECONDS - start))
 kernels_tests=$build/tests/kernels/kernels_test_cuda_kernels
 backend_tests=$build/model_test_cuda_backend
@@ -122,9 +194,9 @@ daemon_tests=$build/daemon_test_pipeline
 gpu_pair_tests=$build/daemon_test_gpu_pair
 bench=$build/bench/gpu/rootspec-gpu-bench
 timing=$build/bench/gpu/rootspec-gpu-kernel-timing
-echo "device-check: built in $build_seconds s; $("$kernels_tests" --gtest_list_tests | grep -c '^  ') kernel tests," \
+[ "$plan" = 1 ] || echo "device-check: built in $build_seconds s; $("$kernels_tests" --gtest_list_tests | grep -c '^  ') kernel tests," \
   "$("$backend_tests" --gtest_list_tests | grep -c '^  ') backend tests"
-[ "$dry_run" = 0 ] && { nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || echo "device-check: nvidia-smi failed (see nvidia-smi.txt)" >&2; }
+[ "$dry_run" = 0 ] && [ "$plan" = 0 ] && { nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || echo "device-check: nvidia-smi failed (see nvidia-smi.txt)" >&2; }
 export PYTHONUNBUFFERED=1  # a step cut at its limit keeps what it printed
 
 steps=(kernels-tests backend-tests daemon-identity hf-compare passes make-pair tokens kernel-timing)
@@ -185,6 +257,10 @@ write_summary() {
 step() {
   local name=$1 lim=${limit[$1]}
   shift
+  if [ "$plan" = 1 ]; then
+    [ "$can_build" = yes ] && echo "  $name (limit $lim s): $*"
+    return
+  fi
   [ "$dry_run" = 1 ] && lim=$((lim * 20))  # the CPU execution is slow; a dry run has no budget
   local remaining=$(($(left) - 5))
   if [ "$remaining" -lt 15 ]; then
@@ -225,14 +301,27 @@ step kernels-tests "$kernels_tests" --gtest_output="json:$out/kernels-tests.json
 step backend-tests "$backend_tests" --gtest_output="json:$out/backend-tests.json"
 step daemon-identity "${daemon_step[@]}"
 step hf-compare python3 "$root/bench/gpu/hf_compare.py" "$bench" "$out/hf" "${hf_args[@]}"
-[ -f "$out/hf/hf-compare.json" ] && cp "$out/hf/hf-compare.json" "$out/hf-compare.json"
-rm -rf "$out/hf"/hf-* "$out/hf"/*.f32 "$out/hf"/dry-run-pair
+if [ "$plan" = 0 ]; then
+  [ -f "$out/hf/hf-compare.json" ] && cp "$out/hf/hf-compare.json" "$out/hf-compare.json"
+  rm -rf "$out/hf"/hf-* "$out/hf"/*.f32 "$out/hf"/dry-run-pair
+fi
 # Then timing.
 step passes "$bench" passes --out "$out/passes.json" "${passes_args[@]}"
 step make-pair "$bench" make-pair --out "$build/pair" "${pair_args[@]}"
 step tokens "$bench" tokens --target "$build/pair/target" --drafter "$build/pair/drafter" --out "$out/tokens.json" \
   "${tokens_args[@]}"
 step kernel-timing "$timing" --out "$out/kernel-timing.json" "${timing_args[@]}"
+if [ "$plan" = 1 ]; then
+  [ "$can_build" = yes ] &&
+    echo "  each step's limit is cut to what is left of the $budget s budget; summary.md after every step"
+  [ "$probe_gpu" = no ] &&
+    echo "  no GPU here: on this machine the GPU tests would skip (status 3) and the timing steps fail; --dry-run" \
+      "runs the same steps with CUDA executed on the CPU"
+  echo "device-check: what travels (tree + carry):"
+  "$root/bench/gpu/tree-size.sh" 2>&1 | sed 's/^/  /'
+  [ "$can_build" = yes ] && [ -z "$carry_missing" ]
+  exit
+fi
 write_summary
 failed=0
 for name in "${steps[@]}"; do [ "${status[$name]:-x}" = 0 ] || failed=1; done
