@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_splits.h"
 #include "kernels.h"
 #include "row_paths.h"
 #include "tree_index.h"
@@ -267,11 +268,14 @@ int main(int argc, char** argv) {
             if (kernel == AttentionKernel::kTensorCore && dtype == Elem::F32) continue;  // bf16 / fp16 only
             double one_row = 0;
             for (const int rows : row_counts) {
-              // The backend's splits (cuda_backend.cpp attention_for): by KV heads on tensor cores.
+              // The backend's splits (cuda_backend.cpp attention_for): on tensor cores by the SMs,
+              // KV heads, rows and context (attention_splits.h).
               const int splits =
                   !split_k ? 1
                   : kernel == AttentionKernel::kTensorCore
-                      ? rootspec::cuda::attention_splits(1, s.n_kv_heads, prop.multiProcessorCount, 32)
+                      ? rootspec::attention_key_splits(prop.multiProcessorCount, s.n_kv_heads,
+                                                       s.n_heads / s.n_kv_heads, rows, context, s.head_dim,
+                                                       dtype == Elem::F32 ? 4 : 2, 32)
                       : rootspec::cuda::attention_splits(rows, s.n_heads, prop.multiProcessorCount, 32);
               const Timing t = time_tree_attention(s, context, rows, launches, stream, splits, dtype, kernel);
               if (rows == row_counts.front()) one_row = t.graph_us;

@@ -613,7 +613,12 @@ __global__ void merge_splits_kernel(TreeAttention a) {
 constexpr int kKeyTile = 64;
 constexpr int kMaxWarps = 8;                  // a block's warps: 128 packed rows
 constexpr int kMaxGroup = 8;                  // query heads per KV head
-constexpr int kTileStride = kMaxHeadDim + 8;  // shared-memory row of a key, in elements (padded)
+// A key's row in shared memory, in elements: its head_dim padded by 8 (16 bytes), which moves
+// each row 4 banks on, so that the 128-bit tile loads and the fragment reads of 8 rows fall in
+// distinct banks. Sized by the kernel's own head_dim, the K and V tiles of a block take
+// 2 · kKeyTile · (HD + 8) · 2 bytes: within the default 48 KB for head_dim 64 and 128.
+template <int HD>
+constexpr int kTileStride = HD + 8;
 
 template <typename T>
 __device__ inline uint32_t pack_pair(float lo, float hi) {
@@ -637,8 +642,8 @@ __device__ inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(TreeAttention a) {
-  uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride]
-  uint16_t* v_tile = k_tile + kKeyTile * kTileStride;                       // [kKeyTile][kTileStride]
+  uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride<HD>]
+  uint16_t* v_tile = k_tile + kKeyTile * kTileStride<HD>;                       // [kKeyTile][kTileStride<HD>]
   constexpr int kBlocksK = HD / 16;  // 16-wide blocks of the head dimension (Q·Kᵀ's k)
   constexpr int kTilesD = HD / 8;    // 8-wide tiles of the head dimension (P·V's n)
   const int kvh = blockIdx.x, split = blockIdx.y;
@@ -692,8 +697,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
           kv[0] = *reinterpret_cast<const uint4*>(k_cache + at);
           kv[1] = *reinterpret_cast<const uint4*>(v_cache + at);
         }
-        *reinterpret_cast<uint4*>(k_tile + key * kTileStride + part * 8) = kv[0];
-        *reinterpret_cast<uint4*>(v_tile + key * kTileStride + part * 8) = kv[1];
+        *reinterpret_cast<uint4*>(k_tile + key * kTileStride<HD> + part * 8) = kv[0];
+        *reinterpret_cast<uint4*>(v_tile + key * kTileStride<HD> + part * 8) = kv[1];
       }
       __syncthreads();
       // S = Q·Kᵀ over the tile: 8 column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
@@ -703,7 +708,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
         float zero[4] = {};
         for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
         for (int kb = 0; kb < kBlocksK; ++kb) {
-          const uint16_t* k = k_tile + (n * 8 + g) * kTileStride + kb * 16 + t * 2;
+          const uint16_t* k = k_tile + (n * 8 + g) * kTileStride<HD> + kb * 16 + t * 2;
           const uint32_t b[2] = {pair_at(k), pair_at(k + 8)};
           mma_m16n8k16<T>(s[n], qa[kb], b, kb == 0 ? zero : s[n]);
         }
@@ -747,11 +752,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
                                pack_pair<T>(s[2 * kb][2], s[2 * kb][3]),
                                pack_pair<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
                                pack_pair<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
-        const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride + g;  // V[key][d]: k = key, n = d
+        const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride<HD> + g;  // V[key][d]: k = key, n = d
         for (int d = 0; d < kTilesD; ++d) {
           const uint16_t* vd = v + d * 8;
-          const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride]),
-                                 pair_of(vd[8 * kTileStride], vd[9 * kTileStride])};
+          const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride<HD>]),
+                                 pair_of(vd[8 * kTileStride<HD>], vd[9 * kTileStride<HD>])};
           mma_m16n8k16<T>(o[d], p, b, o[d]);
         }
       }
@@ -901,6 +906,17 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   });
 }
 
+size_t tensor_core_attention_shared_bytes(int head_dim) {
+  switch (head_dim) {
+    case 64:
+      return size_t{2} * kKeyTile * kTileStride<64> * sizeof(uint16_t);
+    case 128:
+      return size_t{2} * kKeyTile * kTileStride<128> * sizeof(uint16_t);
+    default:
+      return 0;
+  }
+}
+
 bool tensor_core_attention_fits(const TreeAttention& a) {
   return a.kernel == AttentionKernel::kTensorCore && a.capacity > 0 && a.dtype != Elem::F32 &&
          (a.head_dim == 64 || a.head_dim == 128) && a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 &&
@@ -908,6 +924,8 @@ bool tensor_core_attention_fits(const TreeAttention& a) {
 }
 
 namespace {
+constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;  // what a launch may use without an opt-in
+
 // Raises `kernel`'s dynamic shared memory limit past the default 48 KB to `bytes` on the current
 // device, once per device. The attribute lives in the device's context, not in the process: a
 // second device launching with only the first one's opt-in gets cudaErrorInvalidValue. A failed
@@ -931,9 +949,10 @@ cudaError_t opt_in_dynamic_shared(const void* kernel, int bytes) {
 template <typename T, int HD>
 cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t stream) {
   constexpr auto kernel = tree_attention_mma_kernel<T, HD>;
-  const size_t shared = size_t{2} * kKeyTile * kTileStride * sizeof(uint16_t);
-  if (const cudaError_t e = opt_in_dynamic_shared(reinterpret_cast<const void*>(kernel), static_cast<int>(shared)))
-    return e;
+  const size_t shared = tensor_core_attention_shared_bytes(HD);
+  if (shared > kDefaultDynamicSharedBytes)  // a larger tile would need the device's opt-in
+    if (const cudaError_t e = opt_in_dynamic_shared(reinterpret_cast<const void*>(kernel), static_cast<int>(shared)))
+      return e;
   const int group = a.n_heads / a.n_kv_heads, warps = std::min((a.bucket * group + 15) / 16, kMaxWarps);
   const int row_blocks = row_block_bound(a.bucket, group, 16 * warps, a.max_sequences);
   return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_blocks), 32 * warps, shared, stream, a);

@@ -122,5 +122,8 @@ cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream);
 
 // Whether a.kernel = kTensorCore runs the tensor-core kernel for this shape (else the simple one).
 bool tensor_core_attention_fits(const TreeAttention& a);
+// Dynamic shared memory of a tensor-core attention block at `head_dim` (64 or 128; 0 otherwise):
+// its K and V tiles, each key's row padded by 8 elements.
+size_t tensor_core_attention_shared_bytes(int head_dim);
 
 }  // namespace rootspec::cuda

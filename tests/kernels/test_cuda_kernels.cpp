@@ -593,10 +593,9 @@ TEST(CudaKernels, TreeAttentionOnTensorCoresMatchesTheReferenceAcrossShapes) {
   }
 }
 
-// The tensor-core kernel needs more than the default 48 KB of dynamic shared memory, an opt-in
-// that belongs to each device's context: a process that runs attention on one device and then on
-// another (two daemons' models in one process, a test on both devices) must opt in on both, or
-// the second device's launch is refused with cudaErrorInvalidValue.
+// A launch past the default 48 KB of dynamic shared memory needs an opt-in that belongs to each
+// device's context: a process that runs attention on one device and then on another (two
+// daemons' models in one process, a test on both devices) runs on both, whatever its tiles need.
 TEST(CudaKernels, TensorCoreAttentionRunsOnASecondDeviceAfterTheFirst) {
   SKIP_WITHOUT_GPU();
   int devices = 0;
@@ -616,6 +615,17 @@ TEST(CudaKernels, TensorCoreAttentionRunsOnASecondDeviceAfterTheFirst) {
 
 // Where the tensor-core kernel does not fit (float32 caches, a head_dim it has no tiles for,
 // groups past 8), kTensorCore runs the simple kernel.
+// A block's K and V tiles are sized by its own head_dim (padded by 8 elements a key): within the
+// 48 KB a launch gets without an opt-in, so an SM holds several blocks (sized for the largest
+// head_dim, 256 + 8, they would take 67 584 bytes whatever the head_dim).
+TEST(CudaKernels, TensorCoreAttentionTilesFitTheDefaultSharedMemory) {
+  using cuda::tensor_core_attention_shared_bytes;
+  EXPECT_EQ(tensor_core_attention_shared_bytes(64), 2u * 64 * (64 + 8) * 2);
+  EXPECT_EQ(tensor_core_attention_shared_bytes(128), 2u * 64 * (128 + 8) * 2);
+  EXPECT_LE(tensor_core_attention_shared_bytes(128), 48u * 1024);
+  EXPECT_EQ(tensor_core_attention_shared_bytes(96), 0u);  // no tensor-core kernel for it
+}
+
 TEST(CudaKernels, TensorCoreAttentionFitsOnlyItsShapes) {
   cuda::TreeAttention a;
   a.kernel = cuda::AttentionKernel::kTensorCore;
