@@ -178,8 +178,15 @@ class CudaBackend final : public PassBackend {
   void forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) override;
   int device_top_k() const override { return cuda::kMaxTopK; }
   void move_kv(const std::vector<KvMove>& moves) override;
+  bool exports_kv() const override { return true; }
+  void export_kv(int first_slot, int n, float* out) override;
+  void import_kv(int first_slot, int n, const float* in) override;
 
  private:
+  // export_kv / import_kv: the slots' K and V of every layer ↔ a float32 device staging buffer
+  // in export_kv's layout, converted on the device (convert_elements: exact both ways for a
+  // value of the cache's dtype), then one copy to or from the host, stream-synchronised.
+  void copy_kv(int first_slot, int n, float* out, const float* in);
   struct Layer {
     float* input_norm = nullptr;  // [hidden] (float32, like every norm and bias)
     void* wqkv = nullptr;         // [(heads + 2·kv_heads)·hd, hidden]: q, k, v rows
@@ -759,6 +766,37 @@ void CudaBackend::move_kv(const std::vector<KvMove>& moves) {
   for (const Layer& l : layers_)
     check(cuda::move_kv_rows(l.k_cache, l.v_cache, from, from + capacity_, n, row_bytes, stream_),
           "move_kv_rows");
+}
+
+void CudaBackend::export_kv(int first_slot, int n, float* out) { copy_kv(first_slot, n, out, nullptr); }
+
+void CudaBackend::import_kv(int first_slot, int n, const float* in) { copy_kv(first_slot, n, nullptr, in); }
+
+void CudaBackend::copy_kv(int first_slot, int n, float* out, const float* in) {
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity_)
+    throw std::out_of_range("CudaBackend: K/V copy slots");
+  if (n == 0) return;
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  const int64_t row = int64_t(config_.num_key_value_heads) * config_.head_dim;  // elements per slot
+  const int64_t block = row * n;                                                // one layer's K (or V)
+  const size_t offset = size_t(first_slot) * row * cuda::elem_size(dtype_);     // bytes into a cache
+  const size_t bytes = size_t(kv_floats(n)) * sizeof(float);
+  DeviceBuffer staging(bytes);  // [layers][2][n][row] float32
+  float* st = staging.f32();
+  if (in)
+    check(cudaMemcpyAsync(st, in, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (K/V import)");
+  for (size_t li = 0; li < layers_.size(); ++li)
+    for (int kv = 0; kv < 2; ++kv) {
+      char* cache = static_cast<char*>(kv ? layers_[li].v_cache : layers_[li].k_cache) + offset;
+      float* part = st + (2 * li + kv) * block;
+      if (in)
+        check(cuda::convert_elements(part, Elem::F32, block, cache, dtype_, stream_), "convert_elements");
+      else
+        check(cuda::convert_elements(cache, dtype_, block, part, Elem::F32, stream_), "convert_elements");
+    }
+  if (out)
+    check(cudaMemcpyAsync(out, st, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (K/V export)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (K/V copy)");
 }
 
 // A backend built on a new stream of `device`, which it then owns; make(stream) builds it (and

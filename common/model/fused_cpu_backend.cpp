@@ -25,6 +25,7 @@
 // 0.25 ms against 0.27-0.29 without: bench/results/issue19-epyc-8.)
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "backends.h"
 #include "cpu_attention.h"
@@ -64,6 +65,9 @@ class FusedCpuBackend final : public PassBackend {
   }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;
+  bool exports_kv() const override { return true; }
+  void export_kv(int first_slot, int n, float* out) override;
+  void import_kv(int first_slot, int n, const float* in) override;
 
  private:
   // The linear layers of one decoder layer, fused where they share an input.
@@ -305,6 +309,27 @@ void FusedCpuBackend::move_kv(const std::vector<KvMove>& moves) {
     for (const KvMove& m : moves)
       cpu_copy_kv_slot(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim,
                        m.from, m.to);
+}
+
+// Per layer: n slots' keys, then their values ([n, kv_heads · head_dim] each), panels unpacked.
+void FusedCpuBackend::export_kv(int first_slot, int n, float* out) {
+  const ModelConfig& c = w_.config;
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity_)
+    throw std::out_of_range("fused-cpu: export_kv slots");
+  const int64_t block = static_cast<int64_t>(n) * c.num_key_value_heads * c.head_dim;
+  for (size_t li = 0; li < k_cache_.size(); ++li)
+    cpu_read_kv_slots(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim,
+                      first_slot, n, out + 2 * li * block, out + (2 * li + 1) * block);
+}
+
+void FusedCpuBackend::import_kv(int first_slot, int n, const float* in) {
+  const ModelConfig& c = w_.config;
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity_)
+    throw std::out_of_range("fused-cpu: import_kv slots");
+  const int64_t block = static_cast<int64_t>(n) * c.num_key_value_heads * c.head_dim;
+  for (size_t li = 0; li < k_cache_.size(); ++li)
+    cpu_write_kv_slots(k_cache_[li].data(), v_cache_[li].data(), c.num_key_value_heads, capacity_, c.head_dim,
+                       first_slot, n, in + 2 * li * block, in + (2 * li + 1) * block);
 }
 
 }  // namespace

@@ -83,8 +83,13 @@ class LoopCpuBackend final : public PassBackend {
   }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;
+  bool exports_kv() const override { return true; }
+  // The caches are [capacity, kv_heads · hd] already: per layer one copy of keys, one of values.
+  void export_kv(int first_slot, int n, float* out) override { copy_kv(first_slot, n, out, nullptr); }
+  void import_kv(int first_slot, int n, const float* in) override { copy_kv(first_slot, n, nullptr, in); }
 
  private:
+  void copy_kv(int first_slot, int n, float* out, const float* in);
   struct Layer {
     std::vector<float> input_norm, wqkv, bqkv, wo, bo, q_norm, k_norm, post_norm, w_gate_up, w_down;
     std::vector<float> k_cache, v_cache;  // [capacity, kv_heads, hd]
@@ -204,6 +209,23 @@ void LoopCpuBackend::move_kv(const std::vector<KvMove>& moves) {
       std::memcpy(&l.v_cache[static_cast<size_t>(m.to) * row], &l.v_cache[static_cast<size_t>(m.from) * row],
                   sizeof(float) * row);
     }
+}
+
+void LoopCpuBackend::copy_kv(int first_slot, int n, float* out, const float* in) {
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity_)
+    throw std::out_of_range("loop-cpu: K/V copy slots");
+  const size_t row = static_cast<size_t>(c_.num_key_value_heads) * c_.head_dim;
+  const size_t block = row * n, at = row * first_slot;
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    Layer& l = layers_[li];
+    if (out) {
+      std::memcpy(out + 2 * li * block, &l.k_cache[at], sizeof(float) * block);
+      std::memcpy(out + (2 * li + 1) * block, &l.v_cache[at], sizeof(float) * block);
+    } else {
+      std::memcpy(&l.k_cache[at], in + 2 * li * block, sizeof(float) * block);
+      std::memcpy(&l.v_cache[at], in + (2 * li + 1) * block, sizeof(float) * block);
+    }
+  }
 }
 
 }  // namespace

@@ -366,6 +366,31 @@ void ModelRuntime::commit(const std::vector<int32_t>& path) { move_kv(kv_.commit
 
 void ModelRuntime::truncate(int n) { kv_.truncate(n); }
 
+bool ModelRuntime::exports_kv() const { return backend_->exports_kv(); }
+int64_t ModelRuntime::kv_floats(int n) const { return backend_->kv_floats(n); }
+
+void ModelRuntime::export_kv(int first, int n, float* out) {
+  if (first < 0 || n < 0 || first + n > length())
+    throw std::invalid_argument("export_kv: positions outside the committed context");
+  backend_->export_kv(kv_base_ + first, n, out);
+}
+
+void ModelRuntime::adopt_kv(int n, const float* kv) {
+  if (n < 0) throw std::invalid_argument("adopt_kv: negative count");
+  kv_.check_room(n, "adopt_kv");
+  kv_.discard_tree();
+  backend_->import_kv(kv_base_ + length(), n, kv);
+  // The books: chains committed in place (no moves), as prefill's.
+  const int chunk = prefill_chunk();
+  for (int done = 0; done < n; done += chunk) {
+    const int m = std::min(chunk, n - done);
+    std::vector<int32_t> tokens(m, 0), parents(m), path(m);
+    for (int i = 0; i < m; ++i) parents[i] = i - 1, path[i] = i;
+    kv_.add_nodes(tokens, parents);
+    kv_.commit(path);
+  }
+}
+
 void ModelRuntime::prepare(PassKind next) { backend_->prepare(next); }
 
 void ModelRuntime::hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }

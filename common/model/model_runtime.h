@@ -132,6 +132,15 @@ class ModelRuntime {
   void commit(const std::vector<int32_t>& path);
   // Keeps the first n committed positions; discards the tree.
   void truncate(int n);
+  // Prefix caching (PassBackend::export_kv, where exports_kv()): export_kv copies the K/V of
+  // committed positions [first, first + n) out, in export_kv's layout; adopt_kv appends n
+  // positions to the committed context with `kv` as their K/V (an export of another runtime's
+  // positions [length(), length() + n) of the same tokens: the copy is exact, so what follows
+  // computes as after this runtime's own prefill of them). Discards the tree.
+  bool exports_kv() const;
+  int64_t kv_floats(int n) const;
+  void export_kv(int first, int n, float* out);
+  void adopt_kv(int n, const float* kv);
   // The next pass will be of this kind (the backend may get ready: FusedCpu wakes helpers).
   void prepare(PassKind next);
   // The tree pass is over: `task` runs on the core its helpers shared (FusedCpu with

@@ -43,6 +43,19 @@ void PassBackend::copy_kept_row(int, float*) {
   throw std::logic_error(std::string(name()) + ": keeps no rows (keeps_rows() is false)");
 }
 
+int64_t PassBackend::kv_floats(int n) const {
+  const ModelConfig& c = config();
+  return static_cast<int64_t>(c.num_hidden_layers) * 2 * n * c.num_key_value_heads * c.head_dim;
+}
+
+void PassBackend::export_kv(int, int, float*) {
+  throw std::logic_error(std::string(name()) + ": exports no K/V (exports_kv() is false)");
+}
+
+void PassBackend::import_kv(int, int, const float*) {
+  throw std::logic_error(std::string(name()) + ": imports no K/V (exports_kv() is false)");
+}
+
 void PassBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, int32_t* tokens, float* probs) {
   const int vocab = config().vocab_size;
   std::vector<float> logits(static_cast<size_t>(batch.rows) * vocab);  // [rows, vocab]

@@ -186,6 +186,17 @@ class PassBackend {
   virtual bool batch_invariant() const { return false; }
   // The KV commit's row moves, every layer.
   virtual void move_kv(const std::vector<KvMove>& moves) = 0;
+  // A copy of committed K/V out of and into the cache, for prefix caching: a request reuses the
+  // committed K/V of another request with the same token prefix instead of prefilling it. The
+  // copy is exact, so a prefill that continues after imported K/V computes what it computes after
+  // its own prefill of that prefix.
+  // The K/V of cache slots [first_slot, first_slot + n), every layer, as float32 in the layout
+  // [layers][2: K, V][n][kv_heads · head_dim] (kv_floats(n) floats); import_kv writes such a copy back.
+  // import_kv(export_kv(x)) restores the slots bit for bit. exports_kv() false: not supported.
+  virtual bool exports_kv() const { return false; }
+  int64_t kv_floats(int n) const;  // layers · 2 · n · kv_heads · head_dim, from config()
+  virtual void export_kv(int first_slot, int n, float* out);
+  virtual void import_kv(int first_slot, int n, const float* in);
   // Host memory of `floats` floats, owned by the backend, that the runtime hands rows back in
   // (forward's `logits`): a GPU backend's pinned buffer, so that rows come back by DMA. nullptr:
   // the runtime allocates its own.

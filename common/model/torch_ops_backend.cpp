@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "backends.h"
 #include "projection.h"
@@ -31,6 +32,9 @@ class TorchOpsBackend final : public PassBackend {
   int row_bucket(int n) const override { return device_.is_cpu() ? n : tree_bucket(n); }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;
+  bool exports_kv() const override { return true; }
+  void export_kv(int first_slot, int n, float* out) override;
+  void import_kv(int first_slot, int n, const float* in) override;
 
  private:
   struct LayerProjections {
@@ -170,6 +174,43 @@ void TorchOpsBackend::move_kv(const std::vector<KvMove>& moves) {
     k_cache_[li].index_copy_(1, d, k_cache_[li].index_select(1, s));
     v_cache_[li].index_copy_(1, d, v_cache_[li].index_select(1, s));
   }
+}
+
+// The caches at their dtype ↔ float32 on the host: float16/bfloat16 widen to float32 exactly,
+// and a float32 that came from one narrows back to it exactly.
+void TorchOpsBackend::export_kv(int first_slot, int n, float* out) {
+  const ModelConfig& c = w_.config;
+  const int capacity = k_cache_.empty() ? 0 : static_cast<int>(k_cache_[0].size(1));
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity)
+    throw std::out_of_range("torch-ops: export_kv slots");
+  if (n == 0) return;
+  c10::InferenceMode guard;
+  const int64_t block = static_cast<int64_t>(n) * c.num_key_value_heads * c.head_dim;
+  for (size_t li = 0; li < k_cache_.size(); ++li)
+    for (int kv = 0; kv < 2; ++kv) {
+      const torch::Tensor& cache = kv ? v_cache_[li] : k_cache_[li];
+      auto host =
+          cache.narrow(1, first_slot, n).transpose(0, 1).to(torch::kCPU).to(torch::kFloat32).contiguous();
+      std::memcpy(out + (2 * li + kv) * block, host.data_ptr<float>(),
+                  sizeof(float) * block);  // [n, nkv, hd]
+    }
+}
+
+void TorchOpsBackend::import_kv(int first_slot, int n, const float* in) {
+  const ModelConfig& c = w_.config;
+  const int capacity = k_cache_.empty() ? 0 : static_cast<int>(k_cache_[0].size(1));
+  if (first_slot < 0 || n < 0 || first_slot + n > capacity)
+    throw std::out_of_range("torch-ops: import_kv slots");
+  if (n == 0) return;
+  c10::InferenceMode guard;
+  const int64_t block = static_cast<int64_t>(n) * c.num_key_value_heads * c.head_dim;
+  for (size_t li = 0; li < k_cache_.size(); ++li)
+    for (int kv = 0; kv < 2; ++kv) {
+      torch::Tensor& cache = kv ? v_cache_[li] : k_cache_[li];
+      auto host = torch::from_blob(const_cast<float*>(in + (2 * li + kv) * block),
+                                   {n, c.num_key_value_heads, c.head_dim}, torch::kFloat32);
+      cache.narrow(1, first_slot, n).copy_(host.to(dtype_).to(device_).transpose(0, 1));
+    }
 }
 
 }  // namespace

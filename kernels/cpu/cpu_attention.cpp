@@ -318,6 +318,46 @@ void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t ca
   }
 }
 
+void cpu_read_kv_slots(const float* k_cache, const float* v_cache, int n_kv_heads, int64_t capacity,
+                       int head_dim, int64_t first_slot, int64_t n, float* keys, float* values) {
+  assert(first_slot >= 0 && n >= 0 && first_slot + n <= capacity);
+  const KvLayout kv{capacity, head_dim};
+  const int64_t row = static_cast<int64_t>(n_kv_heads) * head_dim;
+  for (int h = 0; h < n_kv_heads; ++h) {
+    const float* hk = k_cache + h * kv.key_head();
+    const float* hv = v_cache + h * kv.value_head();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = first_slot + i;
+      float* k = keys + i * row + h * head_dim;
+      float* v = values + i * row + h * head_dim;
+      for (int d = 0; d < head_dim; ++d) k[d] = hk[kv.key(s, d)];
+      for (int d0 = 0; d0 < head_dim; d0 += kPanelColumns)
+        std::memcpy(v + d0, hv + kv.value(s, d0),
+                    sizeof(float) * std::min<int64_t>(kPanelColumns, head_dim - d0));
+    }
+  }
+}
+
+void cpu_write_kv_slots(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim,
+                        int64_t first_slot, int64_t n, const float* keys, const float* values) {
+  assert(first_slot >= 0 && n >= 0 && first_slot + n <= capacity);
+  const KvLayout kv{capacity, head_dim};
+  const int64_t row = static_cast<int64_t>(n_kv_heads) * head_dim;
+  for (int h = 0; h < n_kv_heads; ++h) {
+    float* hk = k_cache + h * kv.key_head();
+    float* hv = v_cache + h * kv.value_head();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = first_slot + i;
+      const float* k = keys + i * row + h * head_dim;
+      const float* v = values + i * row + h * head_dim;
+      for (int d = 0; d < head_dim; ++d) hk[kv.key(s, d)] = k[d];
+      for (int d0 = 0; d0 < head_dim; d0 += kPanelColumns)
+        std::memcpy(hv + kv.value(s, d0), v + d0,
+                    sizeof(float) * std::min<int64_t>(kPanelColumns, head_dim - d0));
+    }
+  }
+}
+
 void cpu_attention(const CpuAttention& a, CpuWorkers* workers) {
   assert(a.rows >= 1 && a.n_heads % a.n_kv_heads == 0 && a.head_dim % 2 == 0 && a.window <= a.capacity);
   write_kv(a);  // first: rows attend to each other

@@ -59,6 +59,14 @@ int64_t cpu_value_cache_floats(int n_kv_heads, int64_t capacity, int head_dim);
 void cpu_copy_kv_slot(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim,
                       int64_t from, int64_t to);
 
+// Slots [first_slot, first_slot + n)'s keys and values, every KV head, out of and into the
+// caches (prefix caching's exact K/V copy): keys into `keys` and values into `values`, each
+// [n, n_kv_heads · head_dim] (a slot's KV heads one after another). Exact copies, no arithmetic.
+void cpu_read_kv_slots(const float* k_cache, const float* v_cache, int n_kv_heads, int64_t capacity,
+                       int head_dim, int64_t first_slot, int64_t n, float* keys, float* values);
+void cpu_write_kv_slots(float* k_cache, float* v_cache, int n_kv_heads, int64_t capacity, int head_dim,
+                        int64_t first_slot, int64_t n, const float* keys, const float* values);
+
 // out = softmax(logits) over n floats in float32, for the drafter's rows (probs_from_logits at
 // temperature 1 computes it in double with std::exp: ~2.8 µs per 258-entry row, ~0.1 ms of a
 // 38-node pool).
