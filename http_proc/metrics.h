@@ -43,7 +43,7 @@ class Metrics {
   // [depth − 1]: speculative rounds that offered a level at that depth, and that accepted it.
   std::vector<uint64_t> depth_offered_, depth_accepted_;
   std::map<std::string, Histogram> stages_;  // by stage name
-  uint64_t generations_ = 0, prompt_tokens_ = 0, tokens_ = 0, rounds_ = 0;
+  uint64_t generations_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0, tokens_ = 0, rounds_ = 0;
   uint64_t degraded_ = 0;  // generations that decoded with ar because the drafter was gone
 };
 

@@ -688,10 +688,13 @@ std::vector<json> answer_chunks(const ResponseIds& ids, int index, const ParsedA
 
 json usage(const std::vector<DoneBody>& choices) {
   const int prompt = choices.empty() ? 0 : choices[0].prompt_tokens;
+  const int cached = choices.empty() ? 0 : choices[0].cached_tokens;
   int completion = 0;
   for (const DoneBody& d : choices) completion += static_cast<int>(d.tokens.size());
-  return {
-      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 namespace {

@@ -122,7 +122,8 @@ struct Choice {
 std::string choice_finish_reason(const Choice& choice);
 // The id of call `k` of choice `index` ("call_…", unique within the server's run).
 std::string tool_call_id(const ResponseIds& ids, int index, size_t k);
-// The prompt's tokens once, the completion tokens of every choice summed.
+// The prompt's tokens once (prompt_tokens_details.cached_tokens: those the target copied from its
+// prefix cache), the completion tokens of every choice summed.
 nlohmann::json usage(const std::vector<DoneBody>& choices);
 // A choice's "logprobs" for `entries` (a Done's or a Delta's): chat's {"content": [{token,
 // logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}, or the completions'

@@ -34,14 +34,24 @@ int serve(const rootspec::DaemonConfig& config) {
   std::unique_ptr<ModelRuntime> one;
   std::unique_ptr<BatchedRuntime> batched;
   std::unique_ptr<TargetModel> model;
+  // Committed K/V of prompt prefixes, shared by every request (prefix_cache.h).
+  std::unique_ptr<PrefixCache> cache;
+  const int64_t cache_bytes = int64_t{config.target.prefix_cache_mb} << 20;
   if (config.target.max_batch == 1) {
     one = std::make_unique<ModelRuntime>(config.target.model, opts);
-    model = one_sequence_target(*one);
+    if (cache_bytes > 0 && one->exports_kv())
+      cache = std::make_unique<PrefixCache>(cache_bytes, one->kv_floats(PrefixCache::kBlockTokens));
+    model = one_sequence_target(*one, cache.get());
   } else {
     opts.max_sequences = config.target.max_batch;
     batched = std::make_unique<BatchedRuntime>(config.target.model, opts);
-    model = batched_target(*batched);
+    if (cache_bytes > 0 && batched->exports_kv())
+      cache = std::make_unique<PrefixCache>(cache_bytes, batched->kv_floats(PrefixCache::kBlockTokens));
+    model = batched_target(*batched, cache.get());
   }
+  if (model->prefix_cache())
+    spdlog::info("prefix cache: {} MiB, blocks of {} tokens", config.target.prefix_cache_mb,
+                 PrefixCache::kBlockTokens);
   // Text needs a tokenizer; a folder without one serves token ids only.
   std::unique_ptr<Tokenizer> tokenizer;
   try {

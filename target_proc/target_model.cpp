@@ -9,9 +9,38 @@ namespace rootspec {
 
 namespace {
 
+constexpr int kBlock = PrefixCache::kBlockTokens;
+
+// The cache a runtime may use: one whose blocks hold its K/V, and a runtime that copies them
+// exactly and prefills in passes that start at multiples of the block size (or computes each row
+// the same whatever its pass holds), so that a prefill after copied blocks is the whole one.
+template <class Runtime>
+PrefixCache* usable_cache(PrefixCache* cache, const Runtime& rt, int prefill_chunk) {
+  if (!cache || cache->capacity_bytes() == 0 || !rt.exports_kv()) return nullptr;
+  if (cache->block_floats() != rt.kv_floats(kBlock)) return nullptr;
+  if (kBlock % prefill_chunk != 0 && !rt.batch_invariant()) return nullptr;
+  return cache;
+}
+
+// The longest cached prefix of `context`, adopted block by block; its tokens.
+int reuse(PrefixCache* cache, const std::vector<int32_t>& context, const std::function<void(const float*)>& adopt) {
+  if (!cache || context.empty()) return 0;
+  return cache->lookup(context.data(), static_cast<int>(context.size()),
+                       [&](int, const float* kv) { adopt(kv); });
+}
+
+// The whole blocks of the committed `context` the cache does not hold yet, copied out.
+void keep(PrefixCache* cache, const std::vector<int32_t>& context,
+          const std::function<void(int first, float* kv)>& copy_out) {
+  if (!cache || context.size() < static_cast<size_t>(kBlock)) return;
+  cache->insert(context.data(), static_cast<int>(context.size()),
+                [&](int block, float* kv) { copy_out(block * kBlock, kv); });
+}
+
 class OneSequenceTarget : public TargetModel {
  public:
-  explicit OneSequenceTarget(ModelRuntime& rt) : rt_(rt), scorer_(rt), each_({&scorer_}) {}
+  OneSequenceTarget(ModelRuntime& rt, PrefixCache* cache)
+      : rt_(rt), scorer_(rt), each_({&scorer_}), cache_(usable_cache(cache, rt, rt.prefill_chunk())) {}
   int max_sequences() const override { return 1; }
   const ModelConfig& config() const override { return rt_.config(); }
   int max_tree() const override { return rt_.options().max_tree; }
@@ -24,6 +53,15 @@ class OneSequenceTarget : public TargetModel {
   void close(int) override { open_ = false; }
   void prefill(int, const std::vector<int32_t>& tokens) override { rt_.prefill(tokens); }
   void truncate(int, int n) override { rt_.truncate(n); }
+  int reuse_prefix(int, const std::vector<int32_t>& context) override {
+    if (rt_.length() != 0) return 0;
+    return reuse(cache_, context, [&](const float* kv) { rt_.adopt_kv(kBlock, kv); });
+  }
+  void keep_prefix(int, const std::vector<int32_t>& context) override {
+    if (static_cast<int>(context.size()) > rt_.length()) return;
+    keep(cache_, context, [&](int first, float* kv) { rt_.export_kv(first, kBlock, kv); });
+  }
+  const PrefixCache* prefix_cache() const override { return cache_; }
   BatchScorer& scorer(const std::vector<int>&) override { return each_; }
   void hand_off(std::function<void()> task) override { rt_.hand_off(std::move(task)); }
   void share_root_pass_when(std::function<bool()> ready) override {
@@ -34,12 +72,15 @@ class OneSequenceTarget : public TargetModel {
   ModelRuntime& rt_;
   ModelScorer scorer_;
   EachOwnScorer each_;
+  PrefixCache* cache_;
   bool open_ = false;
 };
 
 class BatchedTarget : public TargetModel {
  public:
-  explicit BatchedTarget(BatchedRuntime& rt) : rt_(rt), scorer_(rt) {}
+  // A batched prefill runs passes of kMaxTreeBucket rows from the context's end.
+  BatchedTarget(BatchedRuntime& rt, PrefixCache* cache)
+      : rt_(rt), scorer_(rt), cache_(usable_cache(cache, rt, kMaxTreeBucket)) {}
   int max_sequences() const override { return rt_.max_sequences(); }
   const ModelConfig& config() const override { return rt_.config(); }
   // A batched tree pass holds whole trees of at most one pass each (BatchedRuntime::trees).
@@ -48,6 +89,15 @@ class BatchedTarget : public TargetModel {
   void close(int sequence) override { rt_.close(sequence); }
   void prefill(int sequence, const std::vector<int32_t>& tokens) override { rt_.prefill(sequence, tokens); }
   void truncate(int sequence, int n) override { rt_.truncate(sequence, n); }
+  int reuse_prefix(int sequence, const std::vector<int32_t>& context) override {
+    if (rt_.length(sequence) != 0) return 0;
+    return reuse(cache_, context, [&](const float* kv) { rt_.adopt_kv(sequence, kBlock, kv); });
+  }
+  void keep_prefix(int sequence, const std::vector<int32_t>& context) override {
+    if (static_cast<int>(context.size()) > rt_.length(sequence)) return;
+    keep(cache_, context, [&](int first, float* kv) { rt_.export_kv(sequence, first, kBlock, kv); });
+  }
+  const PrefixCache* prefix_cache() const override { return cache_; }
   BatchScorer& scorer(const std::vector<int>& sequences) override {
     scorer_.set_members(sequences);
     return scorer_;
@@ -60,15 +110,16 @@ class BatchedTarget : public TargetModel {
  private:
   BatchedRuntime& rt_;
   BatchModelScorer scorer_;
+  PrefixCache* cache_;
 };
 
 }  // namespace
 
-std::unique_ptr<TargetModel> one_sequence_target(ModelRuntime& runtime) {
-  return std::make_unique<OneSequenceTarget>(runtime);
+std::unique_ptr<TargetModel> one_sequence_target(ModelRuntime& runtime, PrefixCache* cache) {
+  return std::make_unique<OneSequenceTarget>(runtime, cache);
 }
-std::unique_ptr<TargetModel> batched_target(BatchedRuntime& runtime) {
-  return std::make_unique<BatchedTarget>(runtime);
+std::unique_ptr<TargetModel> batched_target(BatchedRuntime& runtime, PrefixCache* cache) {
+  return std::make_unique<BatchedTarget>(runtime, cache);
 }
 
 }  // namespace rootspec

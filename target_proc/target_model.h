@@ -17,6 +17,7 @@
 
 #include "batched_runtime.h"
 #include "model_runtime.h"
+#include "prefix_cache.h"
 #include "round.h"
 
 namespace rootspec {
@@ -35,6 +36,15 @@ class TargetModel {
   virtual void prefill(int sequence, const std::vector<int32_t>& tokens) = 0;
   // Keeps the first n committed positions of the sequence.
   virtual void truncate(int sequence, int n) = 0;
+  // Prefix caching (prefix_cache.h), with a cache and a backend that copies its K/V exactly:
+  // reuse_prefix copies into the empty sequence the K/V of the longest cached prefix of
+  // `context` (whole blocks) and returns its tokens, which the caller then does not prefill;
+  // keep_prefix offers the whole blocks of the sequence's committed `context` to the cache. A
+  // prefill continuing after copied blocks computes what the whole prefill computes, bit for bit:
+  // its passes start at the same multiples of the block size (or the backend is batch-invariant).
+  virtual int reuse_prefix(int sequence, const std::vector<int32_t>& context) = 0;
+  virtual void keep_prefix(int sequence, const std::vector<int32_t>& context) = 0;
+  virtual const PrefixCache* prefix_cache() const = 0;  // null: none
   // The scorer of the next round, whose member m is sequence sequences[m].
   virtual BatchScorer& scorer(const std::vector<int>& sequences) = 0;
   // ModelRuntime::hand_off and share_root_pass_when (a no-op where the backend has no helpers).
@@ -42,7 +52,9 @@ class TargetModel {
   virtual void share_root_pass_when(std::function<bool()> ready) = 0;
 };
 
-std::unique_ptr<TargetModel> one_sequence_target(ModelRuntime& runtime);
-std::unique_ptr<TargetModel> batched_target(BatchedRuntime& runtime);
+// `cache` (may be null) is used where the runtime's backend copies its K/V (exports_kv) and the
+// cache's blocks are its blocks' size.
+std::unique_ptr<TargetModel> one_sequence_target(ModelRuntime& runtime, PrefixCache* cache = nullptr);
+std::unique_ptr<TargetModel> batched_target(BatchedRuntime& runtime, PrefixCache* cache = nullptr);
 
 }  // namespace rootspec

@@ -327,8 +327,13 @@ void TargetServer::drain_clients() {
         }
         case MessageType::Status: {
           msg->empty_body();
-          const StatusBody st{static_cast<int32_t>(queue_.size()), static_cast<int32_t>(batch_.size()),
-                              config_.http.queue_depth, drafter_ && drafter_->alive(), served_};
+          StatusBody st{static_cast<int32_t>(queue_.size()), static_cast<int32_t>(batch_.size()),
+                        config_.http.queue_depth, drafter_ && drafter_->alive(), served_};
+          if (const PrefixCache* cache = target_.prefix_cache()) {
+            const PrefixCache::Stats s = cache->stats();
+            st.cache_hit_tokens = s.hit_tokens, st.cache_miss_tokens = s.miss_tokens;
+            st.cache_evictions = s.evictions, st.cache_bytes = s.bytes;
+          }
           send_routed(clients_, frame->identity, encode(h, st));
           break;
         }
@@ -429,16 +434,22 @@ void TargetServer::start(Decoding& d) {
       settle_link();  // degrades d (and every member) when the Prefill found the drafter gone
     }
   }
-  // Target cache: C minus the root token, which is the last of C. A long prompt is prefilled in
-  // parts, reading the clients in between (a Status, a Cancel, new requests wait no longer).
-  constexpr size_t kPrefillPart = 512;
-  for (size_t done_tokens = 0; done_tokens + 1 < r.prompt.size() && !d.cancelled;) {
-    const size_t n = std::min(kPrefillPart, r.prompt.size() - 1 - done_tokens);
+  // Target cache: C minus the root token, which is the last of C. Its longest prefix another
+  // request left in the prefix cache is copied, not computed (target_model.h: exact); the rest of
+  // a long prompt is prefilled in parts of whole cache blocks, reading the clients in between (a
+  // Status, a Cancel, new requests wait no longer); its whole blocks are then kept for others.
+  constexpr size_t kPrefillPart = 8 * PrefixCache::kBlockTokens;
+  const std::vector<int32_t> context(r.prompt.begin(), r.prompt.end() - (r.prompt.empty() ? 0 : 1));
+  const size_t cached = static_cast<size_t>(target_.reuse_prefix(d.sequence, context));
+  d.done.cached_tokens = static_cast<int32_t>(cached);
+  for (size_t done_tokens = cached; done_tokens < context.size() && !d.cancelled;) {
+    const size_t n = std::min(kPrefillPart, context.size() - done_tokens);
     target_.prefill(d.sequence,
-                    std::vector<int32_t>(r.prompt.begin() + done_tokens, r.prompt.begin() + done_tokens + n));
+                    std::vector<int32_t>(context.begin() + done_tokens, context.begin() + done_tokens + n));
     done_tokens += n;
     drain_clients();
   }
+  if (!d.cancelled) target_.keep_prefix(d.sequence, context);
   d.root = r.prompt.back();
   d.done.ms_prefill = ms_since(d.done.prefill_start_ns);
   d.round_start = monotonic_ns();

@@ -882,6 +882,8 @@ const Fields<DoneBody>& done_fields() {
           .optional([](const D& b) { return !b.degraded.empty(); })
           .map_array("logprobs", &D::logprobs, logprob_entry_fields(), kMaxTokens)
           .optional([](const D& b) { return !b.logprobs.empty(); })
+          .integer("cached_tokens", &D::cached_tokens, 0, kMaxTokens)
+          .optional([](const D& b) { return b.cached_tokens > 0; })
           .check([](const MapReader& r, D& b) {
             check_logprobs(r, b.tokens, b.logprobs);
             if (b.tokens_to_first_eos > static_cast<int32_t>(b.tokens.size()))
@@ -896,13 +898,24 @@ const Fields<AcceptedBody>& accepted_fields() {
   return f;
 }
 
+// A Status carries its prefix cache's counters only when the target has one.
+static bool has_cache(const StatusBody& b) { return b.cache_bytes > 0 || b.cache_hit_tokens > 0 || b.cache_miss_tokens > 0; }
+
 const Fields<StatusBody>& status_fields() {
   static const Fields<StatusBody> f = Fields<StatusBody>()
                                           .integer("waiting", &StatusBody::waiting, 0, kMaxI32)
                                           .integer("running", &StatusBody::running, 0, kMaxI32)
                                           .integer("queue_limit", &StatusBody::queue_limit, 0, kMaxI32)
                                           .boolean("drafter_alive", &StatusBody::drafter_alive)
-                                          .integer("served", &StatusBody::served, 0, kMaxI64);
+                                          .integer("served", &StatusBody::served, 0, kMaxI64)
+                                          .integer("cache_hit_tokens", &StatusBody::cache_hit_tokens, 0, kMaxI64)
+                                          .optional(has_cache)
+                                          .integer("cache_miss_tokens", &StatusBody::cache_miss_tokens, 0, kMaxI64)
+                                          .optional(has_cache)
+                                          .integer("cache_evictions", &StatusBody::cache_evictions, 0, kMaxI64)
+                                          .optional(has_cache)
+                                          .integer("cache_bytes", &StatusBody::cache_bytes, 0, kMaxI64)
+                                          .optional(has_cache);
   return f;
 }
 

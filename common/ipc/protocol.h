@@ -158,6 +158,9 @@ struct StatusBody {
   int32_t queue_limit = 0;  // Generates the queue holds; more are refused (Error "queue")
   bool drafter_alive = false;
   int64_t served = 0;  // Done messages sent since the start
+  // The target's prefix cache (prefix_cache.h; all 0 without one): prompt tokens copied from it
+  // and prefilled since the start, blocks evicted, bytes held.
+  int64_t cache_hit_tokens = 0, cache_miss_tokens = 0, cache_evictions = 0, cache_bytes = 0;
 };
 // One token and its log-probability, with its bytes (the target holds the tokenizer: a client
 // needs no vocabulary to show it; "" without a tokenizer or for ids past it).
@@ -184,6 +187,7 @@ struct DoneBody {
   std::string stop_reason;          // "eos", "stop" (a stop string), "length", "cancelled" or "deadline"
   std::vector<int32_t> tokens;      // every emitted token
   int32_t prompt_tokens = 0;        // the prompt's tokens (after the chat template)
+  int32_t cached_tokens = 0;        // of which the target copied from its prefix cache (not prefilled)
   int32_t tokens_to_first_eos = 0;  // tokens before the first EOS (RequestOutput: D.14's count)
   int32_t rounds = 0;
   double ms_queued = 0;  // from the target's receipt of the Generate to its prefill

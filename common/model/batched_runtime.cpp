@@ -68,6 +68,29 @@ RowsView BatchedRuntime::prefill(int sequence, const std::vector<int32_t>& token
   return last;
 }
 
+void BatchedRuntime::export_kv(int sequence, int first, int n, float* out) {
+  const TreeKv& kv = kv_.at(sequence);
+  if (first < 0 || n < 0 || first + n > kv.length())
+    throw std::invalid_argument("export_kv: positions past the sequence's committed context");
+  backend_->export_kv(sequence * region_ + first, n, out);
+}
+
+void BatchedRuntime::adopt_kv(int sequence, int n, const float* kv_in) {
+  if (n < 0) throw std::invalid_argument("adopt_kv: negative count");
+  TreeKv& kv = kv_.at(sequence);
+  kv.check_room(n, "adopt_kv");
+  kv.discard_tree();
+  backend_->import_kv(sequence * region_ + kv.length(), n, kv_in);
+  // The books: chains committed in place (no moves), as prefill's.
+  for (int done = 0; done < n; done += kMaxTreeBucket) {
+    const int m = std::min(kMaxTreeBucket, n - done);
+    std::vector<int32_t> tokens(m, 0), parents(m), path(m);
+    for (int i = 0; i < m; ++i) parents[i] = i - 1, path[i] = i;
+    kv.add_nodes(tokens, parents);
+    kv.commit(path);
+  }
+}
+
 RowsView BatchedRuntime::trees(const std::vector<Tree>& trees, PassKind kind, std::vector<int>& first_rows) {
   return run_trees(trees, nullptr, kind, first_rows);
 }

@@ -76,6 +76,14 @@ class BatchedRuntime {
   void commit(int sequence, const std::vector<int32_t>& path);
   // Keeps the first n committed positions of the sequence; discards its tree.
   void truncate(int sequence, int n) { kv_.at(sequence).truncate(n); }
+  // Prefix caching (ModelRuntime::export_kv / adopt_kv, per sequence): the K/V of committed
+  // positions [first, first + n) of `sequence` copied out, or n committed positions appended
+  // with `kv` as their K/V (which must be those tokens' K/V at those positions).
+  bool exports_kv() const { return backend_->exports_kv(); }
+  bool batch_invariant() const { return backend_->batch_invariant(); }
+  int64_t kv_floats(int n) const { return backend_->kv_floats(n); }
+  void export_kv(int sequence, int first, int n, float* out);
+  void adopt_kv(int sequence, int n, const float* kv);
   void prepare(PassKind next);
   // ModelRuntime::hand_off and share_root_pass_when (pass_backend.h).
   void hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }

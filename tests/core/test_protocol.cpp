@@ -169,6 +169,26 @@ TEST(Protocol, StatusOfABatchingTargetRoundTrips) {
   EXPECT_EQ(back.queue_limit, 128);
   EXPECT_TRUE(back.drafter_alive);
   EXPECT_EQ(back.served, 99);
+  EXPECT_EQ(back.cache_bytes, 0);  // no prefix cache: its counters are not sent
+  StatusBody cached = st;
+  cached.cache_hit_tokens = 640, cached.cache_miss_tokens = 70, cached.cache_evictions = 2;
+  cached.cache_bytes = 1 << 20;
+  const StatusBody c = parse(encode(header(MessageType::Status), cached)).status();
+  EXPECT_EQ(c.cache_hit_tokens, 640);
+  EXPECT_EQ(c.cache_miss_tokens, 70);
+  EXPECT_EQ(c.cache_evictions, 2);
+  EXPECT_EQ(c.cache_bytes, 1 << 20);
+}
+
+TEST(Protocol, DoneCarriesThePromptTokensCopiedFromThePrefixCache) {
+  DoneBody d;
+  d.stop_reason = "eos";
+  d.tokens = {1, 2};
+  d.prompt_tokens = 300;
+  d.cached_tokens = 256;
+  EXPECT_EQ(parse(encode(header(MessageType::Done), d)).done().cached_tokens, 256);
+  d.cached_tokens = 0;
+  EXPECT_EQ(parse(encode(header(MessageType::Done), d)).done().cached_tokens, 0);
 }
 
 TEST(Protocol, PoolRoundTripsIncludingRheoRows) {

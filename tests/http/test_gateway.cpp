@@ -560,6 +560,85 @@ TEST(Http, BadInputsGetTheirStatusAndTheServerServesTheNext) {
   expect_error(post(pair, "/v1/completions", ok), 503, "", "pair down");
 }
 
+// A metric's value in /metrics text (−1: absent).
+double metric(const Pair& pair, const std::string& name) {
+  httplib::Client http("127.0.0.1", pair.http_port);
+  const auto m = http.Get("/metrics");
+  if (!m) return -1;
+  const std::string line = "\n" + name + " ";
+  const size_t at = m->body.find(line);
+  return at == std::string::npos ? -1 : std::stod(m->body.substr(at + line.size()));
+}
+
+// Greedy answers of a shared long prefix's extensions, and a multi-turn chat, on a pair: each
+// answer's text and its cached prompt tokens.
+std::vector<std::pair<std::string, int>> prefix_answers(const Pair& pair, int variant) {
+  std::vector<std::pair<std::string, int>> out;
+  std::string system = "Variant " + std::to_string(variant) + ". ";
+  for (int i = 0; i < 12; ++i) system += "Rule " + std::to_string(i) + ": answer briefly and exactly. ";
+  for (int i = 0; i < 6; ++i) {
+    const json body = {{"prompt", system + "Question " + std::to_string(i) + ":"}, {"max_tokens", 8},
+                       {"temperature", 0}};
+    const auto [status, r] = post(pair, "/v1/completions", body.dump());
+    EXPECT_EQ(status, 200) << r.dump();
+    out.emplace_back(r["choices"][0]["text"].get<std::string>(),
+                     r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>());
+  }
+  json messages = json::array({{{"role", "system"}, {"content", system}}});
+  for (int turn = 0; turn < 4; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", "Turn " + std::to_string(turn) + ", go on."}});
+    const json body = {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
+    const auto [status, r] = post(pair, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(status, 200) << r.dump();
+    const std::string answer = r["choices"][0]["message"]["content"].get<std::string>();
+    out.emplace_back(answer, r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>());
+    messages.push_back({{"role", "assistant"}, {"content", answer}});
+  }
+  return out;
+}
+
+TEST(Http, PrefixCacheHitsGiveTheAnswersOfTheCacheOffAndCountTheirTokens) {
+  // Three system prompts, each shared by six completions and a four-turn chat: more blocks than
+  // the small cap holds.
+  constexpr int kVariants = 3;
+  auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  std::vector<std::pair<std::string, int>> off, on, small;
+  {
+    Pair pair(http_pair({"target.prefix_cache_mb=0", "decoding.max_context=2048"}));
+    for (int v = 0; v < kVariants; ++v) append(off, prefix_answers(pair, v));
+  }
+  {
+    Pair pair(http_pair({"target.max_batch=4", "decoding.max_context=2048"}));  // a BatchedRuntime
+    for (int v = 0; v < kVariants; ++v) append(on, prefix_answers(pair, v));
+    EXPECT_GT(metric(pair, "rootspec_prompt_cached_tokens_total"), 0);
+  }
+  {
+    // One request at a time (a ModelRuntime) and a cap of one MiB, which holds a few blocks of
+    // this model: blocks are evicted as requests come.
+    Pair pair(http_pair({"target.prefix_cache_mb=1", "decoding.max_context=2048"}));
+    for (int v = 0; v < kVariants; ++v) append(small, prefix_answers(pair, v));
+    EXPECT_GT(metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"target\"}"), 0);
+    EXPECT_GT(metric(pair, "rootspec_prefix_cache_evictions_total{process=\"target\"}"), 0);
+    const double bytes = metric(pair, "rootspec_prefix_cache_bytes{process=\"target\"}");
+    EXPECT_GT(bytes, 0);
+    EXPECT_LE(bytes, 1 << 20);
+  }
+  ASSERT_EQ(on.size(), off.size());
+  ASSERT_EQ(small.size(), off.size());
+  int hits = 0;
+  for (size_t i = 0; i < off.size(); ++i) {
+    EXPECT_EQ(on[i].first, off[i].first) << "answer " << i;
+    EXPECT_EQ(small[i].first, off[i].first) << "answer " << i << " (small cache)";
+    EXPECT_EQ(off[i].second, 0) << "answer " << i;
+    EXPECT_EQ(on[i].second % 64, 0) << "answer " << i;  // whole blocks
+    hits += on[i].second > 0;
+  }
+  EXPECT_EQ(on[0].second, 0);      // the first request finds nothing
+  EXPECT_GE(on[1].second, 64 * 4);  // the shared system prompt's blocks
+  // Every request but each variant's first completion and first chat turn hits.
+  EXPECT_GE(hits, static_cast<int>(off.size()) - 2 * kVariants);
+}
+
 TEST(Http, AFullQueueAnswers429WithRetryAfter) {
   Pair pair(http_pair({"http.queue_depth=1", "decoding.max_context=16384"}));
   TempDir tmp("full");

@@ -189,6 +189,7 @@ TEST(OpenAiResponse, ShapesOfResponsesAndChunks) {
   d.stop_reason = "eos";
   d.tokens = {1, 2, 3};
   d.prompt_tokens = 4;
+  d.cached_tokens = 0;
   const ResponseIds ids{"cmpl-9", 1700000000, "m"};
   const json r = response(Endpoint::Completions, ids, {{"abc", d}}, false);
   EXPECT_EQ(r["object"], "text_completion");
@@ -196,7 +197,10 @@ TEST(OpenAiResponse, ShapesOfResponsesAndChunks) {
   EXPECT_EQ(r["choices"][0]["index"], 0);
   EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(r["usage"], (json{{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+  EXPECT_EQ(r["usage"], (json{{"prompt_tokens", 4},
+                              {"completion_tokens", 3},
+                              {"total_tokens", 7},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   const json c = response(Endpoint::ChatCompletions, ids, {{"abc", d}}, false);
   EXPECT_EQ(c["object"], "chat.completion");
   EXPECT_EQ(c["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "abc"}}));
@@ -222,13 +226,17 @@ TEST(OpenAiResponse, NChoicesKeepTheirIndexAndUsageSumsTheirTokens) {
   b.stop_reason = "length";
   b.tokens = {3, 4, 5};
   b.prompt_tokens = 5;
+  a.cached_tokens = 4;  // what choice 0 copied from the prefix cache counts, as its prompt does
   b.degraded = "the drafter process is gone";
   const json r = response(Endpoint::ChatCompletions, {"chatcmpl-1", 1, "m"}, {{"ab", a}, {"cde", b}}, false);
   ASSERT_EQ(r["choices"].size(), 2u);
   EXPECT_EQ(r["choices"][1]["index"], 1);
   EXPECT_EQ(r["choices"][1]["message"]["content"], "cde");
   EXPECT_EQ(r["choices"][1]["finish_reason"], "length");
-  EXPECT_EQ(r["usage"], (json{{"prompt_tokens", 5}, {"completion_tokens", 5}, {"total_tokens", 10}}))
+  EXPECT_EQ(r["usage"], (json{{"prompt_tokens", 5},
+                              {"completion_tokens", 5},
+                              {"total_tokens", 10},
+                              {"prompt_tokens_details", {{"cached_tokens", 4}}}}))
       << "the prompt counts once";
   EXPECT_EQ(r["rootspec"]["degraded"], b.degraded);
 }
