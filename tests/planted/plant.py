@@ -45,8 +45,8 @@ BUGS = {
     # A wrong fragment index: the P·V product's B fragment takes V's second key pair two rows
     # down instead of eight (CudaKernels.TreeAttentionOnTensorCores…).
     "fragment-index": [
-        ("kernels/cuda/kernels.cu", "pair_of(vd[8 * kTileStride], vd[9 * kTileStride])",
-         "pair_of(vd[2 * kTileStride], vd[3 * kTileStride])"),
+        ("kernels/cuda/kernels.cu", "pair_of(vd[8 * kTileStride<HD>], vd[9 * kTileStride<HD>])",
+         "pair_of(vd[2 * kTileStride<HD>], vd[3 * kTileStride<HD>])"),
     ],
     # A wrong transpose flag: the products take W untransposed (CudaBackend.PassesMatchTheCpuRuntime).
     "transpose": [
