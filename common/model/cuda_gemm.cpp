@@ -48,9 +48,6 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-// cublasLtMatmulPreferenceAttributes_t values of the toolkit's cublasLt.h that the CPU
-// execution's header does not name (it refuses them: CUBLAS_STATUS_NOT_SUPPORTED).
-constexpr int kPrefMinAlignmentA = 5, kPrefMinAlignmentB = 6, kPrefMinAlignmentC = 7, kPrefMinAlignmentD = 8;
 
 std::string shape_name(int rows, int n, int k, bool accumulate, bool bias) {
   return "a " + std::to_string(rows) + "×" + std::to_string(k) + " · " + std::to_string(k) + "×" +
@@ -112,12 +109,11 @@ CudaGemm::Plan& CudaGemm::plan(const Key& key) {
   //    still refuses the aliased call is caught by trying the next candidate, not predicted here.
   if (s == CUBLAS_STATUS_SUCCESS) {
     const uint32_t alignments[4] = {align_w, align_x, align_y, align_y};
-    const int attributes[4] = {kPrefMinAlignmentA, kPrefMinAlignmentB, kPrefMinAlignmentC,
-                               kPrefMinAlignmentD};
+    const cublasLtMatmulPreferenceAttributes_t attributes[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; ++i) {
-      s = cublasLtMatmulPreferenceSetAttribute(
-          pref, static_cast<cublasLtMatmulPreferenceAttributes_t>(attributes[i]), &alignments[i],
-          sizeof alignments[i]);
+      s = cublasLtMatmulPreferenceSetAttribute(pref, attributes[i], &alignments[i], sizeof alignments[i]);
       if (s == CUBLAS_STATUS_NOT_SUPPORTED) s = CUBLAS_STATUS_SUCCESS;  // advisory: see above
     }
   }

@@ -282,7 +282,18 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t size) {
   if (!pref || !buf) return CUBLAS_STATUS_INVALID_VALUE;
   if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) return read_attribute(&pref->max_workspace, buf, size);
-  return attr == CUBLASLT_MATMUL_PREF_SEARCH_MODE ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_SEARCH_MODE:
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      // The one algorithm here runs at any alignment: the hint is taken and changes nothing.
+      return size == sizeof(uint32_t) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t op,
