@@ -21,11 +21,20 @@ DrafterServer::DrafterServer(const DaemonConfig& config, std::vector<std::unique
   } catch (const std::exception& e) {
     no_grammar_why_ = std::string("no tokenizer (") + e.what() + ")";
   }
+  const int64_t cache_bytes = int64_t{config.drafter.prefix_cache_mb} << 20;
+  if (cache_bytes > 0 && runtimes_.front()->exports_kv())
+    prefix_cache_ =
+        std::make_unique<PrefixCache>(cache_bytes, runtimes_.front()->kv_floats(PrefixCache::kBlockTokens));
+  if (!prefix_cache_fits(prefix_cache_.get(), *runtimes_.front())) prefix_cache_.reset();
   sessions_.resize(runtimes_.size());
   for (size_t q = 0; q < runtimes_.size(); ++q) {
     sessions_[q].rt = runtimes_[q].get();
     sessions_[q].draft = std::make_unique<DraftSession>(*runtimes_[q]);
+    sessions_[q].draft->use_prefix_cache(prefix_cache_.get());  // one backend: all fit or none
   }
+  if (prefix_cache_)
+    spdlog::info("prefix cache: {} MiB, blocks of {} tokens", config.drafter.prefix_cache_mb,
+                 PrefixCache::kBlockTokens);
   router_.set(zmq::sockopt::router_mandatory, 1);
   router_.set(zmq::sockopt::linger, 0);
   router_.bind(config.drafter_endpoint);
@@ -141,6 +150,10 @@ void DrafterServer::send_drafted(Session& s) {
   h.type = MessageType::Pool;
   h.request = s.request;
   h.round = s.next_round++;
+  if (h.round == 0 && prefix_cache_) {  // the Prefill's pool: the target reports the cache
+    const PrefixCache::Stats c = prefix_cache_->stats();
+    s.body.drafter_cache = {c.hit_tokens, c.miss_tokens, c.evictions, c.bytes};
+  }
   send_pool(s.identity, h, s.body);
   s.ahead_due = s.draft->draft_ahead_on();
 }

@@ -93,6 +93,9 @@ class DrafterServer {
 
   const DaemonConfig& config_;
   std::vector<std::unique_ptr<ModelRuntime>> runtimes_;  // [sessions] over one backend
+  // Committed K/V of prompt prefixes, shared by the sessions (null: [drafter] prefix_cache_mb 0, or
+  // a backend that cannot use one exactly: runtime_drafter.h).
+  std::unique_ptr<PrefixCache> prefix_cache_;
   std::vector<Session> sessions_;
   int vocab_ = 0;
   // The drafter tokenizer's vocabulary as constraints mask it; null without a tokenizer.

@@ -11,17 +11,6 @@ namespace {
 
 constexpr int kBlock = PrefixCache::kBlockTokens;
 
-// The cache a runtime may use: one whose blocks hold its K/V, and a runtime that copies them
-// exactly and prefills in passes that start at multiples of the block size (or computes each row
-// the same whatever its pass holds), so that a prefill after copied blocks is the whole one.
-template <class Runtime>
-PrefixCache* usable_cache(PrefixCache* cache, const Runtime& rt, int prefill_chunk) {
-  if (!cache || cache->capacity_bytes() == 0 || !rt.exports_kv()) return nullptr;
-  if (cache->block_floats() != rt.kv_floats(kBlock)) return nullptr;
-  if (kBlock % prefill_chunk != 0 && !rt.batch_invariant()) return nullptr;
-  return cache;
-}
-
 // The longest cached prefix of `context`, adopted block by block; its tokens.
 int reuse(PrefixCache* cache, const std::vector<int32_t>& context, const std::function<void(const float*)>& adopt) {
   if (!cache || context.empty()) return 0;
@@ -40,7 +29,7 @@ void keep(PrefixCache* cache, const std::vector<int32_t>& context,
 class OneSequenceTarget : public TargetModel {
  public:
   OneSequenceTarget(ModelRuntime& rt, PrefixCache* cache)
-      : rt_(rt), scorer_(rt), each_({&scorer_}), cache_(usable_cache(cache, rt, rt.prefill_chunk())) {}
+      : rt_(rt), scorer_(rt), each_({&scorer_}), cache_(prefix_cache_fits(cache, rt) ? cache : nullptr) {}
   int max_sequences() const override { return 1; }
   const ModelConfig& config() const override { return rt_.config(); }
   int max_tree() const override { return rt_.options().max_tree; }
@@ -80,7 +69,7 @@ class BatchedTarget : public TargetModel {
  public:
   // A batched prefill runs passes of kMaxTreeBucket rows from the context's end.
   BatchedTarget(BatchedRuntime& rt, PrefixCache* cache)
-      : rt_(rt), scorer_(rt), cache_(usable_cache(cache, rt, kMaxTreeBucket)) {}
+      : rt_(rt), scorer_(rt), cache_(prefix_cache_fits(cache, rt) ? cache : nullptr) {}
   int max_sequences() const override { return rt_.max_sequences(); }
   const ModelConfig& config() const override { return rt_.config(); }
   // A batched tree pass holds whole trees of at most one pass each (BatchedRuntime::trees).

@@ -128,6 +128,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     record.draft_start_ns = pool_.draft_start_ns;
     record.draft_end_ns = pool_.draft_end_ns;
     record.pool_drafted_ahead = pool_.drafted_ahead;
+    if (pool_.drafter_cache.any()) server_.drafter_cache_ = pool_.drafter_cache;
     return pool_.pool;
   }
   void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
@@ -331,9 +332,9 @@ void TargetServer::drain_clients() {
                         config_.http.queue_depth, drafter_ && drafter_->alive(), served_};
           if (const PrefixCache* cache = target_.prefix_cache()) {
             const PrefixCache::Stats s = cache->stats();
-            st.cache_hit_tokens = s.hit_tokens, st.cache_miss_tokens = s.miss_tokens;
-            st.cache_evictions = s.evictions, st.cache_bytes = s.bytes;
+            st.target_cache = {s.hit_tokens, s.miss_tokens, s.evictions, s.bytes};
           }
+          st.drafter_cache = drafter_cache_;
           send_routed(clients_, frame->identity, encode(h, st));
           break;
         }

@@ -115,6 +115,7 @@ class TargetServer {
   std::vector<std::unique_ptr<Decoding>> batch_;  // [≤ max_batch] in arrival order
   uint64_t next_internal_id_ = 1;                 // request ids towards the drafter (unique per server)
   int64_t served_ = 0;                            // Done messages sent
+  PrefixCacheCounters drafter_cache_;             // the drafter's, from the last Pool that carried them
   bool shutdown_ = false;
 };
 

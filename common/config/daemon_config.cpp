@@ -51,7 +51,7 @@ void apply(DaemonConfig& c, const std::string& section, const std::string& key, 
     if (key == "idle_drafter_threads" && section == "target") return void(p.idle_drafter_threads = integer());
     if (key == "ar_uses_drafter_core" && section == "target") return void(p.ar_uses_drafter_core = boolean());
     if (key == "max_batch" && section == "target") return void(p.max_batch = integer());
-    if (key == "prefix_cache_mb" && section == "target") return void(p.prefix_cache_mb = integer());
+    if (key == "prefix_cache_mb") return void(p.prefix_cache_mb = integer());
     if (key == "process_rows" && section == "drafter") return void(p.process_rows = boolean());
   } else if (section == "endpoints") {
     if (key == "client") return void(c.client_endpoint = str());
@@ -194,6 +194,7 @@ void DaemonConfig::validate() const {
   if (target.idle_drafter_threads < 1 || target.idle_drafter_threads > 64)
     throw ConfigError("target.idle_drafter_threads: must be in [1, 64]");
   if (target.prefix_cache_mb < 0) throw ConfigError("target.prefix_cache_mb: must be 0 (off) or more");
+  if (drafter.prefix_cache_mb < 0) throw ConfigError("drafter.prefix_cache_mb: must be 0 (off) or more");
   if (target.max_batch < 1 || target.max_batch > kMaxBatch)
     throw ConfigError("target.max_batch: must be in [1, " + std::to_string(kMaxBatch) + "]");
   // A batched tree pass holds whole trees of at most one pass (kMaxTreeBucket = 64 rows: the anchor

@@ -63,7 +63,7 @@ struct ProcessConfig {
   bool cuda_graphs = true;                // on a cuda device: replay captured graphs (false: eager passes)
   std::string attention = "tensor-core";  // on a cuda device: tree attention's kernel ("simple")
   bool process_rows = true;               // drafter: process draft rows by the request's sampling parameters
-  int prefix_cache_mb = 512;              // target: committed K/V of prompt prefixes kept for reuse (0: off)
+  int prefix_cache_mb = 512;              // committed K/V of prompt prefixes kept for reuse (0: off)
 };
 
 struct HttpConfig {

@@ -1,5 +1,6 @@
 #include "protocol.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -608,64 +609,91 @@ const Fields<CommitBody>& commit_fields() {
   return f;
 }
 
+// A process's prefix cache counters as four fields named `prefix` + hit_tokens, miss_tokens,
+// evictions and bytes, on the wire only when the process has a cache (any()).
+template <class B, class Get>
+Fields<B>& cache_counter_fields(Fields<B>& f, const std::array<const char*, 4>& names, Get get) {
+  const auto any = [get](const B& b) { return get(b).any(); };
+  return f
+      .integer(
+          names[0], [get](auto& b) -> auto& { return get(b).hit_tokens; }, 0, kMaxI64)
+      .optional(any)
+      .integer(
+          names[1], [get](auto& b) -> auto& { return get(b).miss_tokens; }, 0, kMaxI64)
+      .optional(any)
+      .integer(
+          names[2], [get](auto& b) -> auto& { return get(b).evictions; }, 0, kMaxI64)
+      .optional(any)
+      .integer(
+          names[3], [get](auto& b) -> auto& { return get(b).bytes; }, 0, kMaxI64)
+      .optional(any);
+}
+
 // A Pool crosses as its flat arrays (pool.h); depth and cum_logq are derived on receipt.
 const Fields<PoolBody>& pool_fields() {
   using P = PoolBody;
-  static const Fields<P> f =
-      Fields<P>()
-          .int_array(
-              "token", [](auto& b) -> auto& { return b.pool.token; }, kMaxPoolNodes, 0, kMaxVocab - 1)
-          .int_array(
-              "parent", [](auto& b) -> auto& { return b.pool.parent; }, kMaxPoolNodes, -1, kMaxPoolNodes)
-          .number_array(
-              "logq", [](auto& b) -> auto& { return b.pool.logq; }, kMaxPoolNodes, -kInf, 0.0)
-          .int_array(
-              "expanded", [](auto& b) -> auto& { return b.pool.expanded; }, kMaxPoolNodes, 0, 1)
-          .int_array(
-              "sampled", [](auto& b) -> auto& { return b.pool.sampled; }, kMaxPoolNodes, 0, 1)
-          .number_array(
-              "q_true", [](auto& b) -> auto& { return b.pool.q_true; }, kMaxPoolNodes, 0.0, 1.0)
-          .integer(
-              "rheo_m", [](auto& b) -> auto& { return b.pool.rheo_m; }, -1, 1023)
-          .int_array(
-              "row_start", [](auto& b) -> auto& { return b.pool.row_start; }, kMaxPoolNodes + 1, -1, kMaxI32)
-          .int_array(
-              "row_len", [](auto& b) -> auto& { return b.pool.row_len; }, kMaxPoolNodes + 1, 0, kMaxVocab)
-          .int_array(
-              "row_token", [](auto& b) -> auto& { return b.pool.row_token; }, kMaxTokens, 0, kMaxVocab - 1)
-          .number_array(
-              "row_prob", [](auto& b) -> auto& { return b.pool.row_prob; }, kMaxTokens, 0.0, 1.0)
-          .integer("draft_start_ns", &P::draft_start_ns, 0, kMaxI64)
-          .integer("draft_end_ns", &P::draft_end_ns, 0, kMaxI64)
-          .boolean("drafted_ahead", &P::drafted_ahead)
-          .optional([](const P& b) { return b.drafted_ahead; })
-          .check([](const MapReader& r, P& b) {
-            Pool& p = b.pool;
-            const size_t n = p.token.size();
-            const std::pair<const char*, size_t> lengths[] = {{"parent", p.parent.size()},
-                                                              {"logq", p.logq.size()},
-                                                              {"expanded", p.expanded.size()},
-                                                              {"sampled", p.sampled.size()},
-                                                              {"q_true", p.q_true.size()}};
-            for (const auto& [k, len] : lengths)
-              if (len != n)
-                throw ProtocolError(
-                    r.at(k), "has " + std::to_string(len) + " entries, token has " + std::to_string(n));
-            const int bad = p.derive_paths();
-            if (bad >= 0) throw ProtocolError(r.element("parent", bad), "must be -1 or an earlier node");
-            if (!p.row_start.empty() && p.row_start.size() != n + 1)
-              throw ProtocolError(r.at("row_start"),
-                                  "must be empty or hold one entry per node plus the root");
-            if (p.row_len.size() != p.row_start.size())
-              throw ProtocolError(r.at("row_len"), "must match row_start");
-            if (p.row_prob.size() != p.row_token.size())
-              throw ProtocolError(r.at("row_prob"), "must match row_token");
-            for (size_t i = 0; i < p.row_start.size(); ++i)
-              if (p.row_start[i] >= 0 &&
-                  static_cast<size_t>(p.row_start[i]) + p.row_len[i] > p.row_token.size())
-                throw ProtocolError(r.element("row_start", static_cast<uint32_t>(i)),
-                                    "points past row_token");
-          });
+  static const Fields<P> f = [] {
+    Fields<P> fields =
+        Fields<P>()
+            .int_array(
+                "token", [](auto& b) -> auto& { return b.pool.token; }, kMaxPoolNodes, 0, kMaxVocab - 1)
+            .int_array(
+                "parent", [](auto& b) -> auto& { return b.pool.parent; }, kMaxPoolNodes, -1, kMaxPoolNodes)
+            .number_array(
+                "logq", [](auto& b) -> auto& { return b.pool.logq; }, kMaxPoolNodes, -kInf, 0.0)
+            .int_array(
+                "expanded", [](auto& b) -> auto& { return b.pool.expanded; }, kMaxPoolNodes, 0, 1)
+            .int_array(
+                "sampled", [](auto& b) -> auto& { return b.pool.sampled; }, kMaxPoolNodes, 0, 1)
+            .number_array(
+                "q_true", [](auto& b) -> auto& { return b.pool.q_true; }, kMaxPoolNodes, 0.0, 1.0)
+            .integer(
+                "rheo_m", [](auto& b) -> auto& { return b.pool.rheo_m; }, -1, 1023)
+            .int_array(
+                "row_start", [](auto& b) -> auto& { return b.pool.row_start; }, kMaxPoolNodes + 1, -1,
+                kMaxI32)
+            .int_array(
+                "row_len", [](auto& b) -> auto& { return b.pool.row_len; }, kMaxPoolNodes + 1, 0, kMaxVocab)
+            .int_array(
+                "row_token", [](auto& b) -> auto& { return b.pool.row_token; }, kMaxTokens, 0, kMaxVocab - 1)
+            .number_array(
+                "row_prob", [](auto& b) -> auto& { return b.pool.row_prob; }, kMaxTokens, 0.0, 1.0)
+            .integer("draft_start_ns", &P::draft_start_ns, 0, kMaxI64)
+            .integer("draft_end_ns", &P::draft_end_ns, 0, kMaxI64)
+            .boolean("drafted_ahead", &P::drafted_ahead)
+            .optional([](const P& b) { return b.drafted_ahead; })
+            .check([](const MapReader& r, P& b) {
+              Pool& p = b.pool;
+              const size_t n = p.token.size();
+              const std::pair<const char*, size_t> lengths[] = {{"parent", p.parent.size()},
+                                                                {"logq", p.logq.size()},
+                                                                {"expanded", p.expanded.size()},
+                                                                {"sampled", p.sampled.size()},
+                                                                {"q_true", p.q_true.size()}};
+              for (const auto& [k, len] : lengths)
+                if (len != n)
+                  throw ProtocolError(
+                      r.at(k), "has " + std::to_string(len) + " entries, token has " + std::to_string(n));
+              const int bad = p.derive_paths();
+              if (bad >= 0) throw ProtocolError(r.element("parent", bad), "must be -1 or an earlier node");
+              if (!p.row_start.empty() && p.row_start.size() != n + 1)
+                throw ProtocolError(r.at("row_start"),
+                                    "must be empty or hold one entry per node plus the root");
+              if (p.row_len.size() != p.row_start.size())
+                throw ProtocolError(r.at("row_len"), "must match row_start");
+              if (p.row_prob.size() != p.row_token.size())
+                throw ProtocolError(r.at("row_prob"), "must match row_token");
+              for (size_t i = 0; i < p.row_start.size(); ++i)
+                if (p.row_start[i] >= 0 &&
+                    static_cast<size_t>(p.row_start[i]) + p.row_len[i] > p.row_token.size())
+                  throw ProtocolError(r.element("row_start", static_cast<uint32_t>(i)),
+                                      "points past row_token");
+            });
+    cache_counter_fields(
+        fields, {"cache_hit_tokens", "cache_miss_tokens", "cache_evictions", "cache_bytes"},
+        [](auto& b) -> auto& { return b.drafter_cache; });
+    return fields;
+  }();
   return f;
 }
 
@@ -898,24 +926,24 @@ const Fields<AcceptedBody>& accepted_fields() {
   return f;
 }
 
-// A Status carries its prefix cache's counters only when the target has one.
-static bool has_cache(const StatusBody& b) { return b.cache_bytes > 0 || b.cache_hit_tokens > 0 || b.cache_miss_tokens > 0; }
-
 const Fields<StatusBody>& status_fields() {
-  static const Fields<StatusBody> f = Fields<StatusBody>()
-                                          .integer("waiting", &StatusBody::waiting, 0, kMaxI32)
-                                          .integer("running", &StatusBody::running, 0, kMaxI32)
-                                          .integer("queue_limit", &StatusBody::queue_limit, 0, kMaxI32)
-                                          .boolean("drafter_alive", &StatusBody::drafter_alive)
-                                          .integer("served", &StatusBody::served, 0, kMaxI64)
-                                          .integer("cache_hit_tokens", &StatusBody::cache_hit_tokens, 0, kMaxI64)
-                                          .optional(has_cache)
-                                          .integer("cache_miss_tokens", &StatusBody::cache_miss_tokens, 0, kMaxI64)
-                                          .optional(has_cache)
-                                          .integer("cache_evictions", &StatusBody::cache_evictions, 0, kMaxI64)
-                                          .optional(has_cache)
-                                          .integer("cache_bytes", &StatusBody::cache_bytes, 0, kMaxI64)
-                                          .optional(has_cache);
+  static const Fields<StatusBody> f = [] {
+    Fields<StatusBody> s = Fields<StatusBody>()
+                               .integer("waiting", &StatusBody::waiting, 0, kMaxI32)
+                               .integer("running", &StatusBody::running, 0, kMaxI32)
+                               .integer("queue_limit", &StatusBody::queue_limit, 0, kMaxI32)
+                               .boolean("drafter_alive", &StatusBody::drafter_alive)
+                               .integer("served", &StatusBody::served, 0, kMaxI64);
+    cache_counter_fields(
+        s, {"cache_hit_tokens", "cache_miss_tokens", "cache_evictions", "cache_bytes"},
+        [](auto& b) -> auto& { return b.target_cache; });
+    cache_counter_fields(
+        s,
+        {"drafter_cache_hit_tokens", "drafter_cache_miss_tokens", "drafter_cache_evictions",
+         "drafter_cache_bytes"},
+        [](auto& b) -> auto& { return b.drafter_cache; });
+    return s;
+  }();
   return f;
 }
 

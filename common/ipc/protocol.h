@@ -102,10 +102,19 @@ struct CommitBody {
 };
 // drafter → target: the pool below C for one round, and when the drafter grew it
 // (CLOCK_MONOTONIC nanoseconds, comparable across processes on one machine).
+// A process's prefix cache since it started (prefix_cache.h): prompt tokens copied from it and
+// prefilled, blocks evicted, bytes held. All 0: the process has none.
+struct PrefixCacheCounters {
+  int64_t hit_tokens = 0, miss_tokens = 0, evictions = 0, bytes = 0;
+  bool any() const { return hit_tokens > 0 || miss_tokens > 0 || evictions > 0 || bytes > 0; }
+};
 struct PoolBody {
   Pool pool;
   int64_t draft_start_ns = 0, draft_end_ns = 0;
   bool drafted_ahead = false;  // grown before the Commit came, for a guess that it matched
+  // The drafter's prefix cache, on a request's first Pool (the one its Prefill asked for) where
+  // the drafter has one: the target reports it in its Status.
+  PrefixCacheCounters drafter_cache;
 };
 struct ErrorBody {
   std::string field;  // what was wrong ("" for a failure that is nobody's input)
@@ -158,9 +167,9 @@ struct StatusBody {
   int32_t queue_limit = 0;  // Generates the queue holds; more are refused (Error "queue")
   bool drafter_alive = false;
   int64_t served = 0;  // Done messages sent since the start
-  // The target's prefix cache (prefix_cache.h; all 0 without one): prompt tokens copied from it
-  // and prefilled since the start, blocks evicted, bytes held.
-  int64_t cache_hit_tokens = 0, cache_miss_tokens = 0, cache_evictions = 0, cache_bytes = 0;
+  // The prefix caches of both processes (on the wire only where a process has one); the
+  // drafter's as of the last first Pool of a request the target received.
+  PrefixCacheCounters target_cache, drafter_cache;
 };
 // One token and its log-probability, with its bytes (the target holds the tokenizer: a client
 // needs no vocabulary to show it; "" without a tokenizer or for ids past it).

@@ -81,6 +81,7 @@ class BatchedRuntime {
   // with `kv` as their K/V (which must be those tokens' K/V at those positions).
   bool exports_kv() const { return backend_->exports_kv(); }
   bool batch_invariant() const { return backend_->batch_invariant(); }
+  int prefill_chunk() const { return kMaxTreeBucket; }  // tokens of one prefill pass
   int64_t kv_floats(int n) const { return backend_->kv_floats(n); }
   void export_kv(int sequence, int first, int n, float* out);
   void adopt_kv(int sequence, int n, const float* kv);

@@ -122,4 +122,15 @@ class PrefixCache {
   Stats stats_;
 };
 
+// Whether `rt` (a ModelRuntime or a BatchedRuntime) can use `cache` exactly: the cache is on,
+// its blocks hold the runtime's K/V, the runtime copies K/V exactly, and it prefills in passes
+// that start at multiples of the block size (or computes each row the same whatever its pass
+// holds), so that a prefill after copied blocks computes as the whole prefill would.
+template <class Runtime>
+bool prefix_cache_fits(const PrefixCache* cache, const Runtime& rt) {
+  if (!cache || cache->capacity_bytes() == 0 || !rt.exports_kv()) return false;
+  if (cache->block_floats() != rt.kv_floats(PrefixCache::kBlockTokens)) return false;
+  return PrefixCache::kBlockTokens % rt.prefill_chunk() == 0 || rt.batch_invariant();
+}
+
 }  // namespace rootspec

@@ -156,6 +156,23 @@ void DraftSession::start(const PoolShape& shape, uint64_t draft_seed, bool draft
   growing_ = nullptr;
   chunks_.clear();
   growth_.reset();
+  first_draft_ = true;
+  cached_tokens_ = 0;
+  to_keep_.clear();
+}
+
+bool DraftSession::use_prefix_cache(PrefixCache* cache) {
+  prefix_cache_ = prefix_cache_fits(cache, rt_) ? cache : nullptr;
+  return prefix_cache_ != nullptr;
+}
+
+int DraftSession::reuse_prefix(const std::vector<int32_t>& tokens) {
+  if (!prefix_cache_) return 0;
+  assert(rt_.length() == 0);
+  to_keep_ = tokens;
+  // All but the last token: the growth starts from the last one's row, which a pass computes.
+  return prefix_cache_->lookup(tokens.data(), static_cast<int>(tokens.size()) - 1,
+                               [&](int, const float* kv) { rt_.adopt_kv(PrefixCache::kBlockTokens, kv); });
 }
 
 void DraftSession::drop_guess() {
@@ -239,13 +256,16 @@ bool DraftSession::begin_draft(const std::vector<int32_t>& tokens, Pool& pool) {
   depth_.sent(depth);
   if (ahead) return true;  // the guess counted its tokens
   count_tokens(tokens);
+  if (first_draft_) cached_tokens_ = reuse_prefix(tokens);
+  const size_t cached = first_draft_ ? static_cast<size_t>(cached_tokens_) : 0;
+  first_draft_ = false;
   // The tokens in prefill()'s chunks; with draft-ahead on where one call could differ, the
-  // guess's own two calls (see the class comment).
+  // guess's own two calls (see the class comment). A cached prefix is whole chunks of the body.
   chunks_.clear();
   const bool split = ahead_on_ && tokens.size() > 1 && !rt_.batch_invariant();
   const size_t chunk = static_cast<size_t>(rt_.prefill_chunk());
   const size_t body = split ? tokens.size() - 1 : tokens.size();
-  for (size_t done = 0; done < body; done += chunk)
+  for (size_t done = cached; done < body; done += chunk)
     chunks_.emplace_back(tokens.begin() + done, tokens.begin() + std::min(body, done + chunk));
   if (split) chunks_.push_back({tokens.back()});
   growing_ = &pool;
@@ -275,7 +295,10 @@ void DraftSession::plan_part(ModelRuntime::SharedPart& part, int& top_k) {
 void DraftSession::take_part(const ModelRuntime::SharedPart& part) {
   if (!chunks_.empty()) {
     chunks_.pop_front();
-    if (chunks_.empty()) start_growth(part.rows.row(0));  // the drafter's row at the new C
+    if (chunks_.empty()) {
+      start_growth(part.rows.row(0));  // the drafter's row at the new C
+      keep_prefix();
+    }
     return;
   }
   take_step(part.rows, part.top);
@@ -291,6 +314,15 @@ void DraftSession::take_step(const RowsView& pass_rows, const TopKRowsView& pass
     drafter_.step_rows(*growing_, frontier, step_, pass_rows, step_rows_);
     growth_->take_rows(step_rows_.data());
   }
+}
+
+void DraftSession::keep_prefix() {
+  if (!prefix_cache_ || to_keep_.empty()) return;
+  // The same tokens as the lookup: the last one may have been a pass of its own (split).
+  prefix_cache_->insert(to_keep_.data(), static_cast<int>(to_keep_.size()) - 1, [&](int block, float* kv) {
+    rt_.export_kv(block * PrefixCache::kBlockTokens, PrefixCache::kBlockTokens, kv);
+  });
+  to_keep_.clear();
 }
 
 void DraftSession::start_growth(const float* root_logits) {

@@ -26,6 +26,7 @@
 
 #include "model_runtime.h"
 #include "pool.h"
+#include "prefix_cache.h"
 #include "sampling.h"
 
 namespace rootspec {
@@ -107,7 +108,7 @@ struct DraftAbandoned {};
 // C grew by (the prompt first, then each round's emitted tokens) and grows the pool below it.
 // Pool growth draws only from the session's own generator: the request's stays the target's.
 //
-// Draft-ahead (issue 19; PEARL's post-verify taken into the pipelined deployment of paper 000
+// Draft-ahead (PEARL's post-verify taken into the pipelined deployment of paper 000
 // App. D.14): once a round's pool is out, the drafter is idle until the Commit. draft_ahead()
 // guesses that Commit — a prefix of the pool's most probable chain (the highest draft
 // probability at each level), as long as the request's Commits that followed the chain mostly
@@ -131,6 +132,15 @@ struct DraftAbandoned {};
 // back with them, so a pool drafted ahead is processed over the same statistics as the pool
 // draft() grows for that Commit.
 //
+// Prefix caching (prefix_cache.h): with a cache, the first draft() of a request copies the K/V of
+// the longest cached prefix of its tokens (all but the last) instead of computing it and
+// prefills the rest in the chunks it would have had from the start (chunks of whole cache blocks,
+// or any chunks on a batch-invariant backend), so C's K/V is bit for bit that of the whole
+// prefill: the drafter's K/V at a position depends only on its own tokens up to it, never on
+// the target's, so a hit reuses the whole prefix (nothing is recomputed at its end). The
+// prompt's whole blocks are then kept for other requests. A cache is shared by every session of
+// one backend (one thread calls them all).
+//
 // Several sessions over one backend (ModelRuntime::sequences: the drafter's requests of a batch)
 // draft together in shared passes: begin_draft() each, then draft_step_together() while any is
 // drafting(). A step is one pass for all: each session's next prefill chunk of the tokens it
@@ -144,6 +154,9 @@ struct DraftAbandoned {};
 class DraftSession {
  public:
   explicit DraftSession(ModelRuntime& rt) : rt_(rt), drafter_(rt) {}
+  // Shares `cache` (null: none) with the session's later requests, where the runtime can use it
+  // exactly (see above); returns whether it does. The cache must outlive the session.
+  bool use_prefix_cache(PrefixCache* cache);
   // A new request: empties the cache; `draft_seed` seeds the Rheo tail draws (request.h). Commit
   // lengths are learnt anew (they follow the request's budget, which the drafter is not told).
   // `sampling`: the request's parameters; when they process rows, so do the session's draft rows
@@ -165,6 +178,8 @@ class DraftSession {
   // dropped. Returns whether a pool is ready for the guess.
   bool draft_ahead(const Pool& sent, const std::function<bool()>& abandon = {});
   const std::vector<int32_t>& ahead_guess() const { return guess_; }  // empty: none ready
+  // Of the request's first draft()'s tokens, those copied from the prefix cache.
+  int cached_tokens() const { return cached_tokens_; }
   const PoolShape& shape() const { return shape_; }
   bool draft_ahead_on() const { return ahead_on_; }
 
@@ -185,6 +200,11 @@ class DraftSession {
   // Takes the growth's steps that need no pass (the root's row is at hand); ends the draft when
   // the pool is whole.
   void settle();
+  // The first draft's appended tokens: copies their longest cached prefix in (returns its
+  // length), or 0 without a cache.
+  int reuse_prefix(const std::vector<int32_t>& tokens);
+  // The first draft's tokens are in: their whole blocks go to the prefix cache.
+  void keep_prefix();
   // Back to C as it was before the guess (cache, generator and sampling context).
   void drop_guess();
   // C grew by `tokens`: the sampling context counts them (the first draft(): the prompt's, then
@@ -210,6 +230,10 @@ class DraftSession {
   bool counted_prompt_ = false;
   SamplingContext context_before_guess_;
   AheadCounts counts_;
+  PrefixCache* prefix_cache_ = nullptr;  // shared with the backend's other sessions (null: none)
+  bool first_draft_ = true;              // the request's first draft() is still to come
+  int cached_tokens_ = 0;                // of its tokens, copied from the prefix cache
+  std::vector<int32_t> to_keep_;         // its tokens, kept in the cache once prefilled
   std::vector<int32_t> last_chain_;    // the most probable chain of the pool last sent
   std::vector<double> chain_commits_;  // [1 + n] Commits that followed the chain (decaying counts):
                                        // [0] the whole chain and one more, [n] its first n tokens

@@ -169,15 +169,47 @@ TEST(Protocol, StatusOfABatchingTargetRoundTrips) {
   EXPECT_EQ(back.queue_limit, 128);
   EXPECT_TRUE(back.drafter_alive);
   EXPECT_EQ(back.served, 99);
-  EXPECT_EQ(back.cache_bytes, 0);  // no prefix cache: its counters are not sent
+  const std::string plain = encode(header(MessageType::Status), st);
+  EXPECT_EQ(plain.find("cache_"), std::string::npos);  // no prefix cache: its counters are not sent
+  EXPECT_FALSE(back.target_cache.any());
   StatusBody cached = st;
-  cached.cache_hit_tokens = 640, cached.cache_miss_tokens = 70, cached.cache_evictions = 2;
-  cached.cache_bytes = 1 << 20;
+  cached.target_cache = {640, 70, 2, 1 << 20};
+  cached.drafter_cache = {512, 198, 0, 3 << 20};
   const StatusBody c = parse(encode(header(MessageType::Status), cached)).status();
-  EXPECT_EQ(c.cache_hit_tokens, 640);
-  EXPECT_EQ(c.cache_miss_tokens, 70);
-  EXPECT_EQ(c.cache_evictions, 2);
-  EXPECT_EQ(c.cache_bytes, 1 << 20);
+  EXPECT_EQ(c.target_cache.hit_tokens, 640);
+  EXPECT_EQ(c.target_cache.miss_tokens, 70);
+  EXPECT_EQ(c.target_cache.evictions, 2);
+  EXPECT_EQ(c.target_cache.bytes, 1 << 20);
+  EXPECT_EQ(c.drafter_cache.hit_tokens, 512);
+  EXPECT_EQ(c.drafter_cache.miss_tokens, 198);
+  EXPECT_EQ(c.drafter_cache.evictions, 0);
+  EXPECT_EQ(c.drafter_cache.bytes, 3 << 20);
+  StatusBody drafter_only = st;  // a target without a cache beside a drafter with one
+  drafter_only.drafter_cache = {64, 1, 0, 4096};
+  const StatusBody d = parse(encode(header(MessageType::Status), drafter_only)).status();
+  EXPECT_FALSE(d.target_cache.any());
+  EXPECT_EQ(d.drafter_cache.hit_tokens, 64);
+  EXPECT_EQ(d.drafter_cache.bytes, 4096);
+}
+
+TEST(Protocol, PoolCarriesTheDraftersPrefixCacheCountersOnlyWhenItHasACache) {
+  PoolBody b;
+  b.pool.token = {5};
+  b.pool.parent = {-1};
+  b.pool.logq = {-0.5f};
+  b.pool.expanded = {0};
+  b.pool.sampled = {0};
+  b.pool.q_true = {0.6f};
+  const std::string plain = encode(header(MessageType::Pool), b);
+  EXPECT_EQ(plain.find("cache_"), std::string::npos);
+  EXPECT_FALSE(parse(plain).pool().drafter_cache.any());
+  b.drafter_cache = {128, 300, 1, 1 << 16};
+  const PoolBody back = parse(encode(header(MessageType::Pool), b)).pool();
+  EXPECT_EQ(back.drafter_cache.hit_tokens, 128);
+  EXPECT_EQ(back.drafter_cache.miss_tokens, 300);
+  EXPECT_EQ(back.drafter_cache.evictions, 1);
+  EXPECT_EQ(back.drafter_cache.bytes, 1 << 16);
+  EXPECT_EQ(back.pool.token, b.pool.token);
 }
 
 TEST(Protocol, DoneCarriesThePromptTokensCopiedFromThePrefixCache) {

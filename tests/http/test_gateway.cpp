@@ -585,7 +585,7 @@ std::vector<std::pair<std::string, int>> prefix_answers(const Pair& pair, int va
                      r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>());
   }
   json messages = json::array({{{"role", "system"}, {"content", system}}});
-  for (int turn = 0; turn < 4; ++turn) {
+  for (int turn = 0; turn < 8; ++turn) {
     messages.push_back({{"role", "user"}, {"content", "Turn " + std::to_string(turn) + ", go on."}});
     const json body = {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}};
     const auto [status, r] = post(pair, "/v1/chat/completions", body.dump());
@@ -598,25 +598,35 @@ std::vector<std::pair<std::string, int>> prefix_answers(const Pair& pair, int va
 }
 
 TEST(Http, PrefixCacheHitsGiveTheAnswersOfTheCacheOffAndCountTheirTokens) {
-  // Three system prompts, each shared by six completions and a four-turn chat: more blocks than
+  // Three system prompts, each shared by six completions and an eight-turn chat: more blocks than
   // the small cap holds.
   constexpr int kVariants = 3;
   auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
   std::vector<std::pair<std::string, int>> off, on, small;
   {
-    Pair pair(http_pair({"target.prefix_cache_mb=0", "decoding.max_context=2048"}));
+    Pair pair(
+        http_pair({"target.prefix_cache_mb=0", "drafter.prefix_cache_mb=0", "decoding.max_context=2048"}));
     for (int v = 0; v < kVariants; ++v) append(off, prefix_answers(pair, v));
+    EXPECT_EQ(metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"target\"}"), -1);  // no cache
+    EXPECT_EQ(metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"drafter\"}"), -1);
   }
   {
     Pair pair(http_pair({"target.max_batch=4", "decoding.max_context=2048"}));  // a BatchedRuntime
     for (int v = 0; v < kVariants; ++v) append(on, prefix_answers(pair, v));
     EXPECT_GT(metric(pair, "rootspec_prompt_cached_tokens_total"), 0);
+    // The drafter reuses the same prefixes in its own cache (its sessions: one per member).
+    const double drafter_hits = metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"drafter\"}");
+    EXPECT_GE(drafter_hits, 64 * 4);
+    EXPECT_GT(metric(pair, "rootspec_prefix_cache_miss_tokens_total{process=\"drafter\"}"), 0);
   }
   {
     // One request at a time (a ModelRuntime) and a cap of one MiB, which holds a few blocks of
     // this model: blocks are evicted as requests come.
-    Pair pair(http_pair({"target.prefix_cache_mb=1", "decoding.max_context=2048"}));
+    Pair pair(
+        http_pair({"target.prefix_cache_mb=1", "drafter.prefix_cache_mb=1", "decoding.max_context=2048"}));
     for (int v = 0; v < kVariants; ++v) append(small, prefix_answers(pair, v));
+    EXPECT_GT(metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"drafter\"}"), 0);
+    EXPECT_LE(metric(pair, "rootspec_prefix_cache_bytes{process=\"drafter\"}"), 1 << 20);
     EXPECT_GT(metric(pair, "rootspec_prefix_cache_hit_tokens_total{process=\"target\"}"), 0);
     EXPECT_GT(metric(pair, "rootspec_prefix_cache_evictions_total{process=\"target\"}"), 0);
     const double bytes = metric(pair, "rootspec_prefix_cache_bytes{process=\"target\"}");
