@@ -1,4 +1,4 @@
-"""`auto` alone against the fixed decoders, and which rule its rounds ran (issue 40).
+"""`auto` alone against the fixed decoders, and which rule its rounds ran.
 
 python3 bench/analysis/auto_alone_rules.py RUN_DIR...
 Each RUN_DIR is a `rootspec-bench --trace --out RUN_DIR` output (summary.json, trace.jsonl). Per

@@ -1,4 +1,4 @@
-"""What `auto`'s rounds ran at each concurrency: plain, root-draw or draft (issue 40).
+"""What `auto`'s rounds ran at each concurrency: plain, root-draw or draft.
 
 python3 bench/analysis/batch_auto_modes.py RUN_DIR
 RUN_DIR is a `rootspec-bench --concurrency … --trace --out RUN_DIR` output (concurrency.csv,

@@ -1,12 +1,12 @@
-"""Issue 19's criteria on each pass of --repeats runs alone, against all passes together:
+"""`auto`'s criteria on each pass of --repeats runs alone, against all passes together:
 python3 by_pass.py final-run-1.records.csv[.gz] ...
 
 records.csv holds a run's decodes in run order, so the k-th timed decode of a (prompt,
 combination) is pass k. A cell's speed is summed tokens over summed seconds (as the harness's).
 Prints, per temperature, how often `auto` at its best cap is >= 1.35x / 1.0x ar and within 3% of
 the best fixed (rule, B), and the same for the best fixed choice on average: with one pass (each
-pass of each run counted apart: 24 prompts, one decode each, the one-pass runs of earlier
-sessions) and with all passes of a run together."""
+pass of each run counted apart: 24 prompts, one decode each, as a one-pass run) and with all
+passes of a run together."""
 import csv
 import gzip
 import statistics as st

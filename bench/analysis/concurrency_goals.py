@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 40's goals from two rootspec-bench --concurrency runs of one machine:
-BATCH_ONE: concurrency 1 with target.max_batch = 1 (the batch-one decoders as served today);
+"""The batching goals from two rootspec-bench --concurrency runs of one machine:
+BATCH_ONE: concurrency 1 with target.max_batch = 1 (the batch-one decoders);
 BATCHED:   concurrency 1,2,4,8,16 with target.max_batch = 16.
   1. aggregate tokens/s at 8 concurrent >= 2.5x the best batch-one decoder's, and for the decoder
      that reaches it, p50 time per output token <= 2x its own at concurrency 1 (batch one);

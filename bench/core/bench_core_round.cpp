@@ -1,5 +1,5 @@
-// Selection and verification cost per round at B = 59 with rows of a 32k vocabulary
-// (issue 2): one EAGLE-3 pool (710 candidates) from a random drafter, random target rows.
+// Selection and verification cost per round at B = 59 with rows of a 32k vocabulary:
+// one EAGLE-3 pool (710 candidates) from a random drafter, random target rows.
 //   build/bench/core/bench_core_round [--benchmark_filter=…]
 #include <benchmark/benchmark.h>
 

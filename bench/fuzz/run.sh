@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Long fuzzing runs (issue 17): every libFuzzer harness of tests/fuzz for SECONDS each (default
+# Long fuzzing runs: every libFuzzer harness of tests/fuzz for SECONDS each (default
 # 600) or ROOTSPEC_FUZZ_RUNS executions, whichever comes first, ROOTSPEC_FUZZ_JOBS at a time
 # (default 1), from its committed seeds plus a corpus kept between runs in .cache/fuzz/<harness>.
 # Builds build-asan (clang, ASan + UBSan, libFuzzer) when needed.
 #   bench/fuzz/run.sh [SECONDS] [harness…]       e.g. bench/fuzz/run.sh 60 fuzz_protocol
-# Prints and saves (bench/results/fuzz/<date>.md) each harness's executions and findings; a
+# Prints and saves (bench/results/fuzzing-long-runs-<date>/<date>.md; list the folder in
+# bench/results/README.md) each harness's executions and findings; a
 # finding's input is in build-asan/tests/fuzz/fuzz-artifacts/. Exits non-zero on any finding.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,8 +22,9 @@ fi
 cmake --build "$asan" -j2 --target "${harnesses[@]}" >&2
 bash "$root/tests/prepare/tokenizer_peer.sh" >&2  # fuzz_tokenizer's vocabularies
 machine="$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
-mkdir -p "$root/bench/results/fuzz"
-report=$root/bench/results/fuzz/$(date -u +%Y-%m-%d).md
+day=$(date -u +%Y-%m-%d)
+mkdir -p "$root/bench/results/fuzzing-long-runs-$day"
+report=$root/bench/results/fuzzing-long-runs-$day/$day.md
 {
   echo "# Fuzzing, $(date -u +%Y-%m-%d), $machine: up to ${seconds} s or ${ROOTSPEC_FUZZ_RUNS:-unlimited} executions per harness, ${ROOTSPEC_FUZZ_JOBS:-1} at a time (bench/fuzz/run.sh)"
   echo

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The GPU goals (issues 15 and 39), read off a GPU check's results (device-check.sh writes them into OUT).
+"""The GPU goals, read off a GPU check's results (device-check.sh writes them into OUT).
 
 Prints one line per goal: the measured figure, the goal, and met / NOT MET / not run. A goal whose
 step did not run (or wrote nothing) is reported as not run, never as met.
@@ -54,7 +54,7 @@ def pass_at(preset, context):
     return by_shape.get((preset, context))
 
 
-# Issue 39: the 8B shape's 1-token pass within 1.10x of its HBM floor; a 64-row tree pass within
+# The 8B shape's 1-token pass within 1.10x of its HBM floor; a 64-row tree pass within
 # 1.15x of the 1-row pass at contexts 512 and 4 096; attention at most 10% of that pass at 4 096.
 for context in (512, 2048, 4096):
     p = pass_at("llama-3.1-8b", context)
@@ -83,7 +83,7 @@ if p and attention and timing.get("context") == 4096:
                  f"{verdict(share <= 0.10)}")
 else:
     lines.append("attention's share of a 64-row pass, 8B shape, context 4096 (goal <= 10%): not run")
-# Issue 15: the 1-B shape's tree pass (the looser goal it was set first).
+# The 1-B shape's tree pass (the looser goal it was set first).
 p = pass_at("llama-3.2-1b", 512)
 if p:
     r = p["tree64_over_root"]

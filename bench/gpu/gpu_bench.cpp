@@ -142,7 +142,7 @@ struct PassRig {
     }
   }
   // One pass of an n-node tree (a binary heap's parents) at the context; the tree is dropped.
-  // With `rows_back` every row's logits come to the host (as the target's passes do now);
+  // With `rows_back` every row's logits come to the host (as the target's passes do);
   // without, only each row's top-1 (the pass itself, its rows left on the device).
   void tree_pass(int n, PassKind kind, bool rows_back) {
     std::vector<int32_t> tokens(n), parents(n);

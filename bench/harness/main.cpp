@@ -1,6 +1,6 @@
-// rootspec-bench: the timing harness of issue 6 with the protocol of paper 000 App. D.14.
+// rootspec-bench: the timing harness, with the protocol of paper 000 App. D.14.
 //
-//   rootspec-bench --launch configs/random-cpu.toml --out bench/results/run1
+//   rootspec-bench --launch configs/random-cpu.toml --out /tmp/run1
 //   rootspec-bench --endpoint tcp://127.0.0.1:5600 --limit-prompts 5 --max-new-tokens 32 --out /tmp/b
 //
 // Every combination of the grid (decoders × temperatures × budgets; `ar` once per T) decodes

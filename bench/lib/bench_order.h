@@ -32,7 +32,7 @@ std::vector<GridPoint> expand_grid(const std::vector<std::string>& decoders,
                                    const std::vector<double>& temperatures, const std::vector<int>& budgets,
                                    const std::string& ar = "ar");
 
-// The default grid of issue 6: draft, pearl, root-draw, root plus ar; T ∈ {0, 1}; B ∈ {8, 59}.
+// The default grid: draft, pearl, root-draw, root plus ar; T ∈ {0, 1}; B ∈ {8, 59}.
 std::vector<GridPoint> default_grid();
 
 // The seeded prompt order: a Fisher–Yates shuffle of 0..n-1 drawn from Rng(seed).
@@ -56,9 +56,9 @@ struct RunOrderOptions {
   int warmup_prompts = 2;
   // Passes over the prompt set: each prompt runs every combination once per pass. Pass 0 is
   // the order below; pass q > 0 has its own seeded prompt order (pass_seed) and the same
-  // rotation. More passes narrow each combination's interval: on the 2-core AMD EPYC VM one
-  // decode of 128 tokens varies ±10-15% from the machine alone, so one pass of 24 prompts leaves
-  // each cell ±3% (bench/results/issue19-epyc-12/README.md).
+  // rotation. More passes narrow each combination's interval: a decode's time varies from the
+  // machine alone, and one pass of a small prompt set leaves each cell too wide to rank
+  // near-equal combinations.
   int passes = 1;
 };
 

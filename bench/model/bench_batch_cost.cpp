@@ -1,5 +1,5 @@
 // rootspec-batch-cost: the cost of the target's passes as a function of the rows a batch puts in
-// one pass (issue 40: what `auto` at the batch's scale has to measure, not assume). The target of
+// one pass (what `auto` at the batch's scale has to measure, not assume). The target of
 // a config (default configs/small-cpu.toml) on a BatchedRuntime, as the daemon runs it with
 // max_batch = the largest k (helper threads from [target] idle_drafter_threads), each of k
 // sequences holding --context tokens:

@@ -1,4 +1,4 @@
-// The CPU cost model of the shipped pair (models/small-target, models/small-drafter; issue 7),
+// The CPU cost model of the shipped pair (models/small-target, models/small-drafter),
 // fp32, one thread, context 128: the pieces a round is made of.
 //   target 1-token pass    what `ar` pays per token, and the root pass of a speculative round
 //   target tree pass, n    the verification pass of n rows: the anchor and up to B nodes

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Acceptance with the drafter processing its rows by the request's sampling parameters (issue 47,
-# common/model/runtime_drafter.h) against raw draft rows (`rootspec-generate --drafter-unprocessed`,
-# the daemon's `[drafter] process_rows = false`), on the shipped pair (models/small-target,
-# models/small-drafter) with configs/small-cpu.toml's pool (top-k 2, depth 7, expand 1; fixed
-# depth here), verifier residual, budget 8.
+# Acceptance with the drafter processing its rows by the request's sampling parameters
+# (common/model/runtime_drafter.h) against raw draft rows
+# (`rootspec-generate --drafter-unprocessed`, the daemon's `[drafter] process_rows = false`), on
+# the shipped pair (models/small-target, models/small-drafter) with configs/small-cpu.toml's pool
+# (top-k 2, depth 7, expand 1; fixed depth here), verifier residual, budget 8.
 #
 # For each parameter set, temperature and rule: the first N_PROMPTS prompts of
 # bench/prompts/python-docs.jsonl (BOS + bytes), TOKENS new tokens each (EOS ignored), seed = the

@@ -1,4 +1,4 @@
-// The soak (issue 17): 10 000 requests through rootspec-http, mixed valid (greedy and sampled,
+// The soak: 10 000 requests through rootspec-http, mixed valid (greedy and sampled,
 // streamed or not), invalid, cancelled mid-stream and disconnected, with the drafter killed
 // (SIGKILL) half-way. Checks, and prints as one JSON line at the end:
 //   * every valid request answered 200; greedy outputs equal to a sequential `ar` run;

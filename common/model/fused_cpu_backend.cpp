@@ -2,27 +2,23 @@
 // float16 weights (dtype "float16": every weight rounded to binary16 at load, the products
 // reading half the bytes; small_matmul.h). The decoder layer runs on
 // kernels/cpu between packed-panel products, on buffers allocated at load: no torch call in a
-// pass (each costs a few µs of dispatch, ~0.1 ms of a pass of the shipped target). The K/V
+// pass (their dispatch adds up to a real share of a pass of the shipped target). The K/V
 // caches are laid out in panels (cpu_attention.h) so attention runs on the product kernel.
 //
 // Helper threads (cpu_workers.h): on a CPU box the target and the drafter each own a core, and
 // the drafter's core idles while the target runs its tree pass (the drafter waits for the
 // Commit), during plain decoding, and mostly during the prompt's prefill (the drafter's prefill
-// of it is ~1/7 of the target's). Passes of those kinds share their products and attention with
-// helpers on that core; root passes (beside drafting) stay on one core until the drafter is
-// done (share_root_pass_when, below). (Shared, the shipped
-// target's prefill took 1.3-1.4 ms a request under ar against 2.2 ms, 1.7-1.9 ms beside the
-// drafter's against 2.5, and ar's first rounds after it ran 0.28, 0.22, 0.20 ms against 0.44,
-// 0.35, 0.30 (steady: 0.15): bench/results/issue19-epyc-3/README.md.) The
+// of it is far shorter than the target's). Passes of those kinds share their products and
+// attention with helpers on that core, which shortens the prefill and the plain rounds after
+// it; root passes (beside drafting) stay on one core until the drafter is done
+// (share_root_pass_when, below). The
 // helpers are woken when such a pass is announced (prepare) or starts, and parked when a tree
 // pass ends (the drafter starts drafting then) or a pass of another kind starts. With
 // cpu_helpers_hand_off (the daemon's target) a tree pass leaves them awake for hand_off(): the
 // Commit's wake-up of the drafter is sent from its core (cpu_workers.h). A root pass given a
 // gate (share_root_pass_when: the drafter's Pool has rung) is shared from the moment the gate
-// opens: at T = 1 the pool is out well before the root pass ends, and the drafter's core idled
-// for the rest of it. (Shipped pair, T = 1, root-draw B = 4, 4-deep pools, AMD EPYC VM: the
-// gate opened in 99% of root passes, at 65% of the pass on average; the root pass took
-// 0.25 ms against 0.27-0.29 without: bench/results/issue19-epyc-8.)
+// opens: at T = 1 the pool is usually out well before the root pass ends, and the drafter's
+// core would idle for the rest of it.
 #include <cmath>
 #include <cstring>
 #include <stdexcept>

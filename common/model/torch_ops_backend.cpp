@@ -28,7 +28,7 @@ class TorchOpsBackend final : public PassBackend {
     return n;
   }
   // Off the CPU, power-of-two row buckets give a few fixed shapes; on the CPU nothing is
-  // captured and padding is pure cost (a 9-node tree padded to 16 took 1.7x the time of 9 rows).
+  // captured and padding is pure cost (a padded row costs as much as a real one).
   int row_bucket(int n) const override { return device_.is_cpu() ? n : tree_bucket(n); }
   void forward(const PassBatch& batch, PassKind kind, float* logits) override;
   void move_kv(const std::vector<KvMove>& moves) override;

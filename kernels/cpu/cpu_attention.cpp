@@ -104,8 +104,8 @@ void write_kv(const CpuAttention& a) {
 
 // exp(score · scale − max) over the visible keys of each row, 0 elsewhere; returns the sums.
 // The portable loops, for CPUs without AVX-512 (softmax_numerators_avx512 below: these loops
-// ran scalar there, 10% of a tree pass); the max and the sum run in kLanes partial results so
-// that the compiler may vectorise them without reassociation flags.
+// ran scalar there, a sizeable share of a tree pass); the max and the sum run in kLanes partial
+// results so that the compiler may vectorise them without reassociation flags.
 constexpr int kLanes = 16;
 ROOTSPEC_VECTOR_CLONES
 void softmax_numerators_portable(float* scores, int64_t ld, const float* mask, int64_t mask_stride, int rows,
@@ -387,7 +387,7 @@ void cpu_attention_sequences(const CpuAttention* calls, int n, CpuWorkers* worke
 }
 
 // silu(g) = g / (1 + e^−g), with e = e^−|g| from the vectorisable exp: g / (1 + e) for g ≥ 0 and
-// g·e / (1 + e) for g < 0 (std::exp kept this loop scalar: 8% of a tree pass).
+// g·e / (1 + e) for g < 0 (std::exp kept this loop scalar, a sizeable share of a tree pass).
 ROOTSPEC_VECTOR_CLONES
 static void silu_mul_portable(const float* gate_up, int64_t rows, int64_t inter, float* out) {
   for (int64_t r = 0; r < rows; ++r) {

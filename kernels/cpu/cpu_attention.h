@@ -1,6 +1,6 @@
 // Fused CPU kernels of the decoder layer, float32: the runtime's forward() on the CPU calls
-// these instead of ~20 small torch ops per layer (each costs a few µs of dispatch, which is
-// most of a pass of the small shipped models: a drafter step was ~100 µs, 4 % of it compute).
+// these instead of ~20 small torch ops per layer (each op's dispatch costs more than its
+// arithmetic in a pass of the small shipped models).
 // Plain loops, compiled for AVX-512, AVX2 and a baseline, picked at run time.
 #pragma once
 
@@ -17,7 +17,7 @@ namespace rootspec {
 //
 // The caches are kept in small_matmul.h's column panels so that both products of attention
 // run on its kernel, a block of query rows at a time (a dot product per key and row, with its
-// horizontal sum, was as costly as all of a tree pass's weight products):
+// horizontal sum, costs as much as all of a tree pass's weight products):
 //   keys   [n_kv_heads, panel_count(capacity), head_dim, 32]  32 slots per panel: scores = q · panel
 //   values [n_kv_heads, panel_count(head_dim), capacity, 32]  32 dims per panel:  out = p · panel
 struct CpuAttention {
@@ -68,8 +68,7 @@ void cpu_write_kv_slots(float* k_cache, float* v_cache, int n_kv_heads, int64_t 
                         int64_t first_slot, int64_t n, const float* keys, const float* values);
 
 // out = softmax(logits) over n floats in float32, for the drafter's rows (probs_from_logits at
-// temperature 1 computes it in double with std::exp: ~2.8 µs per 258-entry row, ~0.1 ms of a
-// 38-node pool).
+// temperature 1 computes it in double with std::exp, a real share of a pool's time).
 void cpu_softmax(const float* logits, int64_t n, float* out);
 
 // out[r, i] = silu(gate_up[r, i]) · gate_up[r, inter + i] for `rows` rows: [rows, 2·inter] → [rows, inter].

@@ -119,8 +119,8 @@ bool CpuWorkers::claim_and_run(bool from_front) {
     const bool gate_closed = gated_.load() && !awake_.load();
     if (!from_front && gate_closed) break;
     // Guided: a claim takes 1/(2·threads) of what is left (at least one chunk), so a pass makes
-    // a few claims per product: each moves the word's cache line between cores (~0.2 µs), and
-    // one claim per panel cost a shared tree pass 20%.
+    // a few claims per product: each moves the word's cache line between cores, so a claim per
+    // panel would slow a shared tree pass.
     const uint64_t left = back_of(w) - front_of(w);
     const uint64_t take =
         gate_closed ? left : std::max<uint64_t>(1, left / (2 * static_cast<uint64_t>(threads())));
@@ -189,7 +189,7 @@ void CpuWorkers::helper_loop() {
         continue;
       }
       if (stop_ || !awake_.load(std::memory_order_relaxed)) break;
-      if (spins % 64 == 0 && now_ns() - last_work > spin_limit_ns_) break;  // the clock costs ~25 ns
+      if (spins % 64 == 0 && now_ns() - last_work > spin_limit_ns_) break;  // the clock costs
       cpu_relax();
     }
     spinning_.fetch_sub(1);

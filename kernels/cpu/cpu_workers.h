@@ -9,9 +9,9 @@
 // Work is handed over as numbered chunks (a product's column panels, attention's heads): the
 // caller claims them from the front, helpers from the back, through one atomic word, each
 // claim a share of what is left. Each thread thus streams a contiguous run of weights; a
-// helper that wakes late (a futex wake-up on this VM costs ~0.1 ms) or runs slower simply
+// helper that wakes late (a futex wake-up is slow next to a pass's chunks) or runs slower simply
 // takes fewer chunks, and the caller never waits for a helper that has not started. Helpers
-// spin while awake (a chunk is claimed within a microsecond; a condition variable takes tens)
+// spin while awake (a spinning helper claims a chunk far sooner than a condition variable wakes)
 // and sleep when parked, or after kSpinLimitNs without work, so an idle daemon or the
 // drafter's core is never busy-waited on; after hand_off() they yield that core to the drafter
 // instead, for up to kSpinLimitNs.
@@ -56,11 +56,10 @@ class CpuWorkers {
   // Parks the helpers, and runs `task` (it must not throw, and must own what it uses: it runs
   // after this returns) on one of them first if one is spinning, else here, now. The helper
   // that ran it then yields its core (sched_yield) until the next wake() or kSpinLimitNs,
-  // instead of sleeping: for the Commit's wake-up of the drafter, whose core that is. On the
-  // AMD EPYC VM a wake-up sent to a halted vCPU cost the sender ~40 µs and reached the sleeper
-  // after ~80; sent from the sleeper's own core, ~1 µs and ~10 (a two-process test). And a
-  // helper yielding beside the drafter needs no wake-up at the next tree pass, the core never
-  // halting: the target's wake() before it took 1.4-9 µs instead of 13-19.
+  // instead of sleeping: for the Commit's wake-up of the drafter, whose core that is. A wake-up
+  // sent from the sleeper's own core costs the sender and the sleeper far less than one sent to
+  // a halted core, and a helper yielding beside the drafter needs no wake-up at the next tree
+  // pass, the core never halting.
   void hand_off(std::function<void()> task);
   // Until the next wake(), park() or hand_off(): a helper yielding after hand_off() polls
   // `ready` (cheap, thread-safe) between yields and, once it returns true, wakes the helpers as

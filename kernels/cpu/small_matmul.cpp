@@ -41,9 +41,8 @@ void panel_portable(int rows, const float* x, int64_t ldx, const float* panel, f
 
 #ifdef ROOTSPEC_HAVE_AVX512_KERNEL
 // Floats ahead of the current weight row to prefetch: 32 rows of a panel (4 KiB), about an
-// L3 latency at 9 rows' arithmetic per weight row. On the shipped target's products at 9 rows:
-// 0.72 ms without software prefetch, 0.56 / 0.54 / 0.56 / 0.66 ms at 2 / 4 / 8 / 16 KiB ahead;
-// 1 row streams at ~26 GB/s whatever the distance (prefetching into L2 ahead did not help).
+// L3 latency at 9 rows' arithmetic per weight row; the fastest of the distances tried on the
+// shipped target's 9-row products (a 1-row product streams alike at any distance).
 constexpr int64_t kPrefetchFloats = 1024;
 
 template <int R>

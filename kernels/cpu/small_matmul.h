@@ -2,13 +2,12 @@
 // y [rows, out] = x [rows, in] · W [out, in]ᵀ, with W stored in column panels.
 //
 // Why not BLAS: a decode pass multiplies 1–16 rows by each weight once, so its cost is
-// streaming the weights from L3 (~27 GB/s per core on this project's Sapphire Rapids VMs), not
-// arithmetic. OpenBLAS packs the weight for every call, and its small-matrix kernel (0.3.21)
-// reads the weight with a row stride of `out`: the shipped target's 9-row tree pass spent
-// 1.13 ms in products whose 1-row version took 0.48 ms. Here the weight is packed once, at
+// streaming the weights from L3, not arithmetic. OpenBLAS packs the weight for every call, and
+// its small-matrix kernel (0.3.21) reads the weight with a row stride of `out`, so a 9-row tree
+// pass's products cost far more than their 1-row version. Here the weight is packed once, at
 // load, into panels of kPanelColumns columns stored contiguously ([panels, in, 32]); a kernel
 // keeps a block of up to 12 rows × 32 columns in registers, walks one panel front to back and
-// prefetches ahead, so 9 rows cost 0.54 ms and 1 row 0.48 ms (the weights streamed once).
+// prefetches ahead, so 9 rows cost little more than 1 (the weights streamed once).
 // Torch-free; AVX-512 intrinsics or portable loops (cpu_isa.h).
 #pragma once
 
@@ -32,7 +31,7 @@ void small_matmul(const float* x, const float* panels, float* y, int64_t rows, i
                   CpuWorkers* workers = nullptr);
 
 // Below this many multiply-adds (rows · in · out) a product is not split among helpers: the
-// hand-over costs more than half of it (256 → 256 at one row: 2.7 µs).
+// hand-over costs more than half of it.
 constexpr int64_t kSplitMinProduct = 100000;
 
 // The general form, on one thread: x rows `ldx` floats apart, panel p at panels + p·panel_stride
@@ -41,8 +40,7 @@ void small_matmul_strided(const float* x, int64_t ldx, const float* panels, int6
                           int64_t ldy, int64_t rows, int64_t in, int64_t out);
 
 // Float16 weights (a drafter's: its passes are one row, and their cost is streaming the
-// weights, so half the bytes is nearly half the product; on the shipped drafter's one-row
-// pass, AMD EPYC Zen 5 VM, 21 µs → 10 µs of products). The arithmetic stays float32: each weight
+// weights, so half the bytes is nearly half the product). The arithmetic stays float32: each weight
 // is widened exactly, x and y are float32. Two accumulator chains per row (even and odd `in`)
 // keep the one-row product from waiting on its FMA latency once the weights are in cache; the
 // chains are summed the same way whatever the row count, so a row's result does not depend on

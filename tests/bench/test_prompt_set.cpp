@@ -65,7 +65,7 @@ TEST(PromptSet, ErrorsNameTheLine) {
   EXPECT_THROW(load_prompt_set("/nonexistent/prompts.jsonl"), PromptSetError);
 }
 
-// The shipped set: ≥ 70 prompts over the seven categories of issue 6, each with ≥ 10, short.
+// The shipped set: ≥ 70 prompts over seven categories, each with ≥ 10, short.
 TEST(PromptSet, ShippedSetIsValid) {
   const auto p = load_prompt_set(std::string(ROOTSPEC_SOURCE_DIR) + "/bench/prompts/prompts.jsonl");
   EXPECT_GE(p.size(), 70u);

@@ -116,7 +116,7 @@ TEST(OpenAiRequest, BadRequestsNameTheParameter) {
     EXPECT_EQ(e.body()["error"]["type"], "invalid_request_error");
   }
   EXPECT_EQ(refusal(C, "{not json").status, 400);
-  // Fuzzing finding (issue 17): a number past double's range threw nlohmann's out_of_range, not
+  // A fuzzing finding: a number past double's range threw nlohmann's out_of_range, not
   // a parse_error, and the gateway answered 500.
   EXPECT_EQ(refusal(C, R"({"prompt": "x", "max_tokens": 444444e444})").status, 400);
   EXPECT_EQ(refusal(C, "[1]").status, 400);

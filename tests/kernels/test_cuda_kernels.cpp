@@ -507,7 +507,7 @@ TEST(CudaKernels, TreeAttentionInBf16MatchesTheReferenceWithinBf16Rounding) {
 // contexts 0 … 4 096 with a tree after them, 1 … 64 rows (padded rows among them) under random
 // ancestor masks, and 1 … 32 splits (some of them empty). It rounds q·scale and the softmax's
 // probabilities to the cache's type for its products: outputs agree within 1% of their scale in
-// bf16 (8 significant bits), within 0.2% in fp16 (on the CPU execution: under 0.4% and 0.1%).
+// bf16 (8 significant bits), within 0.2% in fp16.
 struct TensorCoreCase {
   int head_dim, group, n_kv, context, rows, bucket, splits;
   cuda::Elem dtype;

@@ -373,8 +373,8 @@ TEST(CudaBackend, GreedyEveryRuleAndBudgetEqualsArOnOneGpu) {
                        runtime_options_for(big, PoolShape(), 16, true, "cuda:0", "float32"));
   std::mt19937 gen(3);
   // On a GPU three prompts; executed on the CPU (a fiber switch per CUDA thread at every
-  // barrier: ~1 s a request here) one, which still runs every rule and budget; under the
-  // sanitizers (3× slower again) its first 12 tokens.
+  // barrier makes a request slow) one, which still runs every rule and budget; under the
+  // sanitizers (slower again) its first 12 tokens.
   const int prompts = cuda_on_cpu() ? 1 : 3;
 #if ROOTSPEC_SANITIZED
   const int new_tokens = 12;

@@ -198,7 +198,7 @@ TEST_F(Loader, ConfigErrorsNameTheProblem) {
   j = base;
   j["num_key_value_heads"] = 3;
   EXPECT_NE(msg(j).find("not a multiple of \"num_key_value_heads\""), std::string::npos) << msg(j);
-  // Integers are never converted from floats or narrowed (issue 17).
+  // Integers are never converted from floats or narrowed (a fuzzing finding).
   j = base;
   j["hidden_size"] = 2.5e20;
   EXPECT_NE(msg(j).find("bad value for \"hidden_size\": must be an integer"), std::string::npos) << msg(j);
@@ -360,8 +360,8 @@ TEST_F(Loader, TruncatedDrafterKeepsSharedTensors) {
 }  // namespace
 }  // namespace rootspec
 
-// Fuzzing findings (issue 17): a negative dimension, or a shape whose element count wraps
-// around 2^64 to a byte count that matches, was accepted.
+// Fuzzing findings: a negative dimension, or a shape whose element count wraps
+// around 2^64 to a byte count that matches, is refused.
 TEST(SafetensorsHeader, NegativeAndOverflowingShapesAreRefused) {
   auto parse = [](const std::string& header, size_t data_bytes) -> std::string {
     std::string file(8, '\0');
@@ -376,7 +376,7 @@ TEST(SafetensorsHeader, NegativeAndOverflowingShapesAreRefused) {
     }
     return "";
   };
-  // [-1, -4] F32: the product 4 times 4 bytes = 16 matched before.
+  // [-1, -4] F32: the product, 4 times 4 bytes = 16, matches the data.
   std::string e = parse(R"({"t":{"dtype":"F32","shape":[-1,-4],"data_offsets":[0,16]}})", 16);
   EXPECT_NE(e.find("w.safetensors: tensor 't': negative dimension -1"), std::string::npos) << e;
   // 2^62 * 4 * 4 bytes wraps to 0; so does 2^32 * 2^32.
@@ -388,7 +388,7 @@ TEST(SafetensorsHeader, NegativeAndOverflowingShapesAreRefused) {
   e = parse(R"({"t":{"dtype":"F16","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", 0);
   EXPECT_NE(e.find("w.safetensors: tensor 't': 0 bytes do not match its shape and dtype"), std::string::npos)
       << e;
-  // A float dimension (the fuzzer's 4.6e20) was converted with undefined behaviour.
+  // A float dimension (the fuzzer's 4.6e20) is refused, not converted (undefined behaviour).
   e = parse(R"({"t":{"dtype":"F32","shape":[461168601842738790444],"data_offsets":[8,0]}})", 0);
   EXPECT_NE(e.find("w.safetensors: tensor 't': shape holds 4.611686018427388e+20, not a 64-bit integer"),
             std::string::npos)

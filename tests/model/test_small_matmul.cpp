@@ -240,8 +240,8 @@ TEST(CpuWorkers, CallerDoesNotWaitForASleepingHelper) {
 // next pass after wake().
 TEST(CpuWorkers, HandOffRunsTheTaskOnceTheAwakeHelperTakesItAndSharesTheNextPass) {
   // Helpers idle 2 s before they sleep (2 ms in the daemon): with both cores busy elsewhere, a
-  // helper kept off its core for 2 ms after its chunk went to sleep before the hand-off (the
-  // caller then ran it) in all 50 rounds, 1 run in 30 beside two busy loops.
+  // helper kept off its core for 2 ms after its chunk could go to sleep before the hand-off
+  // (the caller then ran it), and the test would fail now and then.
   CpuWorkers workers(1, /*spin_limit_ns=*/2000000000);
   const auto caller = std::this_thread::get_id();
   int on_helper_rounds = 0;
@@ -310,7 +310,7 @@ TEST(CpuWorkers, AGatedPassIsTheCallersUntilTheGateOpensThenTheHelperShares) {
       workers.run(32, [&](int64_t c) {
         seen[c].fetch_add(1);
         if (std::this_thread::get_id() != caller) helper_chunks.fetch_add(1);
-        // Long enough to share (a sleep would last ~50 µs).
+        // Long enough to share (a sleep would last far longer).
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(2);
         while (std::chrono::steady_clock::now() < until) {
         }
