@@ -258,110 +258,15 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
   const Header& h = msg->header();
   try {
     switch (h.type) {
-      case MessageType::Hello: {
-        const HelloBody b = msg->hello();
-        if (b.vocab != vocab_)
-          return refuse(identity, h, "body.vocab",
-                        "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
-                            std::to_string(vocab_));
-        // A Hello starts over (a target that lost its link connects again): no request is open.
-        target_pid_ = b.pid;
-        end_sessions();
-        shm_.reset();
-        nccl_.reset();
-        if (!b.nccl_id.empty()) {
-#ifdef ROOTSPEC_WITH_NCCL
-          const int device = cuda_device_index(config_.drafter.device);
-          if (device < 0) return refuse(identity, h, "body.nccl_id", "the drafter is not on a CUDA device");
-          nccl_ = std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device,
-                                                config_.peer_timeout_s);
-#else
-          return refuse(identity, h, "body.nccl_id",
-                        "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
-#endif
-        }
-        if (!b.shm.empty()) {
-          try {
-            shm_ = ShmChannel::open(b.shm, ShmChannel::Side::kDrafter);
-          } catch (const std::exception& e) {
-            return refuse(identity, h, "body.shm",
-                          std::string(e.what()) +
-                              " (a drafter on another host needs endpoints.pool_transport = \"zmq\")");
-          }
-          target_identity_ = identity;
-        }
-        Header r = h;
-        r.type = MessageType::Ready;
-        send_to_target(identity,
-                       encode(r, ReadyBody{static_cast<int32_t>(getpid()), vocab_, config_.drafter.model}));
-        return true;
-      }
-      case MessageType::Prefill: {
-        PrefillBody b = msg->prefill();
-        const int limit = config_.max_context;
-        if (static_cast<int>(b.prompt.size()) > limit)
-          return refuse(identity, h, "body.prompt",
-                        std::to_string(b.prompt.size()) +
-                            " tokens, more than the drafter's context allows (" + std::to_string(limit) +
-                            ")");
-        for (size_t i = 0; i < b.prompt.size(); ++i)
-          if (b.prompt[i] >= vocab_)
-            return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]",
-                          "token id beyond the vocabulary");
-        if (b.shape.expand * b.shape.depth > sessions_.front().rt->options().max_tree)
-          return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
-        if (h.request == 0) return refuse(identity, h, "request", "request id 0 is reserved");
-        const auto cancelled =
-            std::find(cancelled_before_prefill_.begin(), cancelled_before_prefill_.end(), h.request);
-        if (cancelled != cancelled_before_prefill_.end()) {  // its Cancel came first: it has ended
-          cancelled_before_prefill_.erase(cancelled);
-          spdlog::debug("request {}: Prefill after its Cancel; dropped", h.request);
-          return true;
-        }
-        if (b.prompt.empty()) return refuse(identity, h, "body.prompt", "no tokens");
-        if (const auto [field, message] = check_sampling_params(b.sampling, vocab_); !field.empty())
-          return refuse(identity, h, "body.sampling." + field, message);
-        // [drafter] process_rows off: raw draft rows whatever the request's parameters (the
-        // acceptance both ways: bench/sampling/drafter_processing.sh).
-        SamplingParams params = config_.drafter.process_rows ? b.sampling : SamplingParams{};
-        if (config_.drafter.process_rows && b.constraint.active())
-          params.grammar = draft_constraint(h.request, b.constraint);
-        Session& s = take_session(h.request);
-        s.draft->start(b.shape, b.draft_seed, b.draft_ahead, params,
-                       static_cast<int>(b.prompt.size()) - b.generated);
-        begin_draft(identity, s, b.prompt);
-        return true;
-      }
-      case MessageType::Commit: {
-        const CommitBody b = msg->commit();
-        Session* s = session_of(h.request);
-        if (!s) return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
-        if (s->draft->drafting())
-          return refuse(identity, h, "round",
-                        "a Commit before the pool of round " + std::to_string(s->next_round) + " was sent");
-        if (h.round != s->next_round)
-          return refuse(
-              identity, h, "round",
-              "expected round " + std::to_string(s->next_round) + ", got " + std::to_string(h.round));
-        if (b.tokens.empty()) return refuse(identity, h, "body.tokens", "no tokens");
-        for (size_t i = 0; i < b.tokens.size(); ++i)
-          if (b.tokens[i] >= vocab_)
-            return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]",
-                          "token id beyond the vocabulary");
-        if (s->rt->length() + static_cast<int>(b.tokens.size()) >
-            config_.max_context + s->draft->shape().depth + 2)
-          return refuse(identity, h, "body.tokens", "the drafter's context is full");
-        begin_draft(identity, *s, b.tokens);
-        return true;
-      }
+      case MessageType::Hello:
+        return on_hello(identity, h, msg->hello());
+      case MessageType::Prefill:
+        return on_prefill(identity, h, msg->prefill());
+      case MessageType::Commit:
+        return on_commit(identity, h, msg->commit());
       case MessageType::Cancel:
         msg->empty_body();
-        if (Session* s = session_of(h.request)) {
-          s->request = 0;
-        } else if (h.request != 0) {
-          cancelled_before_prefill_.push_back(h.request);
-          if (cancelled_before_prefill_.size() > kRememberedCancels) cancelled_before_prefill_.pop_front();
-        }
+        on_cancel(h);
         return true;
       case MessageType::Shutdown:
         msg->empty_body();
@@ -374,6 +279,105 @@ bool DrafterServer::handle(const std::string& identity, const void* data, size_t
     return refuse(identity, h, e.field, e.what());
   } catch (const std::exception& e) {
     return refuse(identity, h, "", std::string("drafter failure: ") + e.what());
+  }
+}
+
+bool DrafterServer::on_hello(const std::string& identity, const Header& h, const HelloBody& b) {
+  if (b.vocab != vocab_)
+    return refuse(identity, h, "body.vocab",
+                  "target vocabulary " + std::to_string(b.vocab) + " differs from the drafter's " +
+                      std::to_string(vocab_));
+  // A Hello starts over (a target that lost its link connects again): no request is open.
+  target_pid_ = b.pid;
+  end_sessions();
+  shm_.reset();
+  nccl_.reset();
+  if (!b.nccl_id.empty()) {
+#ifdef ROOTSPEC_WITH_NCCL
+    const int device = cuda_device_index(config_.drafter.device);
+    if (device < 0) return refuse(identity, h, "body.nccl_id", "the drafter is not on a CUDA device");
+    nccl_ =
+        std::make_shared<PoolChannel>(b.nccl_id, PoolChannel::kDrafterRank, device, config_.peer_timeout_s);
+#else
+    return refuse(identity, h, "body.nccl_id", "this drafter was built without NCCL (ROOTSPEC_WITH_NCCL)");
+#endif
+  }
+  if (!b.shm.empty()) {
+    try {
+      shm_ = ShmChannel::open(b.shm, ShmChannel::Side::kDrafter);
+    } catch (const std::exception& e) {
+      return refuse(
+          identity, h, "body.shm",
+          std::string(e.what()) + " (a drafter on another host needs endpoints.pool_transport = \"zmq\")");
+    }
+    target_identity_ = identity;
+  }
+  Header r = h;
+  r.type = MessageType::Ready;
+  send_to_target(identity,
+                 encode(r, ReadyBody{static_cast<int32_t>(getpid()), vocab_, config_.drafter.model}));
+  return true;
+}
+
+bool DrafterServer::on_prefill(const std::string& identity, const Header& h, const PrefillBody& b) {
+  const int limit = config_.max_context;
+  if (static_cast<int>(b.prompt.size()) > limit)
+    return refuse(identity, h, "body.prompt",
+                  std::to_string(b.prompt.size()) + " tokens, more than the drafter's context allows (" +
+                      std::to_string(limit) + ")");
+  for (size_t i = 0; i < b.prompt.size(); ++i)
+    if (b.prompt[i] >= vocab_)
+      return refuse(identity, h, "body.prompt[" + std::to_string(i) + "]", "token id beyond the vocabulary");
+  if (b.shape.expand * b.shape.depth > sessions_.front().rt->options().max_tree)
+    return refuse(identity, h, "body.shape", "pool shape larger than the drafter's tree cache");
+  if (h.request == 0) return refuse(identity, h, "request", "request id 0 is reserved");
+  const auto cancelled =
+      std::find(cancelled_before_prefill_.begin(), cancelled_before_prefill_.end(), h.request);
+  if (cancelled != cancelled_before_prefill_.end()) {  // its Cancel came first: it has ended
+    cancelled_before_prefill_.erase(cancelled);
+    spdlog::debug("request {}: Prefill after its Cancel; dropped", h.request);
+    return true;
+  }
+  if (b.prompt.empty()) return refuse(identity, h, "body.prompt", "no tokens");
+  if (const auto [field, message] = check_sampling_params(b.sampling, vocab_); !field.empty())
+    return refuse(identity, h, "body.sampling." + field, message);
+  // [drafter] process_rows off: raw draft rows whatever the request's parameters (the
+  // acceptance both ways: bench/sampling/drafter_processing.sh).
+  SamplingParams params = config_.drafter.process_rows ? b.sampling : SamplingParams{};
+  if (config_.drafter.process_rows && b.constraint.active())
+    params.grammar = draft_constraint(h.request, b.constraint);
+  Session& s = take_session(h.request);
+  s.draft->start(b.shape, b.draft_seed, b.draft_ahead, params,
+                 static_cast<int>(b.prompt.size()) - b.generated);
+  begin_draft(identity, s, b.prompt);
+  return true;
+}
+
+bool DrafterServer::on_commit(const std::string& identity, const Header& h, const CommitBody& b) {
+  Session* s = session_of(h.request);
+  if (!s) return refuse(identity, h, "request", "no Prefill for request " + std::to_string(h.request));
+  if (s->draft->drafting())
+    return refuse(identity, h, "round",
+                  "a Commit before the pool of round " + std::to_string(s->next_round) + " was sent");
+  if (h.round != s->next_round)
+    return refuse(identity, h, "round",
+                  "expected round " + std::to_string(s->next_round) + ", got " + std::to_string(h.round));
+  if (b.tokens.empty()) return refuse(identity, h, "body.tokens", "no tokens");
+  for (size_t i = 0; i < b.tokens.size(); ++i)
+    if (b.tokens[i] >= vocab_)
+      return refuse(identity, h, "body.tokens[" + std::to_string(i) + "]", "token id beyond the vocabulary");
+  if (s->rt->length() + static_cast<int>(b.tokens.size()) > config_.max_context + s->draft->shape().depth + 2)
+    return refuse(identity, h, "body.tokens", "the drafter's context is full");
+  begin_draft(identity, *s, b.tokens);
+  return true;
+}
+
+void DrafterServer::on_cancel(const Header& h) {
+  if (Session* s = session_of(h.request)) {
+    s->request = 0;
+  } else if (h.request != 0) {
+    cancelled_before_prefill_.push_back(h.request);
+    if (cancelled_before_prefill_.size() > kRememberedCancels) cancelled_before_prefill_.pop_front();
   }
 }
 

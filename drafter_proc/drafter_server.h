@@ -44,8 +44,13 @@ class DrafterServer {
   int run();
 
  private:
-  // Handles one message; returns false on Shutdown.
+  // Handles one message; returns false on Shutdown. One handler per message type; each answers
+  // a bad message with an Error (refuse) and returns true.
   bool handle(const std::string& identity, const void* data, size_t size);
+  bool on_hello(const std::string& identity, const Header& h, const HelloBody& b);  // a (new) target: Ready
+  bool on_prefill(const std::string& identity, const Header& h, const PrefillBody& b);  // a request's start
+  bool on_commit(const std::string& identity, const Header& h, const CommitBody& b);    // a round's tokens
+  void on_cancel(const Header& h);                                                      // a request's end
   // Sends to the target over ZeroMQ, ringing its shared-memory doorbell when the pair has one.
   void send_to_target(const std::string& identity, const std::string& bytes);
   // Answers a bad message with an Error naming `field`; returns true (keep serving).
