@@ -1,10 +1,12 @@
 #include "random_model.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -212,59 +214,131 @@ void write_random_model(const std::string& dir, const ModelConfig& config_in,
   write_weights(dir, t, options.shards);
 }
 
-void write_truncated_model(const std::string& from_dir, const std::string& dir, int keep_layers) {
-  ModelConfig c = load_config(from_dir + "/config.json");
-  if (keep_layers < 1 || keep_layers > c.num_hidden_layers)
-    throw std::invalid_argument("--keep-layers " + std::to_string(keep_layers) + " outside [1, " +
-                                std::to_string(c.num_hidden_layers) + "] of " + from_dir);
-  c.num_hidden_layers = keep_layers;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw std::runtime_error(dir + ": cannot create directory: " + ec.message());
-  SafetensorsFolder from(from_dir);
-  std::vector<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
-  if (!c.tie_word_embeddings) names.push_back("lm_head.weight");
-  // Every tensor of the kept layers, in the source's order of names.
+namespace {
+
+// A tensor of `from` as it lies on disk (F32, F16 or BF16).
+TensorToWrite copy_tensor(const SafetensorsFolder& from, const std::string& name) {
+  const TensorView& v = from.get(name);
+  if (v.dtype == TensorDtype::Other)
+    throw std::runtime_error(v.file + ": tensor '" + name + "' has dtype " + v.dtype_text +
+                             "; supported: F32, F16, BF16");
+  TensorToWrite t;
+  t.name = name;
+  t.dtype = v.dtype;
+  t.shape = v.shape;
+  const auto* b = static_cast<const uint8_t*>(v.data);
+  t.data.assign(b, b + v.nbytes);
+  return t;
+}
+
+// The tensor names of one decoder layer, in the order the folders write them.
+constexpr const char* kLayerTensors[] = {
+    "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_proj.bias",
+    "self_attn.k_proj.bias",   "self_attn.v_proj.bias",   "self_attn.o_proj.bias",
+    "self_attn.q_norm.weight", "self_attn.k_norm.weight", "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",    "mlp.up_proj.weight",      "mlp.down_proj.weight"};
+
+// The embeddings, final norm and (untied) head of `from`.
+std::vector<TensorToWrite> outer_tensors(const SafetensorsFolder& from, const ModelConfig& c) {
   std::vector<TensorToWrite> tensors;
-  auto copy = [&](const std::string& name) {
-    const TensorView& v = from.get(name);
-    TensorToWrite t;
-    t.name = name;
-    if (v.dtype == TensorDtype::Other)
-      throw std::runtime_error(v.file + ": tensor '" + name + "' has dtype " + v.dtype_text +
-                               "; supported: F32, F16, BF16");
-    t.dtype = v.dtype;
-    t.shape = v.shape;
-    const auto* b = static_cast<const uint8_t*>(v.data);
-    t.data.assign(b, b + v.nbytes);
-    tensors.push_back(std::move(t));
-  };
-  for (const auto& n : names) copy(n);
-  for (int i = 0; i < keep_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    for (const char* s :
-         {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-          "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_proj.bias",
-          "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.bias",
-          "self_attn.q_norm.weight", "self_attn.k_norm.weight", "post_attention_layernorm.weight",
-          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}) {
-      if (from.has(p + s)) copy(p + s);
-    }
-  }
+  tensors.push_back(copy_tensor(from, "model.embed_tokens.weight"));
+  tensors.push_back(copy_tensor(from, "model.norm.weight"));
+  if (!c.tie_word_embeddings) tensors.push_back(copy_tensor(from, "lm_head.weight"));
+  return tensors;
+}
+
+// `from_dir`'s config.json with every key kept (tokenizer ids, dtype, …) but those `edit` sets,
+// and its tokenizer files, so that the new folder stands alone.
+void write_config_and_tokenizer(const std::string& from_dir, const std::string& dir,
+                                const std::function<void(nlohmann::json&)>& edit) {
   nlohmann::json cj;
   {
     std::ifstream in(from_dir + "/config.json");
-    in >> cj;  // keep every key of the source config (tokenizer ids, dtype, …)
+    in >> cj;
   }
-  cj["num_hidden_layers"] = keep_layers;
+  edit(cj);
   write_json(dir + "/config.json", cj);
-  write_weights(dir, tensors, 1);
-  // Tokenizer files travel with the drafter so the folder stands alone.
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     if (std::filesystem::exists(from_dir + "/" + f))
       std::filesystem::copy_file(from_dir + "/" + f, dir + "/" + f,
                                  std::filesystem::copy_options::overwrite_existing);
   }
+}
+
+void create_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir + ": cannot create directory: " + ec.message());
+}
+
+}  // namespace
+
+void write_truncated_model(const std::string& from_dir, const std::string& dir, int keep_layers) {
+  const ModelConfig c = load_config(from_dir + "/config.json");
+  if (keep_layers < 1 || keep_layers > c.num_hidden_layers)
+    throw std::invalid_argument("--keep-layers " + std::to_string(keep_layers) + " outside [1, " +
+                                std::to_string(c.num_hidden_layers) + "] of " + from_dir);
+  create_folder(dir);
+  SafetensorsFolder from(from_dir);
+  std::vector<TensorToWrite> tensors = outer_tensors(from, c);
+  for (int i = 0; i < keep_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* s : kLayerTensors)
+      if (from.has(p + s)) tensors.push_back(copy_tensor(from, p + s));
+  }
+  write_config_and_tokenizer(from_dir, dir, [&](nlohmann::json& cj) { cj["num_hidden_layers"] = keep_layers; });
+  write_weights(dir, tensors, 1);
+}
+
+void write_padded_model(const std::string& from_dir, const std::string& dir, int layers, int intermediate) {
+  const ModelConfig c = load_config(from_dir + "/config.json");
+  if (layers < c.num_hidden_layers)
+    throw std::invalid_argument("--layers " + std::to_string(layers) + " below the " +
+                                std::to_string(c.num_hidden_layers) + " layers of " + from_dir);
+  if (intermediate < c.intermediate_size)
+    throw std::invalid_argument("--intermediate " + std::to_string(intermediate) + " below the " +
+                                std::to_string(c.intermediate_size) + " of " + from_dir);
+  create_folder(dir);
+  SafetensorsFolder from(from_dir);
+  std::vector<TensorToWrite> tensors = outer_tensors(from, c);
+  const int64_t hidden = c.hidden_size, wide = intermediate, narrow = c.intermediate_size;
+  for (int i = 0; i < layers; ++i) {
+    // An added layer repeats a source layer's tensors (weights of a trained layer's scale), with
+    // zero output projections: it adds nothing to the residual stream.
+    const int source = i % c.num_hidden_layers;
+    const bool added = i >= c.num_hidden_layers;
+    const std::string p = "model.layers." + std::to_string(source) + ".";
+    const std::string q = "model.layers." + std::to_string(i) + ".";
+    for (const char* s : kLayerTensors) {
+      if (!from.has(p + s)) continue;
+      TensorToWrite t = copy_tensor(from, p + s);
+      t.name = q + s;
+      const std::string n = s;
+      const size_t element = t.data.size() / static_cast<size_t>(t.shape[0] * (t.shape.size() > 1 ? t.shape[1] : 1));
+      if (n == "mlp.gate_proj.weight" || n == "mlp.up_proj.weight") {
+        t.shape[0] = wide;  // [intermediate, hidden]: zero rows, whose products are silu(0)·0 = 0
+        t.data.resize(static_cast<size_t>(wide * hidden) * element, 0);
+      } else if (n == "mlp.down_proj.weight") {
+        // [hidden, intermediate]: zero columns over the added products (zero anyway).
+        std::vector<uint8_t> widened(static_cast<size_t>(hidden * wide) * element, 0);
+        const size_t row = static_cast<size_t>(narrow) * element, wide_row = static_cast<size_t>(wide) * element;
+        if (!added)
+          for (int64_t r = 0; r < hidden; ++r)
+            std::memcpy(widened.data() + r * wide_row, t.data.data() + r * row, row);
+        t.shape[1] = wide;
+        t.data = std::move(widened);
+      } else if (added && (n == "self_attn.o_proj.weight" || n == "self_attn.o_proj.bias")) {
+        std::fill(t.data.begin(), t.data.end(), 0);
+      }
+      tensors.push_back(std::move(t));
+    }
+  }
+  write_config_and_tokenizer(from_dir, dir, [&](nlohmann::json& cj) {
+    cj["num_hidden_layers"] = layers;
+    cj["intermediate_size"] = intermediate;
+  });
+  write_weights(dir, tensors, 1);
 }
 
 void write_byte_tokenizer(const std::string& dir, bool chatml) {

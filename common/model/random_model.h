@@ -37,6 +37,14 @@ void write_random_model(const std::string& dir, const ModelConfig& config, const
 // its first keep_layers layers (tensors copied in their on-disk dtype).
 void write_truncated_model(const std::string& from_dir, const std::string& dir, int keep_layers);
 
+// Writes `from_dir` grown to `layers` layers and an MLP of `intermediate` (rootspec-make-model
+// --pad-from): the same function, more bytes to read per pass. Each layer's MLP is widened with
+// zero rows of gate and up and zero columns of down; each added layer repeats a source layer's
+// weights with zero output projections (o_proj, down_proj), so it adds exactly zero to the
+// residual stream. Its logits are the source's up to float summation order (the widened MLP's
+// sums run over more, zero, terms). Tensors keep their on-disk dtype.
+void write_padded_model(const std::string& from_dir, const std::string& dir, int layers, int intermediate);
+
 // Marks `dir` (written above) for the byte tokenizer (ids 0-255 are bytes; needs a vocabulary of
 // at least 256). With chatml, <|im_start|> and <|im_end|> become tokens 256 and 257 (257 the
 // EOS) and tokenizer_config.json gets a ChatML chat template (Qwen2.5's form), so the folder

@@ -1,11 +1,13 @@
 // rootspec-make-model: writes a small random Hugging Face model folder (config.json +
 // model.safetensors) for any supported architecture, size and seed; or, with --from and
 // --keep-layers, a drafter sharing a target's embeddings, final norm and head and keeping its
-// first layers.
+// first layers; or, with --pad-from, a target grown to more layers and a wider MLP that computes
+// the same function (a pass that reads more weights, for a CPU testbed in a GPU's regime).
 //
 //   rootspec-make-model --out /tmp/t --arch qwen3 --layers 4 --hidden 64 --seed 1
 //   rootspec-make-model --out /tmp/t25 --preset 25m
 //   rootspec-make-model --from /tmp/t --keep-layers 1 --out /tmp/d
+//   rootspec-make-model --pad-from models/small-target --layers 12 --intermediate 8192 --out /tmp/p
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,7 +20,7 @@
 int main(int argc, char** argv) {
   using namespace rootspec;
   CLI::App app{"rootspec-make-model: random Hugging Face model folders for tests and demos"};
-  std::string out, arch = "llama", preset, dtype = "f32", from;
+  std::string out, arch = "llama", preset, dtype = "f32", from, pad_from;
   int vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, intermediate = 128, head_dim = 0;
   int shards = 1, keep_layers = 0;
   uint64_t seed = 0;
@@ -50,9 +52,21 @@ int main(int argc, char** argv) {
                "mark the folder for the byte tokenizer (ids 0-255 are bytes; needs --vocab >= 256)");
   app.add_option("--from", from, "target folder to truncate into a drafter");
   app.add_option("--keep-layers", keep_layers, "layers the drafter keeps (with --from)");
+  app.add_option("--pad-from", pad_from,
+                 "target folder to grow to --layers layers and an MLP of --intermediate: added layers with "
+                 "zero output projections, zero MLP rows and columns; the same function, more bytes a pass");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (!pad_from.empty()) {
+      if (!from.empty()) throw std::invalid_argument("--pad-from and --from: one or the other");
+      if (!app.count("--layers") || !app.count("--intermediate"))
+        throw std::invalid_argument("--pad-from needs --layers and --intermediate");
+      write_padded_model(pad_from, out, layers, intermediate);
+      std::printf("wrote %s: %s with %d layers and an MLP of %d\n", out.c_str(), pad_from.c_str(), layers,
+                  intermediate);
+      return 0;
+    }
     if (!from.empty()) {
       if (keep_layers < 1) throw std::invalid_argument("--from needs --keep-layers n ≥ 1");
       write_truncated_model(from, out, keep_layers);
