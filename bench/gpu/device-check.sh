@@ -6,6 +6,7 @@
 # (the device tool's `carry`), then runs this script's dry run.
 #   bench/gpu/device-check.sh [--dry-run | --plan] [OUT]
 # OUT: $OUT when set (the device tool's output folder), else bench/results/gpu-check.
+# ROOTSPEC_BUILD_LOCK=FILE: the build waits for that lock (flock), for a machine shared with other builds.
 #
 # First the probe (bench/gpu/probe.sh): nvcc's release, a host compiler it accepts (passed as
 # CMAKE_CUDA_HOST_COMPILER), a cmake new enough for CMakeLists.txt (or a pip-installed one), the
@@ -184,7 +185,12 @@ if [ "$plan" = 1 ]; then
 else
   echo "device-check: building ZeroMQ, PCRE2 and the torch-free GPU path in $build (sm_$archs, $jobs jobs," \
     "limit $build_limit s; CUDA on the CPU: $cuda_on_cpu${host_compiler_flag:+; $host_compiler_flag}; log: $out/build.log)"
-  timeout "$build_limit" bash -c 'generator=($generator_flag); build_all' >"$out/build.log" 2>&1 ||
+  # A CPU machine shared with other builds serialises them through a lock file
+  # (ROOTSPEC_BUILD_LOCK=/tmp/rootspec-build.lock); held for the build alone, not the steps.
+  build_lock=()
+  [ -n "${ROOTSPEC_BUILD_LOCK:-}" ] && command -v flock >/dev/null && build_lock=(flock "$ROOTSPEC_BUILD_LOCK")
+  ${build_lock[@]+"${build_lock[@]}"} timeout "$build_limit" bash -c 'generator=($generator_flag); build_all' \
+    >"$out/build.log" 2>&1 ||
     { tail -n 40 "$out/build.log" >&2; echo "device-check: the build failed or ran past $build_limit s" >&2; exit 1; }
 fi
 build_seconds=$((SECONDS - start))

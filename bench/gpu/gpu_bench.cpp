@@ -32,7 +32,7 @@ namespace rootspec {
 namespace {
 
 constexpr double kHbmBytesPerSecond = 4.8e12;    // H200's HBM3e
-constexpr double kBf16FlopsPerSecond = 790e12;  // H200's dense bf16 (the device tool's notes)
+constexpr double kBf16FlopsPerSecond = 989e12;  // H200's dense bf16 (NVIDIA's datasheet, without sparsity)
 
 const char* kUsage =
     "rootspec-gpu-bench passes [--out F.json] [--contexts 512,2048,4096] [--presets a,b|tiny] [--reps N=30]\n"

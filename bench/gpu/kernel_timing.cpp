@@ -6,7 +6,9 @@
 // floor of reading that layer's K and V at the H200's 4.8 TB/s. A benchmark, not a test: it
 // prints a table and writes JSON (goals.py reads attention's share of a pass from it). Then the
 // target rows' cost at Llama-3's vocabulary (128 256): tempering alone (tempered_rows) against
-// the processed law (processed_rows) with penalties and a bias, top_k, top_p, min_p, and all.
+// the processed law (processed_rows) with penalties and a bias, top_k, top_p, min_p, and all;
+// greedy rows (tempered_rows at T = 0) and a drafter's top-k rows (top_k_rows, k 8 and 32). Then
+// the KV commit of every layer (move_kv_rows, one call) for both shapes, 8 and 64 moves.
 //   rootspec-gpu-kernel-timing [--out FILE] [--context N] [--launches N] [--rows 1,8,32,64]
 #include <cuda_runtime_api.h>
 
@@ -163,6 +165,12 @@ std::vector<RowTiming> time_row_processing(const std::vector<int>& row_counts, i
     v = static_cast<float>((x >> 11) * (1.0 / 9007199254740992.0) * 12.0 - 6.0);
   }
   float *logits = nullptr, *out = nullptr;
+  void* work = nullptr;  // [max_rows, vocab]'s workspace of tempered_rows and top_k_rows
+  check(cudaMalloc(&work, row_workspace_bytes(max_rows, vocab)), "cudaMalloc");
+  int32_t* top_tokens = nullptr;  // [max_rows, kMaxTopK]
+  float* top_probs = nullptr;     // [max_rows, kMaxTopK]
+  check(cudaMalloc(reinterpret_cast<void**>(&top_tokens), max_rows * kMaxTopK * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&top_probs), max_rows * kMaxTopK * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&logits), host_logits.size() * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&out), host_logits.size() * 4), "cudaMalloc");
   check(cudaMemcpy(logits, host_logits.data(), host_logits.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -192,8 +200,22 @@ std::vector<RowTiming> time_row_processing(const std::vector<int>& row_counts, i
   for (const int rows : row_counts) {
     timings.push_back(
         {"temperature only", rows,
-         per_launch_us([&] { check(tempered_rows(logits, rows, vocab, 0.8f, out, stream), "tempered_rows"); },
-                       launches, stream)});
+         per_launch_us(
+             [&] { check(tempered_rows(logits, rows, vocab, 0.8f, out, work, stream), "tempered_rows"); },
+             launches, stream)});
+    timings.push_back(
+        {"greedy (T 0)", rows,
+         per_launch_us(
+             [&] { check(tempered_rows(logits, rows, vocab, 0.0f, out, work, stream), "tempered_rows"); },
+             launches, stream)});
+    for (const int k : {8, kMaxTopK})
+      timings.push_back({"top_k_rows k " + std::to_string(k), rows,
+                         per_launch_us(
+                             [&] {
+                               check(top_k_rows(logits, rows, vocab, k, top_tokens, top_probs, work, stream),
+                                     "top_k_rows");
+                             },
+                             launches, stream)});
     for (const Law& l : laws) {
       RowPathsStaging staging;
       staging.add_law(l.lists);
@@ -216,6 +238,55 @@ std::vector<RowTiming> time_row_processing(const std::vector<int>& row_counts, i
   cudaFree(device);
   cudaFree(logits);
   cudaFree(out);
+  cudaFree(work);
+  cudaFree(top_tokens);
+  cudaFree(top_probs);
+  return timings;
+}
+
+struct MoveTiming {
+  std::string shape;
+  int moves;
+  double us;
+};
+
+struct KvShape {
+  const char* name;
+  int layers, row_bytes;  // row: a slot's KV heads × head_dim elements
+};
+
+// move_kv_rows over every layer's K and V caches (bf16, 4096 slots) in one call: `moves` moves
+// shifting a run of slots down by one, as a commit compacts a path (each move writes the slot the
+// previous one read).
+
+std::vector<MoveTiming> time_move_kv(const std::vector<KvShape>& shapes, int launches, cudaStream_t stream) {
+  using namespace rootspec::cuda;
+  std::vector<MoveTiming> timings;
+  const int slots = 4096;
+  for (const KvShape& shape : shapes) {
+    const int layers = shape.layers, row_bytes = shape.row_bytes;
+    char* kv = nullptr;
+    check(cudaMalloc(reinterpret_cast<void**>(&kv), size_t(2) * layers * slots * row_bytes), "cudaMalloc");
+    std::vector<void*> caches(2 * layers);
+    for (int c = 0; c < 2 * layers; ++c) caches[c] = kv + size_t(c) * slots * row_bytes;
+    for (const int moves : {8, 64}) {
+      std::vector<int32_t> from_to(2 * moves);
+      for (int m = 0; m < moves; ++m) from_to[m] = 1000 + m, from_to[moves + m] = 999 + m;
+      int32_t* d = nullptr;
+      check(cudaMalloc(reinterpret_cast<void**>(&d), from_to.size() * 4), "cudaMalloc");
+      check(cudaMemcpy(d, from_to.data(), from_to.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+      timings.push_back(
+          {shape.name, moves,
+           per_launch_us(
+               [&] {
+                 check(move_kv_rows(caches.data(), 2 * layers, d, d + moves, moves, row_bytes, stream),
+                       "move_kv_rows");
+               },
+               launches, stream)});
+      cudaFree(d);
+    }
+    cudaFree(kv);
+  }
   return timings;
 }
 
@@ -294,6 +365,13 @@ int main(int argc, char** argv) {
       if (t.law == "temperature only") temper_us = t.us;
       std::printf("%-18s %5d %10.2f %9.2fx\n", t.law.c_str(), t.rows, t.us, t.us / temper_us);
     }
+    // Llama-3.2-1B: 16 layers, 8 KV heads × 64 × bf16; Llama-3.1-8B: 32 layers, 8 × 128 × bf16.
+    std::printf("\nKV commit of every layer, one move_kv_rows call, %s\n%-14s %5s %10s\n", prop.name, "shape",
+                "moves", "us");
+    const std::vector<MoveTiming> move_timings =
+        time_move_kv({{"llama-3.2-1b", 16, 8 * 64 * 2}, {"llama-3.1-8b", 32, 8 * 128 * 2}}, launches, stream);
+    for (const MoveTiming& t : move_timings)
+      std::printf("%-14s %5d %10.2f\n", t.shape.c_str(), t.moves, t.us);
     if (!out.empty()) {
       std::ofstream f(out);
       f << "{\"gpu\": \"" << prop.name << "\", \"context\": " << context << ", \"launches\": " << launches
@@ -309,6 +387,10 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < row_timings.size(); ++i)
         f << (i ? ", " : "") << "{\"law\": \"" << row_timings[i].law
           << "\", \"rows\": " << row_timings[i].rows << ", \"us\": " << row_timings[i].us << "}";
+      f << "], \"move_kv_rows\": [";
+      for (size_t i = 0; i < move_timings.size(); ++i)
+        f << (i ? ", " : "") << "{\"shape\": \"" << move_timings[i].shape
+          << "\", \"moves\": " << move_timings[i].moves << ", \"us\": " << move_timings[i].us << "}";
       f << "]}\n";
     }
   } catch (const std::exception& e) {

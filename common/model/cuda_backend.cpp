@@ -252,6 +252,7 @@ class CudaBackend final : public PassBackend {
   void* lm_head_ = nullptr;           // [vocab, hidden] (the embedding when tied)
   float* final_norm_ = nullptr;       // [hidden]
   DeviceBuffer kv_;                   // every layer's K and V caches
+  std::vector<void*> kv_caches_;      // [2·layers] K then V of each layer: move_kv's one launch
   DeviceBuffer rope_cos_, rope_sin_;  // [capacity, hd] float32
   // Pass buffers, [kMaxTreeBucket, width] each.
   DeviceBuffer x_;        // [64, hidden] float32 residual stream
@@ -274,6 +275,7 @@ class CudaBackend final : public PassBackend {
   DeviceBuffer law_device_;
   size_t law_bytes_ = 0;                    // law_host_'s and law_device_'s size
   DeviceBuffer top_;                        // [64, kMaxTopK] int32 tokens, then [64, kMaxTopK] float32 probs
+  DeviceBuffer row_work_;                   // cuda::row_workspace_bytes(64, vocab): tempered_rows, top_k_rows
   std::unique_ptr<PinnedBuffer> top_host_;  // top_'s twin the top-k rows come back to
   DeviceBuffer partial_;  // split-K partial sums: max over buckets of [bucket, heads, splits, hd + 2]
   InputLayout layout_;
@@ -373,6 +375,8 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   for (size_t i = 0; i < layers_.size(); ++i) {
     layers_[i].k_cache = static_cast<char*>(kv_.get()) + (2 * i) * cache_bytes;
     layers_[i].v_cache = static_cast<char*>(kv_.get()) + (2 * i + 1) * cache_bytes;
+    kv_caches_.push_back(layers_[i].k_cache);
+    kv_caches_.push_back(layers_[i].v_cache);
   }
   const RopeTable rope = rope_table(c, capacity);
   std::vector<float> cos(rope.cos.begin(), rope.cos.end()), sin(rope.sin.begin(), rope.sin.end());
@@ -395,6 +399,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, WeightSource& source, const 
   probs_ = DeviceBuffer(rows * vocab * 4);
   top_ = DeviceBuffer(rows * cuda::kMaxTopK * 8);
   top_host_ = std::make_unique<PinnedBuffer>(rows * cuda::kMaxTopK * 8);
+  row_work_ = DeviceBuffer(cuda::row_workspace_bytes(static_cast<int>(rows), vocab));
   size_t partial_floats = 0;
   for (int b = 1; b <= kMaxTreeBucket; b *= 2) {
     // The most splits any context up to the capacity gets (attention_max_key_splits never
@@ -633,7 +638,7 @@ void CudaBackend::forward_tempered(const PassBatch& batch, PassKind kind, double
   start_pass(batch, kind);
   const int vocab = config_.vocab_size;
   check(cuda::tempered_rows(logits_.f32(), batch.rows, vocab, static_cast<float>(temperature), probs_.f32(),
-                            stream_),
+                            row_work_.get(), stream_),
         "tempered_rows");
   check(cudaMemcpyAsync(rows, probs_.get(), static_cast<size_t>(batch.rows) * vocab * 4,
                         cudaMemcpyDeviceToHost, stream_),
@@ -650,7 +655,7 @@ void CudaBackend::forward_kept(const PassBatch& batch, PassKind kind, double tem
         "cudaMemcpyAsync (kept logits)");
   else
     check(cuda::tempered_rows(logits_.f32(), batch.rows, config_.vocab_size, static_cast<float>(temperature),
-                              probs_.f32(), stream_),
+                              probs_.f32(), row_work_.get(), stream_),
           "tempered_rows");
   finish_pass();
   kept_rows_ = batch.rows;
@@ -669,10 +674,10 @@ void CudaBackend::forward_processed(const PassBatch& batch, PassKind kind,
     next_row += rows;
     cuda::RowLawLists lists;
     if (!law.params) {
-      // Tempered only: the default RowLaw (nothing on) runs step 4 alone, temper_row as
-      // tempered_rows runs it, so these rows are bit for bit forward_kept's. processed_rows has
-      // no law that leaves a row's logits: rows wanted at kLogitRows take the cheapest law
-      // (one-hot) and get the logits copied over them below.
+      // Tempered only: the default RowLaw (nothing on) runs step 4 alone, temper_row with
+      // tempered_rows' decomposition and folds, so these rows are bit for bit forward_kept's.
+      // processed_rows has no law that leaves a row's logits: rows wanted at kLogitRows take the
+      // cheapest law (one-hot) and get the logits copied over them below.
       if (law.temperature == kLogitRows) logit_ranges_.emplace_back(law.first_row, rows);
       lists.law.temperature = law.temperature == kLogitRows ? 0.0f : static_cast<float>(law.temperature);
       const int l = law_staging_.add_law(lists);
@@ -737,7 +742,8 @@ void CudaBackend::forward_top_k(const PassBatch& batch, PassKind kind, int k, in
   const size_t n = static_cast<size_t>(batch.rows) * k;
   int32_t* top_tokens = static_cast<int32_t*>(top_.get());                                    // [rows, k]
   float* top_probs = reinterpret_cast<float*>(top_tokens + kMaxTreeBucket * cuda::kMaxTopK);  // [rows, k]
-  check(cuda::top_k_rows(logits_.f32(), batch.rows, config_.vocab_size, k, top_tokens, top_probs, stream_),
+  check(cuda::top_k_rows(logits_.f32(), batch.rows, config_.vocab_size, k, top_tokens, top_probs,
+                         row_work_.get(), stream_),
         "top_k_rows");
   char* host = static_cast<char*>(top_host_->get());
   check(cudaMemcpyAsync(host, top_tokens, n * 4, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (top-k)");
@@ -763,9 +769,9 @@ void CudaBackend::move_kv(const std::vector<KvMove>& moves) {
         "cudaMemcpyAsync (moves)");
   check(cudaEventRecord(moves_copied_, stream_), "cudaEventRecord");
   const int64_t row_bytes = int64_t(config_.num_key_value_heads) * config_.head_dim * cuda::elem_size(dtype_);
-  for (const Layer& l : layers_)
-    check(cuda::move_kv_rows(l.k_cache, l.v_cache, from, from + capacity_, n, row_bytes, stream_),
-          "move_kv_rows");
+  check(cuda::move_kv_rows(kv_caches_.data(), static_cast<int>(kv_caches_.size()), from, from + capacity_, n,
+                           row_bytes, stream_),
+        "move_kv_rows");
 }
 
 void CudaBackend::export_kv(int first_slot, int n, float* out) { copy_kv(first_slot, n, out, nullptr); }

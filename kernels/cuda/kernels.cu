@@ -16,6 +16,13 @@
 #include "shared_memory.h"
 #include "tree_index.h"
 
+// Full unrolling where a loop indexes a register array (nvcc; the CPU build has no use for it).
+#if defined(__CUDACC__)
+#define ROOTSPEC_UNROLL _Pragma("unroll")
+#else
+#define ROOTSPEC_UNROLL
+#endif
+
 namespace rootspec::cuda {
 namespace {
 
@@ -152,96 +159,334 @@ __global__ void fill_uniform_kernel(T* out, int64_t n, uint64_t seed, float low,
   out[i] = from_float<T>(low + (high - low) * u);
 }
 
-// One block's row at a temperature (rows.h's law), row and o [vocab]; o may be row (each thread
-// writes only the entries it read).
-__device__ void temper_row(const float* row, int vocab, float temperature, float* o, float* scratch,
-                           int* best_index) {
-  float top = -INFINITY;
-  int top_i = vocab;
-  for (int i = threadIdx.x; i < vocab; i += kThreads)
-    if (row[i] > top || top_i == vocab) top = row[i], top_i = i;  // the first maximum of this thread's ids
-  const float row_max = block_max(top, scratch);
-  if (temperature <= 0.0f) {
-    best_index[threadIdx.x] = top == row_max ? top_i : vocab;
-    __syncthreads();
-    int argmax = vocab;  // the lowest id holding the maximum
-    for (int t = 0; t < kThreads; ++t) argmax = min(argmax, best_index[t]);
-    for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] = i == argmax ? 1.0f : 0.0f;
-    return;
-  }
-  if (row_max == -INFINITY) {  // no finite logit: every token alike, as rows.h has it
-    for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] = 1.0f / vocab;
-    return;
-  }
-  const float inv_t = 1.0f / temperature;
-  float sum = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float e = __expf((row[i] - row_max) * inv_t);
-    o[i] = e;
-    sum += e;
-  }
-  const float inv_sum = 1.0f / block_sum(sum, scratch);
-  for (int i = threadIdx.x; i < vocab; i += kThreads) o[i] *= inv_sum;
+// Row softmax and argmax over a logit row in a fixed decomposition, so that every kernel that
+// computes a row's law (tempered_rows with several blocks per row, processed_rows with one)
+// gets the same bits whatever the grid and the order its blocks run in. A chunk is kRowChunk
+// consecutive ids, one warp's: lane l holds ids 4l..4l+3 and 128+4l..128+4l+3 (two 16-byte
+// loads where the row allows). A group is kGroupChunks consecutive chunks, reduced by a
+// butterfly over 32 lanes; a row's groups are folded left to right.
+constexpr int kRowChunk = 256;
+constexpr int kGroupChunks = 32;
+constexpr int kRowGroup = kRowChunk * kGroupChunks;  // ids per group
+
+__host__ __device__ inline int row_groups(int vocab) { return (vocab + kRowGroup - 1) / kRowGroup; }
+
+// A part of a row: its largest logit m, Σ exp((x − m)·inv_t) over it (0 when m = −∞), and the
+// lowest id holding m (INT_MAX for an empty part).
+struct RowPartial {
+  float m, s;
+  int idx;
+};
+
+__device__ inline RowPartial empty_partial() { return {-INFINITY, 0.0f, INT_MAX}; }
+
+// Symmetric in a and b to the bit (so the butterfly leaves every lane the same value); the
+// products and sum rounded on their own, so that no kernel contracts them differently.
+__device__ inline RowPartial combine(RowPartial a, RowPartial b, float inv_t) {
+  RowPartial c;
+  c.m = fmaxf(a.m, b.m);
+  c.idx = a.m > b.m ? a.idx : b.m > a.m ? b.idx : min(a.idx, b.idx);
+  c.s = c.m == -INFINITY ? 0.0f
+                         : __fadd_rn(__fmul_rn(a.s, __expf((a.m - c.m) * inv_t)),
+                                     __fmul_rn(b.s, __expf((b.m - c.m) * inv_t)));
+  return c;
 }
 
-__global__ void tempered_rows_kernel(const float* logits, int vocab, float temperature, float* out) {
-  __shared__ float scratch[kThreads / 32];
-  __shared__ int best_index[kThreads];
-  temper_row(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, temperature,
-             out + static_cast<int64_t>(blockIdx.x) * vocab, scratch, best_index);
+__device__ inline RowPartial shfl_xor(RowPartial p, int o) {
+  return {__shfl_xor_sync(0xffffffffu, p.m, o), __shfl_xor_sync(0xffffffffu, p.s, o),
+          __shfl_xor_sync(0xffffffffu, p.idx, o)};
+}
+
+__device__ inline RowPartial warp_combine(RowPartial p, float inv_t) {
+  for (int o = 16; o > 0; o /= 2) p = combine(p, shfl_xor(p, o), inv_t);
+  return p;
+}
+
+// This lane's 8 entries of chunk `chunk`: x[j] (−∞ past the row) and id[j] (INT_MAX past it).
+// Vec: 16-byte loads (the row 16-byte aligned and vocab a multiple of 4).
+template <bool Vec>
+__device__ inline void load_chunk(const float* row, int vocab, int chunk, float (&x)[8], int (&id)[8]) {
+  const int lane = threadIdx.x % 32;
+  for (int h = 0; h < 2; ++h) {
+    const int first = chunk * kRowChunk + h * 128 + 4 * lane;
+    if (Vec && first < vocab) {
+      const uint4 u = *reinterpret_cast<const uint4*>(row + first);
+      x[4 * h] = __uint_as_float(u.x), x[4 * h + 1] = __uint_as_float(u.y);
+      x[4 * h + 2] = __uint_as_float(u.z), x[4 * h + 3] = __uint_as_float(u.w);
+      for (int e = 0; e < 4; ++e) id[4 * h + e] = first + e;
+    } else {
+      for (int e = 0; e < 4; ++e) {
+        const int i = first + e;
+        x[4 * h + e] = i < vocab ? row[i] : -INFINITY;
+        id[4 * h + e] = i < vocab ? i : INT_MAX;
+      }
+    }
+  }
+}
+
+// The id of entry j (0 ≤ j < 8·chunks) of a lane's entries over consecutive chunks from `first`
+// (load_chunk's layout).
+__device__ inline int id_in_chunks(int first, int j) {
+  const int lane = threadIdx.x % 32, e = j % 8;
+  return (first + j / 8) * kRowChunk + (e < 4 ? 0 : 128) + 4 * lane + e % 4;
+}
+
+__device__ inline RowPartial lane_partial(const float (&x)[8], const int (&id)[8], float inv_t) {
+  RowPartial p = empty_partial();
+  for (int j = 0; j < 8; ++j)
+    if (x[j] > p.m || (x[j] == p.m && id[j] < p.idx)) p.m = x[j], p.idx = id[j];
+  if (p.m != -INFINITY)
+    for (int j = 0; j < 8; ++j) p.s += __expf((x[j] - p.m) * inv_t);
+  return p;
+}
+
+// Chunk `chunk`'s partial, in every lane of the calling warp.
+template <bool Vec>
+__device__ inline RowPartial chunk_partial(const float* row, int vocab, int chunk, float inv_t) {
+  float x[8];
+  int id[8];
+  load_chunk<Vec>(row, vocab, chunk, x, id);
+  return warp_combine(lane_partial(x, id, inv_t), inv_t);
+}
+
+// 1/T for the partials; at T = 0 only the maximum and its id are read, the sums are not.
+__device__ inline float inverse_temperature(float temperature) {
+  return temperature > 0.0f ? 1.0f / temperature : 1.0f;
+}
+
+// One entry of a tempered row from its row's folded partial p (rows.h's law).
+__device__ inline float tempered_entry(float x, int i, int vocab, float temperature, RowPartial p,
+                                       float inv_t, float inv_sum) {
+  if (temperature <= 0.0f) return i == p.idx ? 1.0f : 0.0f;  // the lowest id holding the maximum
+  if (p.m == -INFINITY) return 1.0f / vocab;                 // no finite logit: every token alike
+  return __expf((x - p.m) * inv_t) * inv_sum;
+}
+
+// One block's row at a temperature (rows.h's law), row and o [vocab]; o may be row (each thread
+// writes only the entries it read after every read of the first pass). The same decomposition
+// and folds as tempered_rows' two kernels, with the block's warps taking a group's chunks in
+// turn: the same bits. `partials` holds kGroupChunks + 1 entries of shared memory.
+__device__ void temper_row(const float* row, int vocab, float temperature, float* o, RowPartial* partials) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float inv_t = inverse_temperature(temperature);
+  RowPartial folded = empty_partial();  // warp 0's
+  for (int g = 0; g < row_groups(vocab); ++g) {
+    for (int c = warp; c < kGroupChunks; c += kThreads / 32) {
+      const RowPartial p = chunk_partial<false>(row, vocab, g * kGroupChunks + c, inv_t);
+      if (lane == 0) partials[c] = p;
+    }
+    __syncthreads();
+    if (warp == 0) folded = combine(folded, warp_combine(partials[lane], inv_t), inv_t);
+    __syncthreads();  // partials are rewritten by the next group
+  }
+  if (threadIdx.x == 0) partials[kGroupChunks] = folded;
+  __syncthreads();
+  const RowPartial p = partials[kGroupChunks];
+  const float inv_sum = 1.0f / p.s;
+  for (int i = threadIdx.x; i < vocab; i += kThreads)
+    o[i] = tempered_entry(row[i], i, vocab, temperature, p, inv_t, inv_sum);
+}
+
+constexpr int kRowBlock = kGroupChunks * 32;  // threads of a block of the row kernels: a warp per chunk
+
+// tempered_rows, first pass: block (g, r) writes group g of row r's partial; partials
+// [rows, groups].
+template <bool Vec>
+__global__ void __launch_bounds__(kRowBlock)
+    tempered_partials_kernel(const float* logits, int vocab, float temperature, RowPartial* partials) {
+  __shared__ RowPartial chunks[kGroupChunks];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = gridDim.x;
+  const float inv_t = inverse_temperature(temperature);
+  const float* row = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  const RowPartial p = chunk_partial<Vec>(row, vocab, blockIdx.x * kGroupChunks + warp, inv_t);
+  if (lane == 0) chunks[warp] = p;
+  __syncthreads();
+  if (warp != 0) return;
+  const RowPartial group = warp_combine(chunks[lane], inv_t);
+  if (lane == 0) partials[static_cast<int64_t>(blockIdx.y) * groups + blockIdx.x] = group;
+}
+
+// tempered_rows, second pass: every block folds its row's partials in group order (the same
+// value in each), then writes its group of the row.
+template <bool Vec>
+__global__ void __launch_bounds__(kRowBlock)
+    tempered_write_kernel(const float* logits, int vocab, float temperature, const RowPartial* partials,
+                          float* out) {
+  const int warp = threadIdx.x / 32, groups = gridDim.x;
+  const float inv_t = inverse_temperature(temperature);
+  RowPartial p = empty_partial();
+  for (int g = 0; g < groups; ++g)
+    p = combine(p, partials[static_cast<int64_t>(blockIdx.y) * groups + g], inv_t);
+  const float inv_sum = 1.0f / p.s;
+  const float* row = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  float* o = out + static_cast<int64_t>(blockIdx.y) * vocab;
+  float x[8];
+  int id[8];
+  if (temperature > 0.0f) {
+    load_chunk<Vec>(row, vocab, blockIdx.x * kGroupChunks + warp, x, id);
+  } else {  // one-hot: the logits are not read again
+    for (int j = 0; j < 8; ++j) x[j] = 0.0f, id[j] = id_in_chunks(blockIdx.x * kGroupChunks + warp, j);
+  }
+  for (int j = 0; j < 8; ++j) x[j] = tempered_entry(x[j], id[j], vocab, temperature, p, inv_t, inv_sum);
+  const int lane = threadIdx.x % 32;
+  for (int h = 0; h < 2; ++h) {
+    const int first = (blockIdx.x * kGroupChunks + warp) * kRowChunk + h * 128 + 4 * lane;
+    if (Vec && first < vocab) {
+      uint4 u;
+      u.x = __float_as_uint(x[4 * h]), u.y = __float_as_uint(x[4 * h + 1]);
+      u.z = __float_as_uint(x[4 * h + 2]), u.w = __float_as_uint(x[4 * h + 3]);
+      *reinterpret_cast<uint4*>(o + first) = u;
+    } else {
+      for (int e = 0; e < 4; ++e)
+        if (first + e < vocab) o[first + e] = x[4 * h + e];
+    }
+  }
 }
 
 // Whether (v, id) comes before (w, jd) in a top-k row: the larger logit, ties → the lower id.
 __device__ inline bool ranks_before(float v, int id, float w, int jd) { return v > w || (v == w && id < jd); }
 
-// One block per row. Each thread keeps the sorted top k of its strided share of the row (in
-// local memory; after the first k, few entries beat its last); then k rounds of a block-wide
-// arg-best over the threads' heads merge them, the winner's thread advancing its head.
-__global__ void top_k_rows_kernel(const float* logits, int vocab, int k, int32_t* tokens, float* probs) {
-  __shared__ float scratch[kThreads / 32];
-  __shared__ float warp_value[kThreads / 32];
-  __shared__ int warp_id[kThreads / 32];
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  float values[kMaxTopK];
-  int ids[kMaxTopK];
-  int n = 0;
-  float top = -FLT_MAX;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const float x = row[i];
-    top = fmaxf(top, x);
-    if (n == k && !ranks_before(x, i, values[k - 1], ids[k - 1])) continue;
-    if (n < k) ++n;
-    int j = n - 1;
-    for (; j > 0 && ranks_before(x, i, values[j - 1], ids[j - 1]); --j)
-      values[j] = values[j - 1], ids[j] = ids[j - 1];
-    values[j] = x, ids[j] = i;
-  }
-  const float row_max = block_max(top, scratch);
-  float sum = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += __expf(row[i] - row_max);
-  const float inv_sum = 1.0f / block_sum(sum, scratch);
+// A warp's sorted list of 32 (value, id) entries, entry l in lane l, best first (ranks_before);
+// past a row's end and before any value, (−∞, INT_MAX), which every real entry ranks before.
+struct TopEntry {
+  float v;
+  int id;
+};
+
+// One compare-exchange step of a bitonic network across lanes: with its partner lane ^ stride,
+// the lane keeps the better entry when `keep_better`, else the worse.
+__device__ inline TopEntry exchange(TopEntry e, int stride, bool keep_better) {
+  const TopEntry o{__shfl_xor_sync(0xffffffffu, e.v, stride), __shfl_xor_sync(0xffffffffu, e.id, stride)};
+  const bool other_better = ranks_before(o.v, o.id, e.v, e.id);
+  return other_better == keep_better ? o : e;
+}
+
+// Sorts one entry per lane, best first.
+__device__ inline TopEntry warp_sort(TopEntry e) {
+  const int lane = threadIdx.x % 32;
+  for (int size = 2; size <= 32; size *= 2)
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+      const bool best_first = (lane & size) == 0;  // this run's direction (size 32: every lane's)
+      e = exchange(e, stride, ((lane & stride) == 0) == best_first);
+    }
+  return e;
+}
+
+// The best 32 of two sorted lists, sorted: a against b reversed is a bitonic sequence holding
+// them, which the half-cleaners sort.
+__device__ inline TopEntry warp_merge(TopEntry a, TopEntry b) {
+  const int lane = threadIdx.x % 32;
+  const TopEntry r{__shfl_sync(0xffffffffu, b.v, 31 - lane), __shfl_sync(0xffffffffu, b.id, 31 - lane)};
+  TopEntry e = ranks_before(r.v, r.id, a.v, a.id) ? r : a;
+  for (int stride = 16; stride > 0; stride /= 2) e = exchange(e, stride, (lane & stride) == 0);
+  return e;
+}
+
+// What a block of top_k_rows leaves for the row's merge: its group's best 32 and its partial
+// at T = 1.
+struct TopKGroup {
+  float v[32];
+  int id[32];
+  RowPartial p;
+};
+
+static_assert(kMaxTopK <= 32, "a row's top k is one warp's list, an entry a lane");
+constexpr int kTopKWarps = 8;  // a block's warps; each takes kGroupChunks / kTopKWarps chunks of the group
+
+// top_k_rows, first pass: block (g, r) takes group g of row r, each warp kGroupChunks /
+// kTopKWarps chunks (32 entries a lane, in registers). The k-th best of the lanes' maxima
+// bounds the warp's k-th best from below, so only entries at or before it are candidates (from
+// at most k lanes); rounds of one candidate per lane are sorted and merged into the warp's list,
+// dropping candidates the list's k-th now beats. The block merges its warps' lists pairwise.
+template <bool Vec>
+__global__ void __launch_bounds__(kTopKWarps * 32)
+    top_k_groups_kernel(const float* logits, int vocab, int k, TopKGroup* groups_out) {
+  __shared__ TopEntry lists[kTopKWarps][32];
+  __shared__ RowPartial warp_partials[kTopKWarps];
+  constexpr int kChunksPerWarp = kGroupChunks / kTopKWarps, kEntries = 8 * kChunksPerWarp;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int head = 0;
-  for (int r = 0; r < k; ++r) {
-    float v = head < n ? values[head] : -INFINITY;
-    int id = head < n ? ids[head] : INT_MAX;
-    for (int o = 16; o > 0; o /= 2) {
-      const float ov = __shfl_xor_sync(0xffffffffu, v, o);
-      const int oid = __shfl_xor_sync(0xffffffffu, id, o);
-      if (ranks_before(ov, oid, v, id)) v = ov, id = oid;
-    }
-    __syncthreads();  // the previous round's reads of warp_value / warp_id are done
-    if (lane == 0) warp_value[warp] = v, warp_id[warp] = id;
-    __syncthreads();
-    v = warp_value[0], id = warp_id[0];
-    for (int w = 1; w < kThreads / 32; ++w)
-      if (ranks_before(warp_value[w], warp_id[w], v, id)) v = warp_value[w], id = warp_id[w];
-    if (head < n && ids[head] == id) ++head;  // ids are distinct: one thread owns the winner
-    if (threadIdx.x == 0) {
-      tokens[static_cast<int64_t>(blockIdx.x) * k + r] = id;
-      probs[static_cast<int64_t>(blockIdx.x) * k + r] = __expf(v - row_max) * inv_sum;
-    }
+  const float* row = logits + static_cast<int64_t>(blockIdx.y) * vocab;
+  const int first = blockIdx.x * kGroupChunks + warp * kChunksPerWarp;  // the warp's first chunk
+  static_assert(kEntries <= 32, "a lane's candidates are the bits of a 32-bit mask");
+  float xs[kEntries];  // this lane's entries; ids by id_in_chunks (past the row: −∞, INT_MAX)
+  RowPartial p = empty_partial();
+  ROOTSPEC_UNROLL
+  for (int c = 0; c < kChunksPerWarp; ++c) {
+    float x[8];
+    int id[8];
+    load_chunk<Vec>(row, vocab, first + c, x, id);
+    p = combine(p, lane_partial(x, id, 1.0f), 1.0f);
+    ROOTSPEC_UNROLL
+    for (int j = 0; j < 8; ++j) xs[8 * c + j] = x[j];
   }
+  auto id_of = [&](int j) {
+    const int i = id_in_chunks(first, j);
+    return i < vocab ? i : INT_MAX;
+  };
+  TopEntry best{-INFINITY, INT_MAX};
+  ROOTSPEC_UNROLL
+  for (int j = 0; j < kEntries; ++j)
+    if (ranks_before(xs[j], id_of(j), best.v, best.id)) best = {xs[j], id_of(j)};
+  const TopEntry maxima = warp_sort(best);
+  float kth_v = __shfl_sync(0xffffffffu, maxima.v, k - 1);
+  int kth_id = __shfl_sync(0xffffffffu, maxima.id, k - 1);
+  uint32_t candidates = 0;
+  ROOTSPEC_UNROLL
+  for (int j = 0; j < kEntries; ++j)
+    if (id_of(j) != INT_MAX && !ranks_before(kth_v, kth_id, xs[j], id_of(j))) candidates |= 1u << j;
+  TopEntry list{-INFINITY, INT_MAX};
+  while (__any_sync(0xffffffffu, candidates != 0)) {
+    TopEntry e{-INFINITY, INT_MAX};
+    if (candidates) {
+      const int j = __ffs(static_cast<int>(candidates)) - 1;
+      candidates &= candidates - 1;
+      e.id = id_of(j);
+      e.v = row[e.id];  // a cached reread: no dynamic index into the registers
+    }
+    list = warp_merge(list, warp_sort(e));
+    kth_v = __shfl_sync(0xffffffffu, list.v, k - 1);
+    kth_id = __shfl_sync(0xffffffffu, list.id, k - 1);
+    ROOTSPEC_UNROLL
+    for (int j = 0; j < kEntries; ++j)
+      if (!ranks_before(xs[j], id_of(j), kth_v, kth_id)) candidates &= ~(1u << j);
+  }
+  lists[warp][lane] = list;
+  p = warp_combine(p, 1.0f);
+  if (lane == 0) warp_partials[warp] = p;
+  for (int half = kTopKWarps / 2; half > 0; half /= 2) {  // lists [0, 2·half) → [0, half)
+    __syncthreads();
+    TopEntry merged{};
+    if (warp < half) merged = warp_merge(lists[warp][lane], lists[warp + half][lane]);
+    __syncthreads();
+    if (warp < half) lists[warp][lane] = merged;
+  }
+  if (warp != 0) return;
+  TopKGroup& out = groups_out[static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x];
+  out.v[lane] = lists[0][lane].v;
+  out.id[lane] = lists[0][lane].id;
+  if (lane == 0) {
+    RowPartial folded = empty_partial();
+    for (int w = 0; w < kTopKWarps; ++w) folded = combine(folded, warp_partials[w], 1.0f);
+    out.p = folded;
+  }
+}
+
+// top_k_rows, second pass: one warp per row merges its groups' lists and folds their partials
+// in group order.
+__global__ void top_k_merge_kernel(const TopKGroup* groups_in, int groups, int vocab, int k, int32_t* tokens,
+                                   float* probs) {
+  const int lane = threadIdx.x;
+  const TopKGroup* g = groups_in + static_cast<int64_t>(blockIdx.x) * groups;
+  TopEntry list{g[0].v[lane], g[0].id[lane]};
+  RowPartial p = g[0].p;
+  for (int j = 1; j < groups; ++j) {
+    list = warp_merge(list, {g[j].v[lane], g[j].id[lane]});
+    p = combine(p, g[j].p, 1.0f);
+  }
+  if (lane >= k) return;
+  tokens[static_cast<int64_t>(blockIdx.x) * k + lane] = list.id;
+  probs[static_cast<int64_t>(blockIdx.x) * k + lane] =
+      p.m == -INFINITY ? 1.0f / vocab : __expf(list.v - p.m) * (1.0f / p.s);
 }
 
 // processed_rows: sampling.h's steps 1–7, one block per row. The penalties touch the few tokens
@@ -357,7 +602,7 @@ __device__ bool zero_below(float* p, int vocab, float v, double* scratch) {
 
 __global__ void processed_rows_kernel(const float* logits, int vocab, RowPaths paths, float* out) {
   __shared__ float scratch[kThreads / 32];
-  __shared__ int best_index[kThreads];
+  __shared__ RowPartial partials[kGroupChunks + 1];
   __shared__ double sums[kThreads];
   __shared__ int hist[256];
   __shared__ int pick[2];
@@ -399,7 +644,7 @@ __global__ void processed_rows_kernel(const float* logits, int vocab, RowPaths p
     __syncthreads();
   }
   // Step 4.
-  temper_row(o, vocab, law.temperature, o, scratch, best_index);
+  temper_row(o, vocab, law.temperature, o, partials);
   __syncthreads();
   if (law.temperature <= 0.0f) return;  // one-hot at the argmax: every cut keeps it
   // Step 5: keep the k most probable (ties: the lower ids).
@@ -442,17 +687,38 @@ __global__ void processed_rows_kernel(const float* logits, int vocab, RowPaths p
   }
 }
 
-// One block: the moves in order, each copied by all threads in 16-bit units (a later move may
-// read what an earlier one wrote).
-__global__ void move_kv_rows_kernel(uint16_t* k, uint16_t* v, const int32_t* from, const int32_t* to,
-                                    int n_moves, int64_t row_units) {
-  for (int m = 0; m < n_moves; ++m) {
-    const int64_t src = from[m] * row_units, dst = to[m] * row_units;
-    for (int64_t i = threadIdx.x; i < row_units; i += blockDim.x) {
-      k[dst + i] = k[src + i];
-      v[dst + i] = v[src + i];
-    }
-    __syncthreads();
+// move_kv_rows: a thread per (cache, unit of a slot's row), U the widest unit the caches' and
+// row's alignment allow. Moves at different offsets of a row never touch each other's bytes, so
+// each thread runs the moves in order on its own column: no barrier, any block order. Runs of up
+// to kMoveBatch moves of which none reads a slot an earlier one of the run writes load all
+// their sources before storing, so a thread has several loads in flight.
+constexpr int kMaxKvCaches = 256;  // caches per launch (kernel arguments by value)
+constexpr int kMoveBatch = 8;
+
+struct KvCacheList {
+  void* caches[kMaxKvCaches];
+  int n;
+};
+
+template <typename U>
+__global__ void move_kv_rows_kernel(KvCacheList list, const int32_t* from, const int32_t* to, int n_moves,
+                                    int64_t row_units) {
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g >= list.n * row_units) return;
+  U* cache = static_cast<U*>(list.caches[g / row_units]);
+  const int64_t column = g % row_units;
+  for (int m = 0; m < n_moves;) {
+    int n = 1;  // the run m .. m + n
+    for (bool hazard = false; !hazard && n < kMoveBatch && m + n < n_moves; n += !hazard)
+      for (int j = m; j < m + n; ++j) hazard |= to[j] == from[m + n];
+    U units[kMoveBatch];
+    ROOTSPEC_UNROLL
+    for (int j = 0; j < kMoveBatch; ++j)
+      if (j < n) units[j] = cache[from[m + j] * row_units + column];
+    ROOTSPEC_UNROLL
+    for (int j = 0; j < kMoveBatch; ++j)
+      if (j < n) cache[to[m + j] * row_units + column] = units[j];
+    m += n;
   }
 }
 
@@ -867,10 +1133,36 @@ cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float l
   });
 }
 
+namespace {
+// Whether rows of `vocab` floats at p can be read and written in 16-byte units.
+bool rows_aligned(const void* p, int vocab) {
+  return vocab % 4 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+}  // namespace
+
+size_t row_workspace_bytes(int rows, int vocab) {
+  if (rows <= 0 || vocab <= 0) return 0;
+  const size_t groups = static_cast<size_t>(rows) * row_groups(vocab);
+  return std::max(groups * sizeof(RowPartial), groups * sizeof(TopKGroup));
+}
+
 cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temperature, float* out,
-                          cudaStream_t stream) {
+                          void* workspace, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
-  return launch<tempered_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, temperature, out);
+  if (vocab <= 0 || rows > 65535 || !workspace) return cudaErrorInvalidValue;
+  const dim3 grid(row_groups(vocab), rows);
+  auto* partials = static_cast<RowPartial*>(workspace);  // [rows, groups]
+  const bool vec = rows_aligned(logits, vocab) && rows_aligned(out, vocab);
+  if (const cudaError_t e = vec ? launch<tempered_partials_kernel<true>>(grid, kRowBlock, 0, stream, logits,
+                                                                         vocab, temperature, partials)
+                                : launch<tempered_partials_kernel<false>>(grid, kRowBlock, 0, stream, logits,
+                                                                          vocab, temperature, partials))
+    return e;
+  const RowPartial* folded = partials;
+  return vec ? launch<tempered_write_kernel<true>>(grid, kRowBlock, 0, stream, logits, vocab, temperature,
+                                                   folded, out)
+             : launch<tempered_write_kernel<false>>(grid, kRowBlock, 0, stream, logits, vocab, temperature,
+                                                    folded, out);
 }
 
 cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPaths& paths, float* out,
@@ -881,18 +1173,46 @@ cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPa
 }
 
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
-                       cudaStream_t stream) {
+                       void* workspace, cudaStream_t stream) {
   if (k < 1 || k > kMaxTopK || k > vocab) return cudaErrorInvalidValue;
   if (rows <= 0) return cudaSuccess;
-  return launch<top_k_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, k, tokens, probs);
+  if (rows > 65535 || !workspace) return cudaErrorInvalidValue;
+  const int groups = row_groups(vocab);
+  auto* lists = static_cast<TopKGroup*>(workspace);  // [rows, groups]
+  const dim3 grid(groups, rows);
+  if (const cudaError_t e =
+          rows_aligned(logits, vocab)
+              ? launch<top_k_groups_kernel<true>>(grid, kTopKWarps * 32, 0, stream, logits, vocab, k, lists)
+              : launch<top_k_groups_kernel<false>>(grid, kTopKWarps * 32, 0, stream, logits, vocab, k, lists))
+    return e;
+  const TopKGroup* merged = lists;
+  return launch<top_k_merge_kernel>(rows, 32, 0, stream, merged, groups, vocab, k, tokens, probs);
 }
 
-cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, const int32_t* to, int n_moves,
-                         int64_t row_bytes, cudaStream_t stream) {
-  if (row_bytes % 2 != 0) return cudaErrorInvalidValue;
-  if (n_moves <= 0) return cudaSuccess;
-  return launch<move_kv_rows_kernel>(1, kThreads, 0, stream, static_cast<uint16_t*>(k_cache),
-                                     static_cast<uint16_t*>(v_cache), from, to, n_moves, row_bytes / 2);
+cudaError_t move_kv_rows(void* const* caches, int n_caches, const int32_t* from, const int32_t* to,
+                         int n_moves, int64_t row_bytes, cudaStream_t stream) {
+  if (row_bytes <= 0 || row_bytes % 2 != 0 || n_caches < 0) return cudaErrorInvalidValue;
+  if (n_moves <= 0 || n_caches == 0) return cudaSuccess;
+  // The widest unit every cache and the row's length are aligned to.
+  uintptr_t align = static_cast<uintptr_t>(row_bytes);
+  for (int c = 0; c < n_caches; ++c) align |= reinterpret_cast<uintptr_t>(caches[c]);
+  const int unit = align % 16 == 0 ? 16 : align % 4 == 0 ? 4 : 2;
+  const int64_t row_units = row_bytes / unit;
+  for (int first = 0; first < n_caches; first += kMaxKvCaches) {
+    KvCacheList list;
+    list.n = std::min(kMaxKvCaches, n_caches - first);
+    for (int c = 0; c < kMaxKvCaches; ++c) list.caches[c] = c < list.n ? caches[first + c] : nullptr;
+    const int64_t threads = list.n * row_units;
+    const unsigned blocks = static_cast<unsigned>((threads + 255) / 256);
+    const cudaError_t e = unit == 16  ? launch<move_kv_rows_kernel<uint4>>(blocks, 256, 0, stream, list, from,
+                                                                          to, n_moves, row_units)
+                          : unit == 4 ? launch<move_kv_rows_kernel<uint32_t>>(blocks, 256, 0, stream, list,
+                                                                              from, to, n_moves, row_units)
+                                      : launch<move_kv_rows_kernel<uint16_t>>(blocks, 256, 0, stream, list,
+                                                                              from, to, n_moves, row_units);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {

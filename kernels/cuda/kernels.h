@@ -21,6 +21,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "attention_args.h"
@@ -56,20 +57,29 @@ cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out,
 cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float low, float high,
                          cudaStream_t stream);
 
+// The device memory tempered_rows and top_k_rows need beside their outputs for `rows` rows of
+// `vocab` (the partial results of each row's blocks, which a second kernel folds).
+size_t row_workspace_bytes(int rows, int vocab);
+
 // Probability rows at temperature T from logit rows (rows.h's law): T = 0 → one-hot at the
-// argmax (ties → the lower id); T > 0 → softmax(logits / T). logits, out [rows, vocab].
+// argmax (ties → the lower id); T > 0 → softmax(logits / T). logits, out [rows, vocab], rows ≤
+// 65 535; workspace ≥ row_workspace_bytes(rows, vocab), not shared with a launch running beside it.
+// Several blocks per row, their partials folded in a fixed order: the same bits in any block
+// order, and the same as processed_rows' step 4 (one block per row, the same folds).
 cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temperature, float* out,
-                          cudaStream_t stream);
+                          void* workspace, cudaStream_t stream);
 
 // The most tokens top_k_rows takes per row (a pool's top_k beyond it reads whole rows).
 constexpr int kMaxTopK = 32;
 
 // What a top-k pool reads of a draft row, without the row leaving the device: per row the k
 // largest logits' tokens (ties → the lower id) and their probabilities softmax(logits) (T = 1).
-// logits [rows, vocab]; tokens, probs [rows, k]; 1 ≤ k ≤ min(kMaxTopK, vocab). CPU reference:
-// top_k_of_logits (common/spec/rows.h).
+// logits [rows, vocab]; tokens, probs [rows, k]; 1 ≤ k ≤ min(kMaxTopK, vocab); rows and
+// workspace as tempered_rows'. Several blocks per row, each its part's best 32 (a warp-wide
+// bitonic sort and merge), merged by one warp per row. CPU reference: top_k_of_logits
+// (common/spec/rows.h).
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
-                       cudaStream_t stream);
+                       void* workspace, cudaStream_t stream);
 
 // One request's processed law (common/spec/sampling.h, steps 1–7) as processed_rows reads it:
 // its parameters, and its committed context C's statistics as short lists in device memory (a
@@ -107,11 +117,13 @@ struct RowPaths {
 cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPaths& paths, float* out,
                            cudaStream_t stream);
 
-// The KV commit: for m in order, slot to[m] of both caches takes slot from[m]'s row of
-// `row_bytes` bytes (n_kv_heads·head_dim elements). from, to [n_moves] in device memory. Moves
-// run in order (a later move may read a slot an earlier one wrote to, never the reverse: KvMove).
-cudaError_t move_kv_rows(void* k_cache, void* v_cache, const int32_t* from, const int32_t* to, int n_moves,
-                         int64_t row_bytes, cudaStream_t stream);
+// The KV commit: for m in order, slot to[m] of every cache takes slot from[m]'s row of
+// `row_bytes` bytes (n_kv_heads·head_dim elements; even). caches [n_caches]: a host array of
+// device pointers (every layer's K and V cache), read at the call, so one call, one launch per
+// 256 caches, commits all layers. from, to [n_moves] in device memory. Moves run in order (a
+// later move may read a slot an earlier one wrote to, never the reverse: KvMove).
+cudaError_t move_kv_rows(void* const* caches, int n_caches, const int32_t* from, const int32_t* to,
+                         int n_moves, int64_t row_bytes, cudaStream_t stream);
 
 // RoPE on q and k (after Qwen3's q/k norm when given), k and v into the caches.
 cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream);

@@ -12,12 +12,13 @@ int main(int argc, char**) {
   }
   TreeAttention a;
   RopeKvWrite w;
-  return embed_rows(nullptr, nullptr, 0, 0, nullptr, nullptr) | rms_norm(nullptr, nullptr, 0, 0, 0, nullptr, nullptr) |
-         silu_mul(nullptr, 0, 0, nullptr, nullptr) | add_in_place(nullptr, nullptr, 0, nullptr) |
-         add_bias_rows(nullptr, nullptr, 0, 0, nullptr) |
+  return embed_rows(nullptr, nullptr, 0, 0, nullptr, nullptr) |
+         rms_norm(nullptr, nullptr, 0, 0, 0, nullptr, nullptr) | silu_mul(nullptr, 0, 0, nullptr, nullptr) |
+         add_in_place(nullptr, nullptr, 0, nullptr) | add_bias_rows(nullptr, nullptr, 0, 0, nullptr) |
          convert_elements(nullptr, Elem::F32, 0, nullptr, Elem::BF16, nullptr) |
-         fill_uniform(nullptr, Elem::F32, 0, 0, 0, 1, nullptr) | tempered_rows(nullptr, 0, 0, 0, nullptr, nullptr) |
-         top_k_rows(nullptr, 0, 0, 1, nullptr, nullptr, nullptr) |
-         move_kv_rows(nullptr, nullptr, nullptr, nullptr, 0, 0, nullptr) | rope_kv_write(w, nullptr) |
+         fill_uniform(nullptr, Elem::F32, 0, 0, 0, 1, nullptr) |
+         tempered_rows(nullptr, 0, 0, 0, nullptr, nullptr, nullptr) |
+         top_k_rows(nullptr, 0, 0, 1, nullptr, nullptr, nullptr, nullptr) |
+         move_kv_rows(nullptr, 0, nullptr, nullptr, 0, 0, nullptr) | rope_kv_write(w, nullptr) |
          tree_attention(a, nullptr);
 }

@@ -121,7 +121,8 @@ TEST(CudaKernels, TemperedRowsFollowTheRowsLaw) {
     for (int r = 0; r < rows; ++r)
       probs_from_logits(logits.data() + r * vocab, vocab, t, want.data() + r * vocab);
     DeviceArray<float> dout(std::vector<float>(logits.size()));
-    CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, static_cast<float>(t), dout.ptr, nullptr));
+    DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+    CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, static_cast<float>(t), dout.ptr, work.ptr, nullptr));
     expect_near(dout.host(), want, 1e-6f);
   }
 }
@@ -141,7 +142,8 @@ TEST(CudaKernels, TemperedRowsOfARowWithoutAFiniteLogitAreOneHotOrUniformNotNan)
     for (int i = 0; i < vocab; ++i)
       ASSERT_FLOAT_EQ(want[i], t == 0.0 ? (i == 0 ? 1.0f : 0.0f) : 1.0f / vocab) << "the host's law, T " << t;
     DeviceArray<float> dout(std::vector<float>(logits.size()));
-    CUDA_OK(cuda::tempered_rows(dl.ptr, 2, vocab, static_cast<float>(t), dout.ptr, nullptr));
+    DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(2, vocab)));
+    CUDA_OK(cuda::tempered_rows(dl.ptr, 2, vocab, static_cast<float>(t), dout.ptr, work.ptr, nullptr));
     expect_near(dout.host(), want, 1e-6f);
   }
 }
@@ -160,7 +162,8 @@ TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
       DeviceArray<float> dl(logits);
       DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
       DeviceArray<float> dprobs(std::vector<float>(rows * k));
-      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, nullptr));
+      DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, work.ptr, nullptr));
       std::vector<int32_t> want_tokens(rows * k);
       std::vector<float> want_probs(rows * k);
       for (int r = 0; r < rows; ++r)
@@ -174,9 +177,124 @@ TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
   DeviceArray<float> one(std::vector<float>(10));
   DeviceArray<int32_t> t(std::vector<int32_t>(64));
   DeviceArray<float> p(std::vector<float>(64));
-  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 11, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue)
+  DeviceArray<char> w(std::vector<char>(cuda::row_workspace_bytes(1, 10)));
+  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 11, t.ptr, p.ptr, w.ptr, nullptr), cudaErrorInvalidValue)
       << "k > vocab";
-  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 0, t.ptr, p.ptr, nullptr), cudaErrorInvalidValue) << "k = 0";
+  EXPECT_EQ(cuda::top_k_rows(one.ptr, 1, 10, 0, t.ptr, p.ptr, w.ptr, nullptr), cudaErrorInvalidValue)
+      << "k = 0";
+}
+
+// Llama 3's vocabulary (128 256: a row is many blocks of tempered_rows, its last group partial)
+// for 1 and 64 rows: ties for the maximum across a group boundary (greedy takes the lower id),
+// −∞ entries, a row without a finite logit, a row whose whole first group is −∞, a row of equal
+// logits. The kernel sums in another order than the host, in float: within 1e-6 of its double.
+TEST(CudaKernels, TemperedRowsAtLlama3VocabFollowTheRowsLawFor1And64Rows) {
+  SKIP_WITHOUT_GPU();
+  const int vocab = 128256;
+  for (const int rows : {1, 64}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    auto logits = random_floats(static_cast<size_t>(rows) * vocab, 40 + rows, 3.0f);
+    for (const int i : {120000, 8192, 8191}) logits[i] = 50.0f;  // row 0: greedy takes 8191
+    for (int i = 0; i < vocab; i += 97) logits[i] = -INFINITY;   // row 0: −∞ entries
+    if (rows > 9) {
+      std::fill_n(&logits[5 * size_t{vocab}], vocab, -INFINITY);  // row 5: no finite logit
+      std::fill_n(&logits[7 * size_t{vocab}], 8192, -INFINITY);   // row 7: an empty first group
+      std::fill_n(&logits[9 * size_t{vocab}], vocab, 0.25f);      // row 9: all alike
+    }
+    DeviceArray<float> dl(logits);
+    DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+    for (const double t : {0.0, 0.7, 1.0}) {
+      if (rows == 64 && t == 1.0) continue;  // the CPU execution's time
+      SCOPED_TRACE("T " + std::to_string(t));
+      std::vector<float> want(logits.size());
+      for (int r = 0; r < rows; ++r)
+        probs_from_logits(&logits[static_cast<size_t>(r) * vocab], vocab, t,
+                          &want[static_cast<size_t>(r) * vocab]);
+      DeviceArray<float> dout(std::vector<float>(logits.size()));
+      CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, static_cast<float>(t), dout.ptr, work.ptr, nullptr));
+      const std::vector<float> got = dout.host();
+      if (t == 0.0) {
+        ASSERT_EQ(got, want) << "one-hot rows are exact";
+      } else {
+        expect_near(got, want, 1e-6f);
+      }
+    }
+  }
+}
+
+// Rows that cannot be read in 16-byte units (a vocabulary not a multiple of 4, or a row start
+// off 16 bytes) take the scalar loads, with the same entries per lane and the same folds: the
+// same bits as the aligned rows.
+TEST(CudaKernels, TemperedRowsOfUnalignedRowsEqualAlignedRowsToTheBit) {
+  SKIP_WITHOUT_GPU();
+  const int rows = 3, vocab = 20000;
+  const auto logits = random_floats(static_cast<size_t>(rows) * vocab, 50, 3.0f);
+  std::vector<float> shifted(logits.size() + 1);
+  std::copy(logits.begin(), logits.end(), shifted.begin() + 1);
+  DeviceArray<float> dl(logits), dshifted(shifted);
+  DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+  for (const double t : {0.0, 0.7}) {
+    DeviceArray<float> aligned(std::vector<float>(logits.size())),
+        unaligned(std::vector<float>(logits.size() + 1));
+    CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, static_cast<float>(t), aligned.ptr, work.ptr, nullptr));
+    CUDA_OK(cuda::tempered_rows(dshifted.ptr + 1, rows, vocab, static_cast<float>(t), unaligned.ptr + 1,
+                                work.ptr, nullptr));
+    const std::vector<float> a = aligned.host(), u = unaligned.host();
+    ASSERT_TRUE(std::equal(a.begin(), a.end(), u.begin() + 1)) << "T " << t;
+  }
+  // A vocabulary that is no multiple of 4: against the host's law.
+  const int odd = 8195;
+  const auto odd_logits = random_floats(static_cast<size_t>(2) * odd, 51, 3.0f);
+  std::vector<float> want(odd_logits.size());
+  for (int r = 0; r < 2; ++r)
+    probs_from_logits(&odd_logits[size_t(r) * odd], odd, 0.7, &want[size_t(r) * odd]);
+  DeviceArray<float> dodd(odd_logits), dout(std::vector<float>(odd_logits.size()));
+  DeviceArray<char> odd_work(std::vector<char>(cuda::row_workspace_bytes(2, odd)));
+  CUDA_OK(cuda::tempered_rows(dodd.ptr, 2, odd, 0.7f, dout.ptr, odd_work.ptr, nullptr));
+  expect_near(dout.host(), want, 1e-6f);
+}
+
+// Top k at Llama 3's vocabulary for 1 and 64 rows, k up to kMaxTopK: ties (more tied leaders
+// than k, across chunk and group boundaries: the lower ids), −∞ entries, a row of equal logits
+// (tokens 0..k−1), a row with fewer finite logits than k (then −∞ ones by id), leaders in the
+// last, partial group. Tokens and their order exact; probabilities from float sums in another
+// order than the host's double ones: relative 1e-4.
+TEST(CudaKernels, TopKRowsAtLlama3VocabMatchTheHostFor1And64RowsWithTiesAndMinusInf) {
+  SKIP_WITHOUT_GPU();
+  const int vocab = 128256;
+  for (const int rows : {1, 64})
+    for (const int k : {1, 7, cuda::kMaxTopK}) {
+      if (rows == 64 && k != cuda::kMaxTopK) continue;  // the CPU execution's time
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", k " + std::to_string(k));
+      auto logits = random_floats(static_cast<size_t>(rows) * vocab, 60 + k, 4.0f);
+      for (int i = 0; i < vocab; i += 5) logits[i] = -INFINITY;  // row 0: −∞ entries
+      const int tied[] = {128255, 8193,   8191,   257, 255, 129, 127, 1,  16384, 40000, 40001, 40002,
+                          90000,  122880, 122879, 3,   7,   11,  13,  17, 19,    23,    29,    31,
+                          33,     37,     41,     43,  47,  53,  59,  61, 67,    71,    73,    79};
+      for (const int i : tied) logits[i] = 30.0f;  // row 0: more tied leaders than kMaxTopK
+      if (rows > 3) {
+        std::fill_n(&logits[1 * size_t{vocab}], vocab, 0.5f);  // row 1: all alike
+        std::fill_n(&logits[2 * size_t{vocab}], vocab, -INFINITY);
+        for (const int i : {100000, 5, 70000})
+          logits[2 * size_t{vocab} + i] = float(i % 7);  // row 2: three finite
+        for (int j = 0; j < 40; ++j)
+          logits[3 * size_t{vocab} + 122900 + 31 * j] = 20.0f + j;  // row 3: the last group
+      }
+      DeviceArray<float> dl(logits);
+      DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
+      DeviceArray<float> dprobs(std::vector<float>(rows * k));
+      DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, work.ptr, nullptr));
+      std::vector<int32_t> want_tokens(rows * k);
+      std::vector<float> want_probs(rows * k);
+      for (int r = 0; r < rows; ++r)
+        top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, &want_tokens[r * k],
+                        &want_probs[r * k]);
+      ASSERT_EQ(dtokens.host(), want_tokens);
+      const std::vector<float> got = dprobs.host();
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want_probs[i], 1e-4f * want_probs[i] + 1e-9f) << "entry " << i;
+    }
 }
 
 // One law of a processed_rows case: a request's parameters and committed context.
@@ -218,6 +336,33 @@ std::vector<float> processed_on_device(const cuda::RowPathsStaging& staging, con
   DeviceArray<float> dout{std::vector<float>(static_cast<size_t>(rows) * vocab)};
   check(cuda::processed_rows(dl.ptr, rows, vocab, paths, dout.ptr, nullptr), "processed_rows");
   return dout.host();
+}
+
+// processed_rows' step 4 alone (the default law) takes tempered_rows' decomposition of a row and
+// folds it in the same order with one block: the backend's tempered-only rows of a processed
+// pass are forward_kept's to the bit.
+TEST(CudaKernels, ProcessedRowsWithOnlyATemperatureAreTemperedRowsToTheBit) {
+  SKIP_WITHOUT_GPU();
+  const int rows = 2;
+  for (const int vocab : {300, 20000}) {
+    auto logits = random_floats(static_cast<size_t>(rows) * vocab, 70, 3.0f);
+    logits[vocab + 3] = -INFINITY;
+    DeviceArray<float> dl(logits);
+    DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+    for (const float t : {0.0f, 0.7f, 1.0f}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + ", T " + std::to_string(t));
+      cuda::RowPathsStaging staging;
+      cuda::RowLawLists lists;
+      lists.law.temperature = t;
+      staging.add_law(lists);
+      for (int r = 0; r < rows; ++r) staging.add_row(0, nullptr, 0);
+      const std::vector<float> processed = processed_on_device(staging, logits, rows, vocab);
+      DeviceArray<float> dout(std::vector<float>(logits.size()));
+      CUDA_OK(cuda::tempered_rows(dl.ptr, rows, vocab, t, dout.ptr, work.ptr, nullptr));
+      const std::vector<float> tempered = dout.host();
+      ASSERT_EQ(std::memcmp(processed.data(), tempered.data(), tempered.size() * 4), 0);
+    }
+  }
 }
 
 // processed_rows against process_logits, row by row: each row its own law and path (repeats on
@@ -309,10 +454,50 @@ TEST(CudaKernels, MoveKvRowsMatchesTheReference) {
   const std::vector<int32_t> from = {40, 41, 44, 50}, to = {30, 40, 41, 42};
   DeviceArray<float> dk(k), dv(v);
   DeviceArray<int32_t> dfrom(from), dto(to);
-  CUDA_OK(cuda::move_kv_rows(dk.ptr, dv.ptr, dfrom.ptr, dto.ptr, 4, row_floats * sizeof(float), nullptr));
+  void* caches[] = {dk.ptr, dv.ptr};
+  CUDA_OK(cuda::move_kv_rows(caches, 2, dfrom.ptr, dto.ptr, 4, row_floats * sizeof(float), nullptr));
   cuda::reference_move_kv_rows(k.data(), v.data(), from.data(), to.data(), 4, row_floats);
   expect_near(dk.host(), k, 0.0f);
   expect_near(dv.host(), v, 0.0f);
+}
+
+// Every layer's K and V in one call: many caches (more than one launch's 256 too), random moves
+// whose later ones read slots earlier ones wrote (more than a run of loads ahead), and rows in
+// 16-, 4- and 2-byte units (a row of 3 bf16 elements; caches off 16-byte alignment). Copies:
+// exact, against the moves done one after another on the host.
+TEST(CudaKernels, MoveKvRowsOfEveryCacheInOneCallMatchMovesInOrder) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int caches, row_bytes, offset_bytes;  // offset: each cache's start past a 16-byte boundary
+  };
+  for (const Case c : {Case{10, 1024, 0}, Case{6, 36, 4}, Case{4, 6, 2}, Case{300, 16, 0}}) {
+    SCOPED_TRACE("caches " + std::to_string(c.caches) + ", row bytes " + std::to_string(c.row_bytes));
+    const int slots = 48, n_moves = 30;
+    const size_t cache_bytes = size_t(slots) * c.row_bytes, stride = (cache_bytes + 15) / 16 * 16 + 16;
+    std::mt19937 rng(c.caches * 131 + c.row_bytes);
+    std::vector<uint8_t> host(stride * c.caches);
+    for (uint8_t& b : host) b = static_cast<uint8_t>(rng());
+    std::vector<int32_t> from(n_moves), to(n_moves);
+    for (int m = 0; m < n_moves; ++m) {
+      from[m] = static_cast<int32_t>(rng() % slots);
+      to[m] = m > 0 && m % 3 == 0 ? from[m - 1] : static_cast<int32_t>(rng() % slots);  // chains
+      if (m % 4 == 1) from[m] = to[m - 1];  // reads what the previous move wrote
+    }
+    DeviceArray<uint8_t> dcaches(host);
+    DeviceArray<int32_t> dfrom(from), dto(to);
+    std::vector<void*> caches(c.caches);
+    for (int i = 0; i < c.caches; ++i) caches[i] = dcaches.ptr + i * stride + c.offset_bytes;
+    CUDA_OK(cuda::move_kv_rows(caches.data(), c.caches, dfrom.ptr, dto.ptr, n_moves, c.row_bytes, nullptr));
+    for (int i = 0; i < c.caches; ++i)
+      for (int m = 0; m < n_moves; ++m)
+        std::memmove(&host[i * stride + c.offset_bytes + size_t(to[m]) * c.row_bytes],
+                     &host[i * stride + c.offset_bytes + size_t(from[m]) * c.row_bytes], c.row_bytes);
+    ASSERT_EQ(dcaches.host(), host);
+  }
+  DeviceArray<uint8_t> one(std::vector<uint8_t>(64));
+  void* caches[] = {one.ptr};
+  EXPECT_EQ(cuda::move_kv_rows(caches, 1, nullptr, nullptr, 1, 3, nullptr), cudaErrorInvalidValue)
+      << "odd row";
 }
 
 // Qwen3's q/k norm on and off; positions far apart and slots out of order.
