@@ -2,9 +2,13 @@
 // a config on a ModelRuntime (one request, the daemon at max_batch 1; helper threads from
 // [target] idle_drafter_threads), holding --context tokens:
 //   floor        the weights' bytes over the machine's read rate (a sum over a buffer far larger
-//                than the last-level cache, with the pass's threads, best of five)
-//   1 row        a one-token pass (the root pass): its time against the floor
-//   n rows       a tree pass of n nodes (a root and a chain below it) against the 1-row pass
+//                than the last-level cache, best of five) with one thread and with all the
+//                target's threads
+//   1 row        a one-token pass: the root pass (one thread: the drafter drafts on the other
+//                core) against the one-thread floor, and the plain pass of `ar` (all threads)
+//                against the all-thread floor
+//   n rows       a tree pass of n nodes (a root and a chain below it, all threads) against the
+//                1-row root pass
 // With --compare-to FOLDER (the model a padded one was grown from: rootspec-make-model
 // --pad-from), the largest difference between the two models' logits over the context.
 //   build/bench/model/rootspec-row-cost [--config configs/small-cpu-membound.toml] [--rows 1,9,17,33,65]
@@ -106,23 +110,24 @@ int main(int argc, char** argv) {
   const size_t sweep = std::max<size_t>(size_t{1} << 30, static_cast<size_t>(2 * weights));
   std::printf("target %s (%s), %.1f MB of weights, context %d, %d thread(s) a pass\n", config.target.model.c_str(),
               rt.backend_name(), weights / 1e6, context, threads);
-  double best_rate = 0;
+  std::vector<double> floor_ms;  // [threads + 1]: the floor with t threads at [t]
+  floor_ms.push_back(0);
   for (int t = 1; t <= threads; ++t) {
     const double rate = read_rate(sweep, t);
-    best_rate = std::max(best_rate, rate);
-    std::printf("read rate, %d thread(s): %.2f GB/s\n", t, rate / 1e9);
+    floor_ms.push_back(weights / rate * 1e3);
+    std::printf("read rate, %d thread(s): %.2f GB/s: memory floor %.3f ms\n", t, rate / 1e9, floor_ms.back());
   }
-  const double floor_ms = weights / best_rate * 1e3;
 
-  // A root and a chain of n − 1 nodes below it: n rows.
-  auto pass_ms = [&](int n) {
+  // A root and a chain of n − 1 nodes below it: n rows (n = 1: a one-token pass of `kind`).
+  auto pass_ms = [&](int n, PassKind kind) {
     std::vector<double> ms;
     std::vector<int32_t> tokens(n), parents(n);
     for (int i = 0; i < n; ++i) tokens[i] = (i * 13 + 5) % rt.vocab_size(), parents[i] = i - 1;
     for (int r = 0; r < repeats + 2; ++r) {
+      rt.prepare(kind);
       const double t0 = now_ms();
       if (n == 1)
-        rt.root_pass(tokens[0]);
+        rt.root_pass(tokens[0], kind);
       else
         rt.tree_pass(tokens, parents);
       const double t = now_ms() - t0;
@@ -131,12 +136,14 @@ int main(int argc, char** argv) {
     }
     return median(ms);
   };
-  const double one = pass_ms(1);
-  std::printf("memory floor (weights / best read rate): %.3f ms\n", floor_ms);
-  std::printf("1-row pass: %.3f ms, floor / pass = %.2f (memory-bound share)\n", one, floor_ms / one);
+  const double one = pass_ms(1, PassKind::Root), plain = pass_ms(1, PassKind::Plain);
+  std::printf("1-row root pass (1 thread): %.3f ms, floor / pass = %.2f (memory-bound share)\n", one,
+              floor_ms[1] / one);
+  std::printf("1-row plain pass (%d threads): %.3f ms, floor / pass = %.2f\n", threads, plain,
+              floor_ms[threads] / plain);
   std::printf("%-6s %12s %14s\n", "rows", "pass ms", "÷ 1-row pass");
   for (int n : rows) {
-    const double t = n == 1 ? one : pass_ms(n);
+    const double t = n == 1 ? one : pass_ms(n, PassKind::Tree);
     std::printf("%-6d %12.3f %14.2f\n", n, t, t / one);
   }
 
