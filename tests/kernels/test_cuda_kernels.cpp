@@ -150,6 +150,24 @@ TEST(CudaKernels, TemperedRowsOfARowWithoutAFiniteLogitAreOneHotOrUniformNotNan)
 
 // Ties (equal logits: the lower id first), k at both ends of its range, a vocabulary of
 // Llama 3's size and one smaller than a block's stride pattern.
+
+// top_k_rows over `logits` [rows, vocab] against the host's top_k_of_logits row by row: the same
+// tokens in the same order, probabilities within float sums' rounding.
+void expect_top_k_rows_match_host(const std::vector<float>& logits, int rows, int vocab, int k) {
+  DeviceArray<float> dl(logits);
+  DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
+  DeviceArray<float> dprobs(std::vector<float>(rows * k));
+  DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
+  CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, work.ptr, nullptr));
+  std::vector<int32_t> want_tokens(rows * k);
+  std::vector<float> want_probs(rows * k);
+  for (int r = 0; r < rows; ++r)
+    top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, &want_tokens[r * k], &want_probs[r * k]);
+  ASSERT_EQ(dtokens.host(), want_tokens);
+  const std::vector<float> got = dprobs.host();
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want_probs[i], 1e-4f * want_probs[i] + 1e-9f) << "entry " << i;
+}
 TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
   SKIP_WITHOUT_GPU();
   for (const int vocab : {300, 128256})
@@ -159,20 +177,7 @@ TEST(CudaKernels, TopKRowsMatchTheHostTopKOfLogits) {
       auto logits = random_floats(static_cast<size_t>(rows) * vocab, 30 + k, 4.0f);
       for (int j = 0; j < 6; ++j) logits[vocab + 37 * j + 3] = 9.0f;  // row 1: six tied leaders
       logits[2 * vocab + vocab - 1] = logits[2 * vocab] = 12.0f;      // row 2: a tie at both ends
-      DeviceArray<float> dl(logits);
-      DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
-      DeviceArray<float> dprobs(std::vector<float>(rows * k));
-      DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
-      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, work.ptr, nullptr));
-      std::vector<int32_t> want_tokens(rows * k);
-      std::vector<float> want_probs(rows * k);
-      for (int r = 0; r < rows; ++r)
-        top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, &want_tokens[r * k],
-                        &want_probs[r * k]);
-      EXPECT_EQ(dtokens.host(), want_tokens);
-      const std::vector<float> got = dprobs.host();
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_NEAR(got[i], want_probs[i], 1e-4f * want_probs[i] + 1e-9f) << "entry " << i;  // float sums
+      expect_top_k_rows_match_host(logits, rows, vocab, k);
     }
   DeviceArray<float> one(std::vector<float>(10));
   DeviceArray<int32_t> t(std::vector<int32_t>(64));
@@ -280,20 +285,7 @@ TEST(CudaKernels, TopKRowsAtLlama3VocabMatchTheHostFor1And64RowsWithTiesAndMinus
         for (int j = 0; j < 40; ++j)
           logits[3 * size_t{vocab} + 122900 + 31 * j] = 20.0f + j;  // row 3: the last group
       }
-      DeviceArray<float> dl(logits);
-      DeviceArray<int32_t> dtokens(std::vector<int32_t>(rows * k, -1));
-      DeviceArray<float> dprobs(std::vector<float>(rows * k));
-      DeviceArray<char> work(std::vector<char>(cuda::row_workspace_bytes(rows, vocab)));
-      CUDA_OK(cuda::top_k_rows(dl.ptr, rows, vocab, k, dtokens.ptr, dprobs.ptr, work.ptr, nullptr));
-      std::vector<int32_t> want_tokens(rows * k);
-      std::vector<float> want_probs(rows * k);
-      for (int r = 0; r < rows; ++r)
-        top_k_of_logits(&logits[static_cast<size_t>(r) * vocab], vocab, k, &want_tokens[r * k],
-                        &want_probs[r * k]);
-      ASSERT_EQ(dtokens.host(), want_tokens);
-      const std::vector<float> got = dprobs.host();
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_NEAR(got[i], want_probs[i], 1e-4f * want_probs[i] + 1e-9f) << "entry " << i;
+      expect_top_k_rows_match_host(logits, rows, vocab, k);
     }
 }
 
