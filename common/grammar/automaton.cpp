@@ -296,6 +296,7 @@ class Builder {
     }
     set.assign(work.begin(), work.end());
     while (!work.empty()) {
+      clock_.check();  // a closure can hold every state of a long repetition: the limit holds within it
       const int x = work.back();
       work.pop_back();
       for (int y : nfa.st[x].eps) {
