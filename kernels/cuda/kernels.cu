@@ -10,23 +10,30 @@
 #include <type_traits>
 #include <utility>
 
+#include "async_copy.h"
 #include "kernels.h"
 #include "launch.h"
 #include "mma.h"
 #include "shared_memory.h"
 #include "tree_index.h"
 
-// Full unrolling where a loop indexes a register array (nvcc; the CPU build has no use for it).
+// Full unrolling where a loop indexes a register array; a bounded one where full unrolling would
+// hold a whole loop's loads in registers (nvcc; the CPU build has no use for either).
 #if defined(__CUDACC__)
 #define ROOTSPEC_UNROLL _Pragma("unroll")
+#define ROOTSPEC_UNROLL_4 _Pragma("unroll 4")
 #else
 #define ROOTSPEC_UNROLL
+#define ROOTSPEC_UNROLL_4
 #endif
 
 namespace rootspec::cuda {
 namespace {
 
-constexpr int kThreads = 128;  // threads per block of every kernel here (four warps)
+constexpr int kThreads = 128;  // threads per block of the element and row-by-row kernels (four warps)
+// Their launch bounds (launch.h): eight blocks of kThreads an SM, 64 registers a thread, which
+// each of them fits without a spill.
+constexpr KernelBounds kSmallBlock{kThreads, 8};
 constexpr int kMaxHeadDim = 256;
 
 // Element conversions: every kernel computes in float and stores the pass's element type.
@@ -98,14 +105,16 @@ __device__ float block_max(float v, float* scratch) {
 }
 
 template <typename T>
-__global__ void embed_rows_kernel(const int32_t* tokens, const T* table, int hidden, float* x) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    embed_rows_kernel(const int32_t* tokens, const T* table, int hidden, float* x) {
   const T* row = table + static_cast<int64_t>(tokens[blockIdx.x]) * hidden;
   float* o = x + static_cast<int64_t>(blockIdx.x) * hidden;
   for (int i = threadIdx.x; i < hidden; i += kThreads) o[i] = to_float(row[i]);
 }
 
 template <typename T>
-__global__ void rms_norm_kernel(const float* x, const float* weight, float eps, int n, T* out) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    rms_norm_kernel(const float* x, const float* weight, float eps, int n, T* out) {
   __shared__ float scratch[kThreads / 32];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
   float sq = 0;
@@ -116,7 +125,8 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, float eps, 
 }
 
 template <typename T>
-__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int inter, T* out) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    silu_mul_kernel(const float* gate_up, int64_t rows, int inter, T* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= rows * inter) return;
   const int64_t r = i / inter, c = i % inter;
@@ -124,18 +134,19 @@ __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int inter, T
   out[i] = from_float<T>(g / (1.0f + __expf(-g)) * u);
 }
 
-__global__ void add_kernel(float* x, const float* y, int64_t n) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock) add_kernel(float* x, const float* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i < n) x[i] += y[i];
 }
 
-__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int n) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    add_bias_kernel(float* x, const float* bias, int64_t rows, int n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i < rows * n) x[i] += bias[i % n];
 }
 
 template <typename In, typename Out>
-__global__ void convert_kernel(const In* in, int64_t n, Out* out) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock) convert_kernel(const In* in, int64_t n, Out* out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i < n) out[i] = from_float<Out>(to_float(in[i]));
 }
@@ -150,7 +161,8 @@ __device__ inline uint64_t splitmix64(uint64_t z) {
 }
 
 template <typename T>
-__global__ void fill_uniform_kernel(T* out, int64_t n, uint64_t seed, float low, float high) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    fill_uniform_kernel(T* out, int64_t n, uint64_t seed, float low, float high) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
   const float u =
@@ -288,11 +300,12 @@ __device__ void temper_row(const float* row, int vocab, float temperature, float
 }
 
 constexpr int kRowBlock = kGroupChunks * 32;  // threads of a block of the row kernels: a warp per chunk
+constexpr KernelBounds kRowBounds{kRowBlock, 1};  // 64 registers a thread
 
 // tempered_rows, first pass: block (g, r) writes group g of row r's partial; partials
 // [rows, groups].
 template <bool Vec>
-__global__ void __launch_bounds__(kRowBlock)
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kRowBounds)
     tempered_partials_kernel(const float* logits, int vocab, float temperature, RowPartial* partials) {
   __shared__ RowPartial chunks[kGroupChunks];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, groups = gridDim.x;
@@ -309,7 +322,7 @@ __global__ void __launch_bounds__(kRowBlock)
 // tempered_rows, second pass: every block folds its row's partials in group order (the same
 // value in each), then writes its group of the row.
 template <bool Vec>
-__global__ void __launch_bounds__(kRowBlock)
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kRowBounds)
     tempered_write_kernel(const float* logits, int vocab, float temperature, const RowPartial* partials,
                           float* out) {
   const int warp = threadIdx.x / 32, groups = gridDim.x;
@@ -392,6 +405,10 @@ struct TopKGroup {
 
 static_assert(kMaxTopK <= 32, "a row's top k is one warp's list, an entry a lane");
 constexpr int kTopKWarps = 8;  // a block's warps; each takes kGroupChunks / kTopKWarps chunks of the group
+// Two blocks an SM, 128 registers a thread: a lane keeps its 32 entries in registers.
+constexpr KernelBounds kTopKBounds{kTopKWarps * 32, 2};
+// The merge: a warp a row, 16 blocks an SM.
+constexpr KernelBounds kTopKMergeBounds{32, 16};
 
 // top_k_rows, first pass: block (g, r) takes group g of row r, each warp kGroupChunks /
 // kTopKWarps chunks (32 entries a lane, in registers). The k-th best of the lanes' maxima
@@ -399,7 +416,7 @@ constexpr int kTopKWarps = 8;  // a block's warps; each takes kGroupChunks / kTo
 // at most k lanes); rounds of one candidate per lane are sorted and merged into the warp's list,
 // dropping candidates the list's k-th now beats. The block merges its warps' lists pairwise.
 template <bool Vec>
-__global__ void __launch_bounds__(kTopKWarps * 32)
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kTopKBounds)
     top_k_groups_kernel(const float* logits, int vocab, int k, TopKGroup* groups_out) {
   __shared__ TopEntry lists[kTopKWarps][32];
   __shared__ RowPartial warp_partials[kTopKWarps];
@@ -473,8 +490,9 @@ __global__ void __launch_bounds__(kTopKWarps * 32)
 
 // top_k_rows, second pass: one warp per row merges its groups' lists and folds their partials
 // in group order.
-__global__ void top_k_merge_kernel(const TopKGroup* groups_in, int groups, int vocab, int k, int32_t* tokens,
-                                   float* probs) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kTopKMergeBounds)
+    top_k_merge_kernel(const TopKGroup* groups_in, int groups, int vocab, int k, int32_t* tokens,
+                       float* probs) {
   const int lane = threadIdx.x;
   const TopKGroup* g = groups_in + static_cast<int64_t>(blockIdx.x) * groups;
   TopEntry list{g[0].v[lane], g[0].id[lane]};
@@ -600,7 +618,8 @@ __device__ bool zero_below(float* p, int vocab, float v, double* scratch) {
   return block_sum_double(cut, scratch) > 0;
 }
 
-__global__ void processed_rows_kernel(const float* logits, int vocab, RowPaths paths, float* out) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock)
+    processed_rows_kernel(const float* logits, int vocab, RowPaths paths, float* out) {
   __shared__ float scratch[kThreads / 32];
   __shared__ RowPartial partials[kGroupChunks + 1];
   __shared__ double sums[kThreads];
@@ -700,9 +719,11 @@ struct KvCacheList {
   int n;
 };
 
+constexpr KernelBounds kMoveBounds{256, 2};  // 128 registers a thread
 template <typename U>
-__global__ void move_kv_rows_kernel(KvCacheList list, const int32_t* from, const int32_t* to, int n_moves,
-                                    int64_t row_units) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kMoveBounds)
+    move_kv_rows_kernel(KvCacheList list, const int32_t* from, const int32_t* to, int n_moves,
+                        int64_t row_units) {
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= list.n * row_units) return;
   U* cache = static_cast<U*>(list.caches[g / row_units]);
@@ -725,7 +746,7 @@ __global__ void move_kv_rows_kernel(KvCacheList list, const int32_t* from, const
 // One block per (row, head of q, k or v): the head into shared memory (normalised when its
 // norm is given), then rotated into q_out or the K cache; v heads are copied to the V cache.
 template <typename T>
-__global__ void rope_kv_write_kernel(RopeKvWrite a) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock) rope_kv_write_kernel(RopeKvWrite a) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float x[kMaxHeadDim];
   const int r = blockIdx.x, h = blockIdx.y, d = a.head_dim, half = d / 2;
@@ -765,7 +786,7 @@ __global__ void rope_kv_write_kernel(RopeKvWrite a) {
 // bounds come from a.sequences in device memory. One split writes the row's output; several write partial
 // sums that merge_splits_kernel combines.
 template <typename T>
-__global__ void tree_attention_kernel(TreeAttention a) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock) tree_attention_kernel(TreeAttention a) {
   __shared__ float scratch[kThreads / 32];
   __shared__ float q[kMaxHeadDim];
   __shared__ float p[kThreads];
@@ -808,6 +829,9 @@ __global__ void tree_attention_kernel(TreeAttention a) {
       const int i = threadIdx.x + j * kThreads;
       if (i >= d) break;
       float x = acc[j] * rescale;
+      // Unrolled by 4, not 128: sm_80's ptxas otherwise holds the chunk's loads in more than 255
+      // registers and spills.
+      ROOTSPEC_UNROLL_4
       for (int t = 0; t < kThreads; ++t)
         if (p[t] != 0.0f) x += p[t] * to_float(v_cache[kv_index(key[t], kvh, i, a.n_kv_heads, d)]);
       acc[j] = x;
@@ -836,7 +860,7 @@ __global__ void tree_attention_kernel(TreeAttention a) {
 // Merges the splits of one (row, head): out = Σ_z acc_z e^{m_z − M} / Σ_z sum_z e^{m_z − M}
 // over the splits that saw a key (m_z > −FLT_MAX), M their maximum.
 template <typename T>
-__global__ void merge_splits_kernel(TreeAttention a) {
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kSmallBlock) merge_splits_kernel(TreeAttention a) {
   const int d = a.head_dim;
   const int64_t head_row = static_cast<int64_t>(blockIdx.x) * a.n_heads + blockIdx.y;
   const float* part = a.partial + head_row * a.splits * (d + 2);  // [splits, head_dim + 2]
@@ -864,27 +888,47 @@ __global__ void merge_splits_kernel(TreeAttention a) {
 // packed row m = (row − first_row) · G + g for query head kvh · G + g (G = n_heads /
 // n_kv_heads), so Llama-3-8B's 64-row tree gives 256 rows; warp w of the block owns 16 of them.
 // Which sequence and packed rows a block serves is read from the sequences table in device
-// memory (locate_row_block), so the grid is fixed per graph (row_block_bound) whatever the mix. A block has
-// at most kMaxWarps warps: at head_dim 128 ptxas gives the kernel 167 registers a thread (sm_90), so a block
-// of 16 warps would ask an SM for more than its 64 K registers and the launch would fail; 256 packed rows are
-// two blocks that read the same K/V tiles (the second mostly from L2). The block walks its keys in tiles of
-// kKeyTile: each tile's K and V are loaded once into shared memory with 128-bit loads and serve
-// every warp. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16 products
-// (mma.h) in the cache's type with float32 accumulation; the softmax is FlashAttention-2's online
-// one, per packed row (its maximum and sum kept by the four lanes that share the row). Tiles of
-// the committed prefix read no mask word (every real row sees the prefix); only tiles over the
-// tree's slots apply the rows' ancestor bits. Padded rows (row ≥ rows, which see only their own
-// slot) get their slot's V. One split writes the output; several write partial sums for
-// merge_splits_kernel, as the simple kernel does.
-constexpr int kKeyTile = 64;
+// memory (locate_row_block), so the grid is fixed per graph (row_block_bound) whatever the mix.
+// A block has at most kMaxWarps warps: at head_dim 128 ptxas gives the kernel well over 128
+// registers a thread (tests/kernels/register_budget.py prints the count), so a block of 16 warps
+// would ask an SM for more than its 64 K registers and the launch would fail; 256 packed rows are
+// two blocks that read the same K/V tiles (the second mostly from L2).
+//
+// The block walks its keys in tiles of kKeyTile<HD> keys, each tile's K and V copied once into
+// shared memory (cp.async, async_copy.h) to serve every warp, in two stages: the next tile's
+// copy is in flight while the warps compute on this one, so a block keeps a tile of loads
+// outstanding instead of waiting for each. Fragments come from the tiles by ldmatrix (mma.h):
+// K's as stored, V's transposed. A warp's scores S = Q·Kᵀ and its output O += P·V are m16n8k16
+// products (mma.h) in the cache's type with float32 accumulation; the softmax is
+// FlashAttention-2's online one, per packed row (its maximum and sum kept by the four lanes that
+// share the row). Tiles of the committed prefix read no mask word (every real row sees the
+// prefix); only tiles over the tree's slots apply the rows' ancestor bits. Padded rows (row ≥
+// rows, which see only their own slot) get their slot's V. One split writes the output; several
+// write partial sums for merge_splits_kernel, as the simple kernel does.
+// Keys a tile: 64 at head_dim 64, 32 at 128, so that two stages of K and V tiles fit the default
+// 48 KB of shared memory (below) and S's fragments stay few registers.
+template <int HD>
+constexpr int kKeyTile = HD <= 64 ? 64 : 32;
+// Splits begin and end on multiples of it (split_keys); kAttentionKeyTile (attention_splits.h),
+// by which the host sizes them, is the same number.
+constexpr int kSplitQuantum = 64;
+static_assert(kSplitQuantum % kKeyTile<64> == 0 && kSplitQuantum % kKeyTile<128> == 0,
+              "a split is whole tiles");
 constexpr int kMaxWarps = 8;                  // a block's warps: 128 packed rows
+// One block an SM: a warp's output fragments (16 rows × head_dim) and softmax state stay in
+// registers, up to 255 a thread (at head_dim 64, 128 registers made ptxas spill).
+template <int HD>
+constexpr KernelBounds kMmaBounds{kMaxWarps * 32, 1};
 constexpr int kMaxGroup = 8;                  // query heads per KV head
 // A key's row in shared memory, in elements: its head_dim padded by 8 (16 bytes), which moves
 // each row 4 banks on, so that the 128-bit tile loads and the fragment reads of 8 rows fall in
-// distinct banks. Sized by the kernel's own head_dim, the K and V tiles of a block take
-// 2 · kKeyTile · (HD + 8) · 2 bytes: within the default 48 KB for head_dim 64 and 128.
+// distinct banks, and keeps every row 16-byte aligned for cp.async and ldmatrix. Two stages of K
+// and V tiles take 2 · 2 · kKeyTile<HD> · (HD + 8) · 2 bytes: 36 864 at head_dim 64, 34 816 at 128,
+// within the default 48 KB.
 template <int HD>
 constexpr int kTileStride = HD + 8;
+template <int HD>
+constexpr int kStageElements = 2 * kKeyTile<HD>* kTileStride<HD>;  // a stage: K's tile, then V's
 
 template <typename T>
 __device__ inline uint32_t pack_pair(float lo, float hi) {
@@ -898,18 +942,11 @@ __device__ inline uint32_t pack_pair(float lo, float hi) {
   return static_cast<uint32_t>(lb) | (static_cast<uint32_t>(hb) << 16);
 }
 
-// Two cache elements (16-bit) side by side in shared memory, as one register.
-__device__ inline uint32_t pair_at(const uint16_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 16);
-}
-__device__ inline uint32_t pair_of(uint16_t lo, uint16_t hi) {
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-}
-
 template <typename T, int HD>
-__global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(TreeAttention a) {
-  uint16_t* k_tile = reinterpret_cast<uint16_t*>(dynamic_shared_memory());  // [kKeyTile][kTileStride<HD>]
-  uint16_t* v_tile = k_tile + kKeyTile * kTileStride<HD>;                       // [kKeyTile][kTileStride<HD>]
+__global__ void ROOTSPEC_LAUNCH_BOUNDS(kMmaBounds<HD>) tree_attention_mma_kernel(TreeAttention a) {
+  // [2 stages][K, V][kKeyTile<HD>][kTileStride<HD>]
+  uint16_t* const tiles = reinterpret_cast<uint16_t*>(dynamic_shared_memory());
+  constexpr int kTile = kKeyTile<HD>;
   constexpr int kBlocksK = HD / 16;  // 16-wide blocks of the head dimension (Q·Kᵀ's k)
   constexpr int kTilesD = HD / 8;    // 8-wide tiles of the head dimension (P·V's n)
   const int kvh = blockIdx.x, split = blockIdx.y;
@@ -924,7 +961,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
     const SequenceKv seq = sequence_kv(a.sequences, sequence);
     const int tree_begin = seq.kv_base + seq.context;  // the sequence's tree slot 0
     int begin = 0, end = 0;
-    split_keys(seq.kv_base, tree_begin + a.mask_words * kMaskBits, split, a.splits, kKeyTile, &begin, &end);
+    split_keys(seq.kv_base, tree_begin + a.mask_words * kMaskBits, split, a.splits, kSplitQuantum, &begin,
+               &end);
     const int loadable = min(end, a.capacity);  // keys past the cache are not loaded (nor seen)
 
     // This lane's two packed rows (g and g + 8 of the warp's 16): their pass row, query head, and
@@ -952,37 +990,53 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
     float o[kTilesD][4] = {};
     float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-    for (int base = begin; base < end; base += kKeyTile) {
-      // The tile's K and V into shared memory, 8 elements (16 bytes) a load; keys past `end` zero.
+    // Copies the K and V of keys [first_key, first_key + kTile) into `stage`, 16 bytes a copy,
+    // zeros for keys past the loadable ones; one commit group a tile.
+    auto copy_tile = [&](int first_key, int stage) {
       constexpr int kChunksPerKey = HD / 8;
-      for (int c = threadIdx.x; c < kKeyTile * kChunksPerKey; c += blockDim.x) {
-        const int key = c / kChunksPerKey, part = c % kChunksPerKey, slot = base + key;
-        uint4 kv[2] = {};
-        if (slot < loadable) {
-          const int64_t at = kv_index(slot, kvh, part * 8, a.n_kv_heads, HD);
-          kv[0] = *reinterpret_cast<const uint4*>(k_cache + at);
-          kv[1] = *reinterpret_cast<const uint4*>(v_cache + at);
-        }
-        *reinterpret_cast<uint4*>(k_tile + key * kTileStride<HD> + part * 8) = kv[0];
-        *reinterpret_cast<uint4*>(v_tile + key * kTileStride<HD> + part * 8) = kv[1];
+      uint16_t* k_tile = tiles + stage * kStageElements<HD>;
+      uint16_t* v_tile = k_tile + kTile * kTileStride<HD>;
+      for (int c = threadIdx.x; c < kTile * kChunksPerKey; c += blockDim.x) {
+        const int key = c / kChunksPerKey, part = c % kChunksPerKey, slot = first_key + key;
+        const bool valid = slot < loadable;
+        const int64_t at = valid ? kv_index(slot, kvh, part * 8, a.n_kv_heads, HD) : 0;
+        copy_16_async(k_tile + key * kTileStride<HD> + part * 8, k_cache + at, valid);
+        copy_16_async(v_tile + key * kTileStride<HD> + part * 8, v_cache + at, valid);
       }
-      __syncthreads();
-      // S = Q·Kᵀ over the tile: 8 column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
-      // n · 8 + 2t + i % 2.
-      float s[kKeyTile / 8][4];
-      for (int n = 0; n < kKeyTile / 8; ++n) {
-        float zero[4] = {};
+      commit_async_copies();
+    };
+    if (begin < end) copy_tile(begin, 0);
+    for (int base = begin, stage = 0; base < end; base += kTile, stage ^= 1) {
+      // The next tile's copy goes out before this one is waited for. Its stage was last read in
+      // the previous round, which every thread has left (the barrier at its end).
+      if (base + kTile < end) {
+        copy_tile(base + kTile, stage ^ 1);
+        wait_async_copies<1>();  // this tile's group is done; the next one's may run on
+      } else {
+        wait_async_copies<0>();
+      }
+      __syncthreads();  // every thread's copies of this tile are visible
+      const uint16_t* k_tile = tiles + stage * kStageElements<HD>;  // [kTile][kTileStride<HD>]
+      const uint16_t* v_tile = k_tile + kTile * kTileStride<HD>;    // [kTile][kTileStride<HD>]
+      // S = Q·Kᵀ over the tile: column tiles of 8 keys; s[n][i] is row g + 8 (i / 2), key
+      // n · 8 + 2t + i % 2. K's B fragments (k = dim, n = key; K stored key-major) by ldmatrix:
+      // keys n · 8 … + 7 × dims kb · 16 + {0, 8, 16, 24} … + 7, i.e. B of k-blocks kb and kb + 1
+      // (lane l gives key n · 8 + l % 8, dims kb · 16 + 8 (l / 8)).
+      float s[kTile / 8][4];
+      for (int n = 0; n < kTile / 8; ++n) {
         for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
-        for (int kb = 0; kb < kBlocksK; ++kb) {
-          const uint16_t* k = k_tile + (n * 8 + g) * kTileStride<HD> + kb * 16 + t * 2;
-          const uint32_t b[2] = {pair_at(k), pair_at(k + 8)};
-          mma_m16n8k16<T>(s[n], qa[kb], b, kb == 0 ? zero : s[n]);
+        const uint16_t* k_row = k_tile + (n * 8 + lane % 8) * kTileStride<HD> + 8 * (lane / 8);
+        for (int kb = 0; kb < kBlocksK; kb += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, k_row + kb * 16);
+          mma_m16n8k16<T>(s[n], qa[kb], b, s[n]);
+          mma_m16n8k16<T>(s[n], qa[kb + 1], b + 2, s[n]);
         }
       }
       // Which keys each row sees: the prefix whole (no mask word read); the tree's slots by the
       // row's ancestor bits.
-      const bool prefix_tile = base + kKeyTile <= tree_begin;
-      for (int n = 0; n < kKeyTile / 8; ++n)
+      const bool prefix_tile = base + kTile <= tree_begin;
+      for (int n = 0; n < kTile / 8; ++n)
         for (int i = 0; i < 4; ++i) {
           const int h = i >> 1, slot = base + n * 8 + t * 2 + (i & 1);
           bool seen = live[h] && slot < loadable;
@@ -996,12 +1050,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
       float rescale[2];
       for (int h = 0; h < 2; ++h) {
         float top = row_max[h];
-        for (int n = 0; n < kKeyTile / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+        for (int n = 0; n < kTile / 8; ++n) top = fmaxf(top, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
         rescale[h] = top == -INFINITY ? 1.0f : __expf(row_max[h] - top);
         float sum = 0.0f;
-        for (int n = 0; n < kKeyTile / 8; ++n)
+        for (int n = 0; n < kTile / 8; ++n)
           for (int e = 0; e < 2; ++e) {
             float& x = s[n][2 * h + e];
             x = x == -INFINITY ? 0.0f : __expf(x - top);
@@ -1013,17 +1067,20 @@ __global__ void __launch_bounds__(kMaxWarps * 32) tree_attention_mma_kernel(Tree
       for (int d = 0; d < kTilesD; ++d)
         for (int i = 0; i < 4; ++i) o[d][i] *= rescale[i >> 1];
       // O += P·V: P's k-block kb is S's column tiles 2kb and 2kb + 1, already in A's layout.
-      for (int kb = 0; kb < kKeyTile / 16; ++kb) {
+      // V's B fragments (k = key, n = dim; V stored key-major) by ldmatrix, transposed: keys
+      // kb · 16 + {0, 8} … + 7 × dims d · 8 and d · 8 + 8, i.e. B of dim tiles d and d + 1
+      // (lane l gives key kb · 16 + l % 16, dims d · 8 + 8 (l / 16)).
+      for (int kb = 0; kb < kTile / 16; ++kb) {
         const uint32_t p[4] = {pack_pair<T>(s[2 * kb][0], s[2 * kb][1]),
                                pack_pair<T>(s[2 * kb][2], s[2 * kb][3]),
                                pack_pair<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]),
                                pack_pair<T>(s[2 * kb + 1][2], s[2 * kb + 1][3])};
-        const uint16_t* v = v_tile + (kb * 16 + t * 2) * kTileStride<HD> + g;  // V[key][d]: k = key, n = d
-        for (int d = 0; d < kTilesD; ++d) {
-          const uint16_t* vd = v + d * 8;
-          const uint32_t b[2] = {pair_of(vd[0], vd[kTileStride<HD>]),
-                                 pair_of(vd[8 * kTileStride<HD>], vd[9 * kTileStride<HD>])};
+        const uint16_t* v_row = v_tile + (kb * 16 + lane % 16) * kTileStride<HD> + 8 * (lane / 16);
+        for (int d = 0; d < kTilesD; d += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, v_row + d * 8);
           mma_m16n8k16<T>(o[d], p, b, o[d]);
+          mma_m16n8k16<T>(o[d + 1], p, b + 2, o[d + 1]);
         }
       }
       __syncthreads();  // the tile is rewritten next
@@ -1074,8 +1131,8 @@ cudaError_t embed_rows(const int32_t* tokens, const void* table, int rows, int h
   if (rows <= 0) return cudaSuccess;
   return with_elem(table_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<embed_rows_kernel<T>>(rows, kThreads, 0, stream, tokens, static_cast<const T*>(table),
-                                        hidden, x);
+    return launch<embed_rows_kernel<T>>(kSmallBlock, rows, kThreads, 0, stream, tokens,
+                                        static_cast<const T*>(table), hidden, x);
   });
 }
 
@@ -1084,7 +1141,8 @@ cudaError_t rms_norm(const float* x, const float* weight, float eps, int rows, i
   if (rows <= 0) return cudaSuccess;
   return with_elem(out_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<rms_norm_kernel<T>>(rows, kThreads, 0, stream, x, weight, eps, n, static_cast<T*>(out));
+    return launch<rms_norm_kernel<T>>(kSmallBlock, rows, kThreads, 0, stream, x, weight, eps, n,
+                                      static_cast<T*>(out));
   });
 }
 
@@ -1094,20 +1152,20 @@ cudaError_t silu_mul(const float* gate_up, int rows, int inter, void* out, cudaS
   if (n <= 0) return cudaSuccess;
   return with_elem(out_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<silu_mul_kernel<T>>(blocks_for(n), kThreads, 0, stream, gate_up, rows, inter,
+    return launch<silu_mul_kernel<T>>(kSmallBlock, blocks_for(n), kThreads, 0, stream, gate_up, rows, inter,
                                       static_cast<T*>(out));
   });
 }
 
 cudaError_t add_in_place(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  return launch<add_kernel>(blocks_for(n), kThreads, 0, stream, x, y, n);
+  return launch<add_kernel>(kSmallBlock, blocks_for(n), kThreads, 0, stream, x, y, n);
 }
 
 cudaError_t add_bias_rows(float* x, const float* bias, int rows, int n, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * n;
   if (total <= 0) return cudaSuccess;
-  return launch<add_bias_kernel>(blocks_for(total), kThreads, 0, stream, x, bias, rows, n);
+  return launch<add_bias_kernel>(kSmallBlock, blocks_for(total), kThreads, 0, stream, x, bias, rows, n);
 }
 
 cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out, Elem out_type,
@@ -1117,8 +1175,8 @@ cudaError_t convert_elements(const void* in, Elem in_type, int64_t n, void* out,
     using In = decltype(in_tag);
     return with_elem(out_type, [&](auto out_tag) {
       using Out = decltype(out_tag);
-      return launch<convert_kernel<In, Out>>(blocks_for(n), kThreads, 0, stream, static_cast<const In*>(in),
-                                             n, static_cast<Out*>(out));
+      return launch<convert_kernel<In, Out>>(kSmallBlock, blocks_for(n), kThreads, 0, stream,
+                                             static_cast<const In*>(in), n, static_cast<Out*>(out));
     });
   });
 }
@@ -1128,8 +1186,8 @@ cudaError_t fill_uniform(void* out, Elem type, int64_t n, uint64_t seed, float l
   if (n <= 0) return cudaSuccess;
   return with_elem(type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<fill_uniform_kernel<T>>(blocks_for(n), kThreads, 0, stream, static_cast<T*>(out), n, seed,
-                                          low, high);
+    return launch<fill_uniform_kernel<T>>(kSmallBlock, blocks_for(n), kThreads, 0, stream,
+                                          static_cast<T*>(out), n, seed, low, high);
   });
 }
 
@@ -1153,23 +1211,24 @@ cudaError_t tempered_rows(const float* logits, int rows, int vocab, float temper
   const dim3 grid(row_groups(vocab), rows);
   auto* partials = static_cast<RowPartial*>(workspace);  // [rows, groups]
   const bool vec = rows_aligned(logits, vocab) && rows_aligned(out, vocab);
-  if (const cudaError_t e = vec ? launch<tempered_partials_kernel<true>>(grid, kRowBlock, 0, stream, logits,
-                                                                         vocab, temperature, partials)
-                                : launch<tempered_partials_kernel<false>>(grid, kRowBlock, 0, stream, logits,
-                                                                          vocab, temperature, partials))
+  if (const cudaError_t e =
+          vec ? launch<tempered_partials_kernel<true>>(kRowBounds, grid, kRowBlock, 0, stream, logits, vocab,
+                                                       temperature, partials)
+              : launch<tempered_partials_kernel<false>>(kRowBounds, grid, kRowBlock, 0, stream, logits, vocab,
+                                                        temperature, partials))
     return e;
   const RowPartial* folded = partials;
-  return vec ? launch<tempered_write_kernel<true>>(grid, kRowBlock, 0, stream, logits, vocab, temperature,
-                                                   folded, out)
-             : launch<tempered_write_kernel<false>>(grid, kRowBlock, 0, stream, logits, vocab, temperature,
-                                                    folded, out);
+  return vec ? launch<tempered_write_kernel<true>>(kRowBounds, grid, kRowBlock, 0, stream, logits, vocab,
+                                                   temperature, folded, out)
+             : launch<tempered_write_kernel<false>>(kRowBounds, grid, kRowBlock, 0, stream, logits, vocab,
+                                                    temperature, folded, out);
 }
 
 cudaError_t processed_rows(const float* logits, int rows, int vocab, const RowPaths& paths, float* out,
                            cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (!paths.laws || !paths.row_law || !paths.path_start) return cudaErrorInvalidValue;
-  return launch<processed_rows_kernel>(rows, kThreads, 0, stream, logits, vocab, paths, out);
+  return launch<processed_rows_kernel>(kSmallBlock, rows, kThreads, 0, stream, logits, vocab, paths, out);
 }
 
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
@@ -1180,13 +1239,15 @@ cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t*
   const int groups = row_groups(vocab);
   auto* lists = static_cast<TopKGroup*>(workspace);  // [rows, groups]
   const dim3 grid(groups, rows);
-  if (const cudaError_t e =
-          rows_aligned(logits, vocab)
-              ? launch<top_k_groups_kernel<true>>(grid, kTopKWarps * 32, 0, stream, logits, vocab, k, lists)
-              : launch<top_k_groups_kernel<false>>(grid, kTopKWarps * 32, 0, stream, logits, vocab, k, lists))
+  if (const cudaError_t e = rows_aligned(logits, vocab)
+                                ? launch<top_k_groups_kernel<true>>(kTopKBounds, grid, kTopKWarps * 32, 0,
+                                                                    stream, logits, vocab, k, lists)
+                                : launch<top_k_groups_kernel<false>>(kTopKBounds, grid, kTopKWarps * 32, 0,
+                                                                     stream, logits, vocab, k, lists))
     return e;
   const TopKGroup* merged = lists;
-  return launch<top_k_merge_kernel>(rows, 32, 0, stream, merged, groups, vocab, k, tokens, probs);
+  return launch<top_k_merge_kernel>(kTopKMergeBounds, rows, kTopKMergeBounds.max_threads, 0, stream, merged,
+                                    groups, vocab, k, tokens, probs);
 }
 
 cudaError_t move_kv_rows(void* const* caches, int n_caches, const int32_t* from, const int32_t* to,
@@ -1203,13 +1264,15 @@ cudaError_t move_kv_rows(void* const* caches, int n_caches, const int32_t* from,
     list.n = std::min(kMaxKvCaches, n_caches - first);
     for (int c = 0; c < kMaxKvCaches; ++c) list.caches[c] = c < list.n ? caches[first + c] : nullptr;
     const int64_t threads = list.n * row_units;
-    const unsigned blocks = static_cast<unsigned>((threads + 255) / 256);
-    const cudaError_t e = unit == 16  ? launch<move_kv_rows_kernel<uint4>>(blocks, 256, 0, stream, list, from,
-                                                                          to, n_moves, row_units)
-                          : unit == 4 ? launch<move_kv_rows_kernel<uint32_t>>(blocks, 256, 0, stream, list,
-                                                                              from, to, n_moves, row_units)
-                                      : launch<move_kv_rows_kernel<uint16_t>>(blocks, 256, 0, stream, list,
-                                                                              from, to, n_moves, row_units);
+    const unsigned blocks =
+        static_cast<unsigned>((threads + kMoveBounds.max_threads - 1) / kMoveBounds.max_threads);
+    const cudaError_t e =
+        unit == 16  ? launch<move_kv_rows_kernel<uint4>>(kMoveBounds, blocks, kMoveBounds.max_threads, 0,
+                                                        stream, list, from, to, n_moves, row_units)
+        : unit == 4 ? launch<move_kv_rows_kernel<uint32_t>>(kMoveBounds, blocks, kMoveBounds.max_threads, 0,
+                                                            stream, list, from, to, n_moves, row_units)
+                    : launch<move_kv_rows_kernel<uint16_t>>(kMoveBounds, blocks, kMoveBounds.max_threads, 0,
+                                                            stream, list, from, to, n_moves, row_units);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -1221,17 +1284,17 @@ cudaError_t rope_kv_write(const RopeKvWrite& a, cudaStream_t stream) {
   if (a.rows <= 0) return cudaSuccess;
   return with_elem(a.kv_type, [&](auto tag) {
     using T = decltype(tag);
-    return launch<rope_kv_write_kernel<T>>(dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads, 0, stream,
-                                           a);
+    return launch<rope_kv_write_kernel<T>>(kSmallBlock, dim3(a.rows, a.n_heads + 2 * a.n_kv_heads), kThreads,
+                                           0, stream, a);
   });
 }
 
 size_t tensor_core_attention_shared_bytes(int head_dim) {
   switch (head_dim) {
     case 64:
-      return size_t{2} * kKeyTile * kTileStride<64> * sizeof(uint16_t);
+      return size_t{2} * kStageElements<64> * sizeof(uint16_t);
     case 128:
-      return size_t{2} * kKeyTile * kTileStride<128> * sizeof(uint16_t);
+      return size_t{2} * kStageElements<128> * sizeof(uint16_t);
     default:
       return 0;
   }
@@ -1275,7 +1338,8 @@ cudaError_t launch_tree_attention_mma(const TreeAttention& a, cudaStream_t strea
       return e;
   const int group = a.n_heads / a.n_kv_heads, warps = std::min((a.bucket * group + 15) / 16, kMaxWarps);
   const int row_blocks = row_block_bound(a.bucket, group, 16 * warps, a.max_sequences);
-  return launch<kernel>(dim3(a.n_kv_heads, a.splits, row_blocks), 32 * warps, shared, stream, a);
+  return launch<kernel>(kMmaBounds<HD>, dim3(a.n_kv_heads, a.splits, row_blocks), 32 * warps, shared, stream,
+                        a);
 }
 
 cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
@@ -1289,17 +1353,19 @@ cudaError_t tree_attention(const TreeAttention& a, cudaStream_t stream) {
       const cudaError_t e = a.head_dim == 64 ? launch_tree_attention_mma<T, 64>(a, stream)
                                              : launch_tree_attention_mma<T, 128>(a, stream);
       if (e != cudaSuccess) return e;
-      return a.splits > 1 ? launch<merge_splits_kernel<T>>(dim3(a.bucket, a.n_heads), kThreads, 0, stream, a)
+      return a.splits > 1 ? launch<merge_splits_kernel<T>>(kSmallBlock, dim3(a.bucket, a.n_heads), kThreads,
+                                                           0, stream, a)
                           : cudaSuccess;
     };
     return a.dtype == Elem::BF16 ? run(__nv_bfloat16{}) : run(__half{});
   }
   return with_elem(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (const cudaError_t e =
-            launch<tree_attention_kernel<T>>(dim3(a.bucket, a.n_heads, a.splits), kThreads, 0, stream, a))
+    if (const cudaError_t e = launch<tree_attention_kernel<T>>(
+            kSmallBlock, dim3(a.bucket, a.n_heads, a.splits), kThreads, 0, stream, a))
       return e;
-    return a.splits > 1 ? launch<merge_splits_kernel<T>>(dim3(a.bucket, a.n_heads), kThreads, 0, stream, a)
+    return a.splits > 1 ? launch<merge_splits_kernel<T>>(kSmallBlock, dim3(a.bucket, a.n_heads), kThreads, 0,
+                                                         stream, a)
                         : cudaSuccess;
   });
 }

@@ -28,9 +28,46 @@
 
 namespace rootspec::cuda {
 
+// What a kernel of kernels.cu promises the hardware, stated once beside it: nvcc gets it as
+// `__launch_bounds__(max_threads, min_blocks)` (ROOTSPEC_LAUNCH_BOUNDS on the kernel) and every
+// launch passes the same constant.
+// - max_threads: a launch of more threads per block fails on a GPU (too many resources
+//   requested for launch), and in the CPU execution too.
+// - min_blocks: blocks of max_threads that one multiprocessor must hold at once. ptxas then caps
+//   the kernel's registers per thread at register_budget(): an SM's 65 536 registers (sm_80 and
+//   sm_90) shared by min_blocks · max_threads threads, allocated in units of 8 per thread, at
+//   most 255. Past the cap ptxas spills to local memory, so the budget is chosen where ptxas
+//   needs no spill: tests/kernels/register_budget.py compiles kernels.cu for sm_80 and sm_90 and
+//   fails on a kernel without bounds or with a spill.
+struct KernelBounds {
+  int max_threads;
+  int min_blocks;
+  constexpr int register_budget() const {
+    const int per_thread = 65536 / (max_threads * min_blocks) / 8 * 8;
+    return per_thread < 255 ? per_thread : 255;
+  }
+};
+#define ROOTSPEC_LAUNCH_BOUNDS(bounds) __launch_bounds__((bounds).max_threads, (bounds).min_blocks)
+
+template <auto Kernel, typename... Args>
+cudaError_t launch(KernelBounds bounds, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  (void)cudaGetLastError();  // an earlier call's unread error is not this launch's (above)
+#if defined(__CUDACC__)
+  (void)bounds;  // compiled into the kernel by ROOTSPEC_LAUNCH_BOUNDS
+  Kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+#else
+  (void)cuda_on_cpu::launch<Kernel>(cuda_on_cpu::KernelLimits{bounds.max_threads, bounds.register_budget()},
+                                    grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+#endif
+  return cudaGetLastError();
+}
+
+// A launch of a kernel that states no bounds (the CPU execution's own tests): nvcc assumes it may
+// be launched with 1 024 threads.
 template <auto Kernel, typename... Args>
 cudaError_t launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-  (void)cudaGetLastError();  // an earlier call's unread error is not this launch's (above)
+  (void)cudaGetLastError();
 #if defined(__CUDACC__)
   Kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
 #else

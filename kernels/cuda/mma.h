@@ -38,7 +38,26 @@ __device__ inline void mma_m16n8k16<__half>(float d[4], const uint32_t a[4], con
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
         "f"(c[3]));
 }
+// Fragments from shared memory for it (PTX ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16):
+// four 8 × 8 matrices of 16-bit elements; lane l gives `row` of matrix l / 8, row l % 8 (16
+// bytes, 16-byte aligned). Register j gets matrix j's row l / 4, elements 2 (l % 4) and + 1: an
+// A fragment's layout, or a B fragment's of a matrix stored n-major (K as keys × head dims);
+// transposed, column l / 4, rows 2 (l % 4) and + 1: a B fragment of a matrix stored k-major (V).
+__device__ inline void ldmatrix_x4(uint32_t r[4], const void* row) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
 #else
+inline void ldmatrix_x4(uint32_t r[4], const void* row) { cuda_on_cpu::ldmatrix_x4(r, row, false); }
+inline void ldmatrix_x4_trans(uint32_t r[4], const void* row) { cuda_on_cpu::ldmatrix_x4(r, row, true); }
 template <>
 inline void mma_m16n8k16<__nv_bfloat16>(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
   cuda_on_cpu::mma_m16n8k16(cuda_on_cpu::MmaInput::kBf16, d, a, b, c);

@@ -162,6 +162,32 @@ const unsigned char* BlockRunner::warp_gather(unsigned mask, const void* mine, s
 
 void* BlockRunner::dynamic_shared() { return current().runner->dynamic_shared_.data(); }
 
+// The copy is made when the thread waits for it, not before: until then the destination holds
+// 0xFF bytes (NaN in every floating type), so a read that comes before its wait, or before the
+// barrier that shows another thread's copy, reads what a GPU does not promise.
+void BlockRunner::async_copy(void* shared_dst, const void* global_src, size_t bytes, size_t src_bytes) {
+  Thread& t = current();
+  std::memset(shared_dst, 0xff, bytes);
+  t.async_copies.push_back({shared_dst, global_src, bytes, src_bytes, t.async_group});
+}
+
+void BlockRunner::async_copy_commit() { ++current().async_group; }
+
+void BlockRunner::async_copy_wait(int pending_groups) {
+  Thread& t = current();
+  const int complete_below = t.async_group - pending_groups;  // the committed groups that must complete
+  std::vector<Thread::AsyncCopy> still;
+  for (const Thread::AsyncCopy& c : t.async_copies) {
+    if (c.group >= complete_below) {
+      still.push_back(c);
+      continue;
+    }
+    if (c.src_bytes) std::memcpy(c.dst, c.src, c.src_bytes);
+    std::memset(static_cast<unsigned char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+  }
+  t.async_copies.swap(still);
+}
+
 ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run(dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                                                        const std::function<void()>& body) {
   if (!scheduler_) scheduler_ = Fiber::of_this_thread();
@@ -205,7 +231,11 @@ ROOTSPEC_NOT_PROGRAM_DATA std::string BlockRunner::run(dim3 grid, dim3 block, si
                                                             : shuffled[k];
     const unsigned bx = static_cast<unsigned>(b % grid.x), by = static_cast<unsigned>(b / grid.x % grid.y),
                    bz = static_cast<unsigned>(b / (uint64_t{grid.x} * grid.y));
-    for (int i = 0; i < threads; ++i) threads_[i]->context.block_idx = uint3{bx, by, bz};
+    for (int i = 0; i < threads; ++i) {
+      threads_[i]->context.block_idx = uint3{bx, by, bz};
+      threads_[i]->async_copies.clear();  // a copy never waited for is dropped with its block
+      threads_[i]->async_group = 0;
+    }
     std::memset(dynamic_shared_.data(), 0xff, dynamic_shared_.size());
     failure = run_block();
     if (!failure.empty())
@@ -325,5 +355,10 @@ const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes) 
   return BlockRunner::warp_gather(mask, mine, bytes);
 }
 void* dynamic_shared_memory() { return BlockRunner::dynamic_shared(); }
+void async_copy(void* shared_dst, const void* global_src, size_t bytes, size_t src_bytes) {
+  BlockRunner::async_copy(shared_dst, global_src, bytes, src_bytes);
+}
+void async_copy_commit() { BlockRunner::async_copy_commit(); }
+void async_copy_wait(int pending_groups) { BlockRunner::async_copy_wait(pending_groups); }
 
 }  // namespace rootspec::cuda_on_cpu

@@ -43,6 +43,10 @@ class BlockRunner {
   static void sync_block();
   static const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes);
   static void* dynamic_shared();
+  // cp.async for the running thread (cuda_on_cpu.h's async_copy*).
+  static void async_copy(void* shared_dst, const void* global_src, size_t bytes, size_t src_bytes);
+  static void async_copy_commit();
+  static void async_copy_wait(int pending_groups);
 
  private:
   enum State : int { kRunnable = 0, kAtBlockBarrier = 1, kAtWarpBarrier = 2, kEnded = 3 };
@@ -54,6 +58,16 @@ class BlockRunner {
     unsigned warp_mask = 0;  // the lanes of the warp collective it waits at
     int gather_parity = 0;   // which of its warp's two gather buffers it uses next
     BlockRunner* runner = nullptr;
+    // Its cp.async copies not yet waited for, in issue order, and the group it adds to now (the
+    // groups below it are committed). Emptied at each block's start.
+    struct AsyncCopy {
+      void* dst;
+      const void* src;
+      size_t bytes, src_bytes;
+      int group;
+    };
+    std::vector<AsyncCopy> async_copies;
+    int async_group = 0;
   };
 
   static Thread& current();

@@ -6,6 +6,8 @@
 //   B (16 × 8, col):  element i of 4, b_i in register i / 2: row threadID_in_group · 2 + i % 2
 //                     (+ 8 for i ≥ 2), column groupID
 //   C, D (16 × 8):    element i of 4: row groupID (+ 8 for i ≥ 2), column threadID_in_group · 2 + i % 2
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "block_runner.h"
@@ -64,6 +66,36 @@ void mma_m16n8k16(MmaInput type, float d[4], const uint32_t a[4], const uint32_t
     float sum = 0.0f;
     for (int k = 0; k < 16; ++k) sum += x[k] * y[k];
     d[i] = sum + c[i];
+  }
+}
+
+// "Warp-level matrix load instruction: ldmatrix" of the PTX ISA, for .m8n8.x4.b16: thread l's
+// register j holds row l / 4 of matrix j, elements 2 (l % 4) and + 1; .trans delivers the matrix
+// as if stored column-major, so the same register holds column l / 4, rows 2 (l % 4) and + 1.
+void ldmatrix_x4(uint32_t r[4], const void* row_address, bool transpose) {
+  const uint64_t mine = reinterpret_cast<uintptr_t>(row_address);
+  if (mine % 16 != 0) {
+    std::fprintf(stderr, "rootspec CUDA-on-CPU: ldmatrix row address %p is not 16-byte aligned\n",
+                 row_address);
+    std::abort();
+  }
+  const unsigned char* all = warp_gather(0xffffffffu, &mine, sizeof mine);
+  auto row = [all](int lane) {
+    uint64_t address;
+    std::memcpy(&address, all + lane * sizeof address, sizeof address);
+    return reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(address));
+  };
+  const int lane = this_thread().lane;
+  for (int j = 0; j < 4; ++j) {
+    uint16_t lo, hi;
+    if (transpose) {
+      lo = row(8 * j + 2 * (lane % 4))[lane / 4];
+      hi = row(8 * j + 2 * (lane % 4) + 1)[lane / 4];
+    } else {
+      lo = row(8 * j + lane / 4)[2 * (lane % 4)];
+      hi = row(8 * j + lane / 4)[2 * (lane % 4) + 1];
+    }
+    r[j] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
 }
 

@@ -363,8 +363,8 @@ int multiprocessor_count() {
   return count;
 }
 
-cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                           cudaStream_t stream, std::vector<PointerArgument> pointers,
+cudaError_t enqueue_launch(const void* kernel, const char* name, KernelLimits limits, dim3 grid, dim3 block,
+                           size_t shared_bytes, cudaStream_t stream, std::vector<PointerArgument> pointers,
                            std::function<void()> body) {
   if (device_count() == 0) return record(cudaErrorNoDevice);
   const cudaStream_t s = resolve_stream(stream);
@@ -375,6 +375,21 @@ cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3
              ", " + std::to_string(grid.z) + ") × block (" + std::to_string(block.x) + ", " +
              std::to_string(block.y) + ", " + std::to_string(block.z) + ") refused");
     return record(cudaErrorInvalidConfiguration);
+  }
+  // A block past the kernel's launch bounds, or one whose threads' registers exceed the SM's,
+  // cannot be placed: the GPU refuses it as too many resources requested for launch.
+  if (limits.max_threads > 0 && threads > static_cast<uint64_t>(limits.max_threads)) {
+    complain(std::string(name) + ": a block of " + std::to_string(threads) +
+             " threads, past its launch bounds of " + std::to_string(limits.max_threads));
+    return record(cudaErrorLaunchOutOfResources);
+  }
+  if (limits.registers_per_thread > 0 &&
+      block_registers(static_cast<int64_t>(threads), limits.registers_per_thread) > kRegistersPerBlock) {
+    complain(std::string(name) + ": a block of " + std::to_string(threads) + " threads at " +
+             std::to_string(limits.registers_per_thread) + " registers each needs " +
+             std::to_string(block_registers(static_cast<int64_t>(threads), limits.registers_per_thread)) +
+             " registers, " + std::to_string(kRegistersPerBlock) + " in an SM");
+    return record(cudaErrorLaunchOutOfResources);
   }
   const int device = s->device;
   int shared_limit = kSharedPerBlock;

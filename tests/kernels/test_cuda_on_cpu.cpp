@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "async_copy.h"
 #include "launch.h"
+#include "mma.h"
 
 namespace rootspec {
 namespace {
@@ -141,6 +143,136 @@ TEST(CudaOnCpu, LaunchesAGpuWouldRefuseAreRefused) {
 }
 
 // A kernel that no other test opts in to more than 48 KB of dynamic shared memory.
+// A kernel's stated launch bounds (launch.h's KernelBounds): a GPU refuses a block past its
+// __launch_bounds__, or one whose threads need more registers than an SM has, as "too many
+// resources requested for launch".
+TEST(CudaOnCpu, ALaunchPastItsBoundsOrItsRegistersIsOutOfResources) {
+  CUDA_OK(cudaSetDevice(0));
+  constexpr rootspec::cuda::KernelBounds kEightSmallBlocks{128, 8};
+  EXPECT_EQ(kEightSmallBlocks.register_budget(), 64);
+  EXPECT_EQ(launch<nothing>(kEightSmallBlocks, 4, 128, 0, nullptr), cudaSuccess) << "at its bounds";
+  EXPECT_EQ(launch<nothing>(kEightSmallBlocks, 4, 129, 0, nullptr), cudaErrorLaunchOutOfResources)
+      << "one thread past them";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "launch.h's launch read it";
+  EXPECT_EQ(launch<nothing>(4, 129, 0, nullptr), cudaSuccess) << "the same kernel, launched without bounds";
+  // Registers: whole warps, each thread's count rounded up to 8.
+  EXPECT_EQ(cuda_on_cpu::block_registers(33, 30), 64 * 32);
+  EXPECT_EQ(cuda_on_cpu::launch<nothing>(cuda_on_cpu::KernelLimits{1024, 64}, 1, 1024, 0, nullptr),
+            cudaSuccess)
+      << "65 536 registers";
+  EXPECT_EQ(cuda_on_cpu::launch<nothing>(cuda_on_cpu::KernelLimits{1024, 65}, 1, 1024, 0, nullptr),
+            cudaErrorLaunchOutOfResources)
+      << "65 registers a thread are allocated as 72: 73 728";
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchOutOfResources) << "left in the last-error slot, as by <<<>>>";
+  EXPECT_EQ(cuda_on_cpu::launch<nothing>(cuda_on_cpu::KernelLimits{1024, 65}, 1, 896, 0, nullptr),
+            cudaSuccess)
+      << "64 512";
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(rootspec::cuda::KernelBounds({1024, 1}).register_budget(), 64);
+  EXPECT_EQ(rootspec::cuda::KernelBounds({256, 1}).register_budget(), 255) << "a thread holds at most 255";
+  EXPECT_EQ(rootspec::cuda::KernelBounds({96, 3}).register_budget(), 224) << "227 rounded down to 8";
+}
+
+// a · b + c as nvcc compiles it by default (one fused multiply-add, one rounding), and with the
+// _rn operations it never fuses.
+__global__ void multiply_add(const float* in, float* out) {
+  out[0] = in[0] * in[1] + in[2];
+  out[1] = __fadd_rn(__fmul_rn(in[0], in[1]), in[2]);
+}
+
+TEST(CudaOnCpu, KernelsAreContractedAsNvccDoesExceptTheRoundedOperations) {
+  CUDA_OK(cudaSetDevice(0));
+  // a · a = 1 + 2^-11 + 2^-24 exactly, which rounds (to even) to 1 + 2^-11: fused, a · a − (1 +
+  // 2^-11) keeps the 2^-24 that two roundings lose.
+  const float a = 1.0f + std::ldexp(1.0f, -12);
+  const std::vector<float> in = {a, a, -(1.0f + std::ldexp(1.0f, -11))};
+  float* d_in = device_array<float>(3);
+  float* d_out = device_array<float>(2);
+  CUDA_OK(cudaMemcpy(d_in, in.data(), sizeof(float) * 3, cudaMemcpyHostToDevice));
+  CUDA_OK(launch<multiply_add>(1, 1, 0, nullptr, d_in, d_out));
+  const std::vector<float> out = to_host(d_out, 2);
+#if defined(ROOTSPEC_KERNELS_CONTRACTED)
+  EXPECT_EQ(out[0], std::ldexp(1.0f, -24)) << "contracted, as nvcc's --fmad=true does";
+#else
+  EXPECT_EQ(out[0], 0.0f) << "this CPU has no FMA: the kernels are compiled without contraction";
+#endif
+  EXPECT_EQ(out[1], 0.0f) << "__fmul_rn and __fadd_rn round each operation";
+}
+
+// cp.async as the PTX ISA defines it: a copy joins the thread's open group; wait_group(n)
+// returns once at most the n newest committed groups are pending; src-size 0 zero-fills.
+__global__ void async_copies(const float* global, float* out) {
+  __shared__ __align__(16) float tile[12];
+  const int lane = threadIdx.x;
+  if (lane == 0) {
+    rootspec::cuda::copy_16_async(tile, global, true);  // group 0
+    rootspec::cuda::commit_async_copies();
+    rootspec::cuda::copy_16_async(tile + 4, global + 4, true);  // group 1
+    rootspec::cuda::commit_async_copies();
+    rootspec::cuda::copy_16_async(tile + 8, global, false);  // open group: zeros
+    rootspec::cuda::wait_async_copies<1>();                  // group 0 done, group 1 may run
+    out[0] = tile[0];
+    out[1] = tile[4];  // group 1: not waited for
+    out[2] = tile[8];
+    rootspec::cuda::commit_async_copies();
+    rootspec::cuda::wait_async_copies<0>();
+    out[3] = tile[4];
+    out[4] = tile[8];
+  }
+  __syncthreads();
+  if (lane == 1) out[5] = tile[7];  // lane 0's copy, after the barrier
+}
+
+TEST(CudaOnCpu, AsyncCopiesLandAtTheirWaitAndReadsBeforeItSeeNoData) {
+  CUDA_OK(cudaSetDevice(0));
+  std::vector<float> values(8);
+  for (int i = 0; i < 8; ++i) values[i] = static_cast<float>(i + 1);
+  float* global = device_array<float>(8);
+  float* out = device_array<float>(6);
+  CUDA_OK(cudaMemcpy(global, values.data(), sizeof(float) * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(launch<async_copies>(1, 32, 0, nullptr, global, out));
+  const std::vector<float> got = to_host(out, 6);
+  EXPECT_EQ(got[0], 1.0f) << "the waited-for group";
+  EXPECT_TRUE(std::isnan(got[1])) << "a group allowed to be pending is not there yet";
+  EXPECT_TRUE(std::isnan(got[2])) << "an uncommitted copy is not waited for";
+  EXPECT_EQ(got[3], 5.0f);
+  EXPECT_EQ(got[4], 0.0f) << "source size 0: zeros";
+  EXPECT_EQ(got[5], 8.0f);
+}
+
+// ldmatrix.x4 against the PTX ISA's fragment layout, written here apart from mma.cpp: a 16 × 16
+// matrix of 16-bit values m[r][c] = 256 r + c, stored with rows 24 elements apart; matrix j is
+// rows 8 (j % 2) …, columns 8 (j / 2) ….
+__global__ void load_matrices(uint32_t* out) {
+  __shared__ __align__(16) uint16_t m[16 * 24];
+  const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * 24; i += 32) m[i] = static_cast<uint16_t>((i / 24) * 256 + i % 24);
+  __syncthreads();
+  const uint16_t* row = m + (8 * ((lane / 8) % 2) + lane % 8) * 24 + 8 * (lane / 16);
+  uint32_t plain[4], transposed[4];
+  rootspec::cuda::ldmatrix_x4(plain, row);
+  rootspec::cuda::ldmatrix_x4_trans(transposed, row);
+  for (int j = 0; j < 4; ++j) out[lane * 8 + j] = plain[j], out[lane * 8 + 4 + j] = transposed[j];
+}
+
+TEST(CudaOnCpu, LdmatrixGivesEachLaneThePtxFragmentsPlainAndTransposed) {
+  CUDA_OK(cudaSetDevice(0));
+  uint32_t* out = device_array<uint32_t>(32 * 8);
+  CUDA_OK(launch<load_matrices>(1, 32, 0, nullptr, out));
+  const std::vector<uint32_t> got = to_host(out, 32 * 8);
+  auto element = [](int j, int r, int c) {
+    return static_cast<uint32_t>((8 * (j % 2) + r) * 256 + 8 * (j / 2) + c);
+  };
+  for (int lane = 0; lane < 32; ++lane)
+    for (int j = 0; j < 4; ++j) {
+      const int g = lane / 4, t = lane % 4;
+      EXPECT_EQ(got[lane * 8 + j], element(j, g, 2 * t) | element(j, g, 2 * t + 1) << 16) << lane << " " << j;
+      EXPECT_EQ(got[lane * 8 + 4 + j], element(j, 2 * t, g) | element(j, 2 * t + 1, g) << 16)
+          << "transposed " << lane << " " << j;
+    }
+}
+
 __global__ void opted_in_on_one_device() {}
 
 // cudaFuncSetAttribute sets an attribute in the context of the device current at the call: the

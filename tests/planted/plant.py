@@ -39,14 +39,23 @@ BUGS = {
     # begin: the tensor-core kernel takes the whole tile for prefix, so every row sees every
     # tree slot in it (CudaKernels.TreeAttentionOnTensorCores…).
     "mask-skipped": [
-        ("kernels/cuda/kernels.cu", "const bool prefix_tile = base + kKeyTile <= tree_begin;",
+        ("kernels/cuda/kernels.cu", "const bool prefix_tile = base + kTile <= tree_begin;",
          "const bool prefix_tile = base <= tree_begin;"),
     ],
-    # A wrong fragment index: the P·V product's B fragment takes V's second key pair two rows
-    # down instead of eight (CudaKernels.TreeAttentionOnTensorCores…).
+    # A wrong fragment address: the lanes that give V's rows to ldmatrix take the four 8 × 8
+    # matrices in K's order (dims before keys), so the P·V product's B fragments mix two dim
+    # tiles (CudaKernels.TreeAttentionOnTensorCores…).
     "fragment-index": [
-        ("kernels/cuda/kernels.cu", "pair_of(vd[8 * kTileStride<HD>], vd[9 * kTileStride<HD>])",
-         "pair_of(vd[2 * kTileStride<HD>], vd[3 * kTileStride<HD>])"),
+        ("kernels/cuda/kernels.cu",
+         "v_tile + (kb * 16 + lane % 16) * kTileStride<HD> + 8 * (lane / 16);",
+         "v_tile + (kb * 16 + lane % 8 + 8 * (lane / 16)) * kTileStride<HD> + 8 * ((lane / 8) % 2);"),
+    ],
+    # The next tile's copy waited for as if one group more could still run: the warps read a
+    # tile whose cp.async copies have not landed (NaN on the CPU execution, stale data on a GPU)
+    # (CudaKernels.TreeAttentionOnTensorCores…).
+    "async-copy-unwaited": [
+        ("kernels/cuda/kernels.cu", "wait_async_copies<1>();  // this tile's group is done",
+         "wait_async_copies<2>();  // this tile's group is done"),
     ],
     # A wrong transpose flag: the products take W untransposed (CudaBackend.PassesMatchTheCpuRuntime).
     "transpose": [

@@ -24,7 +24,7 @@
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 
 #define threadIdx (::rootspec::cuda_on_cpu::this_thread().thread_idx)
@@ -87,7 +87,7 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
 
-// Bit casts, counts and IEEE-rounded double arithmetic (no contraction into a fused multiply-add).
+// Bit casts, counts and IEEE-rounded arithmetic.
 inline unsigned __float_as_uint(float x) {
   unsigned u;
   std::memcpy(&u, &x, sizeof u);
@@ -100,10 +100,20 @@ inline float __uint_as_float(unsigned u) {
 }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline double __dmul_rn(double a, double b) { return a * b; }
-inline double __dadd_rn(double a, double b) { return a + b; }
+// The _rn operations are never contracted into a fused multiply-add, under nvcc or here, where
+// the kernels are compiled with contraction (kernels/cuda/CMakeLists.txt): a value passed through
+// memory the compiler cannot see into is no product to fuse (a product's result, an addition's
+// operands).
+template <typename F>
+inline F uncontracted(F v) {
+  asm volatile("" : "+m"(v));
+  return v;
+}
+inline float __fmul_rn(float a, float b) { return uncontracted(a * b); }
+inline float __fadd_rn(float a, float b) { return uncontracted(a) + uncontracted(b); }
+inline double __dmul_rn(double a, double b) { return uncontracted(a * b); }
+inline double __dadd_rn(double a, double b) { return uncontracted(a) + uncontracted(b); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 
 // Atomics: a real atomic operation, so that ThreadSanitizer sees the threads of a block (each a
 // fiber, block_runner.h) update one address without a race, as a GPU's atomics do.

@@ -51,6 +51,21 @@ const unsigned char* warp_gather(unsigned mask, const void* mine, size_t bytes);
 // a kernel that reads it before writing it sees NaNs, not zeros.
 void* dynamic_shared_memory();
 
+// cp.async (sm_80; PTX "cp.async", "cp.async.commit_group", "cp.async.wait_group"): an
+// asynchronous copy of `bytes` from global to shared memory, of which the first `src_bytes` come
+// from the source and the rest are zeros; copies join the running thread's open group, which
+// commit closes; wait(n) returns once at most the n most recent committed groups are pending.
+// Here the copy happens at that wait; until then its destination holds 0xFF bytes.
+void async_copy(void* shared_dst, const void* global_src, size_t bytes, size_t src_bytes);
+void async_copy_commit();
+void async_copy_wait(int pending_groups);
+
+// ldmatrix.sync.aligned.m8n8.x4{,.trans}.shared.b16, a warp collective: lanes 8j … 8j + 7 give
+// the addresses of rows 0 … 7 of 8 × 8 matrix j (16 bytes each, 16-byte aligned); register j of
+// lane l gets matrix j's elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1), or with
+// `transpose` (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4), the first in the low 16 bits.
+void ldmatrix_x4(uint32_t r[4], const void* row_address, bool transpose);
+
 // mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, a warp collective: D = A·B + C
 // with A 16 × 16, B 16 × 8, C and D 16 × 8, each lane holding the fragments the PTX ISA assigns it
 // (mma.cpp transcribes "Matrix Fragments for mma.m16n8k16 with floating point type"): a[4] and
@@ -67,13 +82,28 @@ struct PointerArgument {
   std::string name;
 };
 
+// What a kernel's compiled code asks of a multiprocessor, where its source states it
+// (kernels/cuda/launch.h's KernelBounds): the most threads a block may have (its
+// __launch_bounds__) and the registers each thread holds. 0: not stated (no check).
+struct KernelLimits {
+  int max_threads = 0;
+  int registers_per_thread = 0;
+};
+constexpr int kRegistersPerBlock = 65536;  // sm_80 and sm_90
+// The registers a block of `threads` threads holds: whole warps, each thread's count rounded up
+// to the allocation unit of 8.
+inline int64_t block_registers(int64_t threads, int registers_per_thread) {
+  return (threads + kWarpSize - 1) / kWarpSize * kWarpSize * ((registers_per_thread + 7) / 8 * 8);
+}
+
 // Enqueues `body` (the kernel with its arguments bound) as a grid of grid × block threads on
 // `stream`, or records it into the stream's capture. Checks the launch as a GPU would (threads
-// per block, grid and block dimensions, dynamic shared memory against the size opted in on the
-// stream's device) and returns the launch error, which it also leaves in the thread's last-error
-// slot, where `<<<>>>` leaves it (kernels/cuda/launch.h reads it there).
-cudaError_t enqueue_launch(const void* kernel, const char* name, dim3 grid, dim3 block, size_t shared_bytes,
-                           cudaStream_t stream, std::vector<PointerArgument> pointers,
+// per block against 1 024 and the kernel's launch bounds, its registers against the SM's,
+// grid and block dimensions, dynamic shared memory against the size opted in on the stream's
+// device) and returns the launch error, which it also leaves in the thread's last-error slot,
+// where `<<<>>>` leaves it (kernels/cuda/launch.h reads it there).
+cudaError_t enqueue_launch(const void* kernel, const char* name, KernelLimits limits, dim3 grid, dim3 block,
+                           size_t shared_bytes, cudaStream_t stream, std::vector<PointerArgument> pointers,
                            std::function<void()> body);
 
 // The device's shape, from the environment (README.md), read at first use; a value that does not
@@ -143,8 +173,8 @@ const char* kernel_name() {
 }
 
 template <auto Kernel, typename... Params, typename... Args>
-cudaError_t launch(void (*)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                   Args&&... args) {
+cudaError_t launch(void (*)(Params...), KernelLimits limits, dim3 grid, dim3 block, size_t shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
   // The parameters as the kernel receives them, copied now: a captured launch replays these
   // values, whatever the variables they came from hold by then (as on a GPU).
   using Tuple = std::tuple<std::decay_t<Params>...>;
@@ -156,15 +186,22 @@ cudaError_t launch(void (*)(Params...), dim3 grid, dim3 block, size_t shared_byt
         (collect_pointers(p, i++, pointers), ...);
       },
       *params);
-  return enqueue_launch(reinterpret_cast<const void*>(Kernel), kernel_name<Kernel>(), grid, block, shared_bytes,
-                        stream, std::move(pointers), [params] { std::apply(Kernel, *params); });
+  return enqueue_launch(reinterpret_cast<const void*>(Kernel), kernel_name<Kernel>(), limits, grid, block,
+                        shared_bytes, stream, std::move(pointers), [params] { std::apply(Kernel, *params); });
 }
 
 }  // namespace detail
 
 template <auto Kernel, typename... Args>
+cudaError_t launch(KernelLimits limits, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  return detail::launch<Kernel>(Kernel, limits, grid, block, shared_bytes, stream,
+                                std::forward<Args>(args)...);
+}
+template <auto Kernel, typename... Args>
 cudaError_t launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-  return detail::launch<Kernel>(Kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+  return detail::launch<Kernel>(Kernel, KernelLimits{}, grid, block, shared_bytes, stream,
+                                std::forward<Args>(args)...);
 }
 
 // A shuffle through warp_gather: every lane of `mask` contributes `value` and gets lane
