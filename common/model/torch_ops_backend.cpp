@@ -115,10 +115,22 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim, g = nh / nkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const double eps = c.rms_norm_eps;
-  auto tok = in_tokens_.narrow(0, 0, b);                   // [b]
-  auto pos = in_pos_.narrow(0, 0, b);                      // [b]
-  auto slots = in_slots_.narrow(0, 0, b);                  // [b]
-  auto mask = in_mask_.narrow(0, 0, b).narrow(1, 0, W);    // [b, W]
+  // Attention reads keys [first_key, W): from the lowest KV region the pass's sequences hold (no
+  // row sees a slot below it; padded rows' slots follow the last sequence's). The softmax's sum
+  // and the P·V product reduce over keys in chunks fixed from the first key, so starting at the
+  // region rather than at slot 0 gives a sequence the same sums whichever region holds it: a
+  // prefix adopted from another region continues bit for bit (FMA kernels round a sum by its
+  // chunks).
+  int first_key = 0;
+  if (batch.sequences) {
+    first_key = W;
+    for (int q = 0; q < batch.n_sequences; ++q) first_key = std::min(first_key, batch.sequences[q].kv_base);
+  }
+  const int keys = W - first_key;
+  auto tok = in_tokens_.narrow(0, 0, b);                            // [b]
+  auto pos = in_pos_.narrow(0, 0, b);                               // [b]
+  auto slots = in_slots_.narrow(0, 0, b);                           // [b]
+  auto mask = in_mask_.narrow(0, 0, b).narrow(1, first_key, keys);  // [b, keys]
   auto cos = rope_cos_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
   auto sin = rope_sin_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
   auto x = w_.embed.index_select(0, tok);                  // [b, hidden]
@@ -138,13 +150,13 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
     k = rope(k, cos, sin);
     k_cache_[li].index_copy_(1, slots, k.transpose(0, 1));  // [nkv, cap, hd] ← [nkv, b, hd]
     v_cache_[li].index_copy_(1, slots, v.transpose(0, 1));
-    auto kw = k_cache_[li].narrow(1, 0, W);  // [nkv, W, hd]
-    auto vw = v_cache_[li].narrow(1, 0, W);  // [nkv, W, hd]
+    auto kw = k_cache_[li].narrow(1, first_key, keys);  // [nkv, keys, hd]
+    auto vw = v_cache_[li].narrow(1, first_key, keys);  // [nkv, keys, hd]
     auto qh = q.view({b, nkv, g, hd}).permute({1, 2, 0, 3}).reshape({nkv, g * b, hd});
-    auto s = torch::matmul(qh, kw.transpose(1, 2)).mul_(scale);  // [nkv, g·b, W]
-    s = s.view({nkv, g, b, W}) + mask;                           // [nkv, g, b, W]
+    auto s = torch::matmul(qh, kw.transpose(1, 2)).mul_(scale);  // [nkv, g·b, keys]
+    s = s.view({nkv, g, b, keys}) + mask;                        // [nkv, g, b, keys]
     auto p = torch::softmax(s, -1, torch::kFloat32).to(dtype_);
-    auto o = torch::matmul(p.view({nkv, g * b, W}), vw);                      // [nkv, g·b, hd]
+    auto o = torch::matmul(p.view({nkv, g * b, keys}), vw);                   // [nkv, g·b, hd]
     o = o.view({nkv, g, b, hd}).permute({2, 0, 1, 3}).reshape({b, nh * hd});  // [b, nh·hd]
     x = x + pj.o(o);
     hn = rms_norm(x, l.post_norm, eps);
