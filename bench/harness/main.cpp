@@ -392,31 +392,51 @@ void print_concurrency_table(std::ostream& out, const std::vector<ConcurrencyRow
   }
 }
 
-}  // namespace
+// ---- the run, step by step --------------------------------------------------------------------
 
-int main(int argc, char** argv) {
+// The command line, checked, and what it names, loaded.
+struct BenchRun {
+  std::string endpoint, launch_config, prompts_path, out_dir = "bench-out", baseline = "draft", verifier,
+                                                     sampling, build_dir, run_dir,
+                                                     root_dir = ROOTSPEC_SOURCE_DIR;
+  std::vector<std::string> sets;
+  int max_new_tokens = -1, warmup = 2, resamples = 2000, repeats = 1;
+  uint64_t seed = 0;
+  double request_timeout_s = 600, interval_level = 0.95;
+  bool trace = false, stream = false;
+  std::vector<int> levels;  // --concurrency: the serving benchmark's levels; empty: the paired run
+  std::vector<BenchPrompt> prompts;
+  std::vector<GridPoint> grid;
+  grammar::OutputConstraint constraint;
+
+  bool launches() const { return !launch_config.empty(); }
+  SummaryOptions summary_options() const {
+    SummaryOptions so;
+    so.baseline = baseline;
+    so.bootstrap.resamples = resamples;
+    so.bootstrap.level = interval_level;
+    so.bootstrap.seed = seed;
+    return so;
+  }
+};
+
+// Parses and checks the command line into `run` and loads its prompts, grid and constraint. An
+// exit code where the run stops here: 0 after --help, 2 for bad options.
+std::optional<int> parse_command_line(int argc, char** argv, BenchRun& run) {
   CLI::App app{
       "rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
-  std::string endpoint, launch_config, prompts_path,
-      out_dir = "bench-out", decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1",
-      budgets_s = "8,59", baseline = "draft", verifier, sampling, build_dir, run_dir,
-      root_dir = ROOTSPEC_SOURCE_DIR;
-  std::vector<std::string> sets;
-  int max_new_tokens = -1, warmup = 2, limit_prompts = 0, resamples = 2000, repeats = 1;
-  uint64_t seed = 0;
-  double request_timeout_s = 600, level = 0.95;
-  bool trace = false, stream = false;
-  std::string concurrency_s;
-  std::vector<int> levels;
-  auto* ep = app.add_option("--endpoint", endpoint,
+  std::string decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1", budgets_s = "8,59",
+              concurrency_s;
+  int limit_prompts = 0;
+  auto* ep = app.add_option("--endpoint", run.endpoint,
                             "the running target's client endpoint (e.g. tcp://127.0.0.1:5600)");
-  auto* la = app.add_option("--launch", launch_config,
+  auto* la = app.add_option("--launch", run.launch_config,
                             "start a pair with `launch/rootspec up --config CONFIG` and stop it at the end");
   ep->excludes(la);
-  app.add_option("--set", sets,
+  app.add_option("--set", run.sets,
                  "with --launch: section.key=value passed to the pair (repeatable), e.g. "
                  "endpoints.client=tcp://127.0.0.1:5710");
-  app.add_option("--prompts", prompts_path,
+  app.add_option("--prompts", run.prompts_path,
                  "prompt file (JSONL); default: bench/prompts/prompts.jsonl of the source tree");
   app.add_option("--limit-prompts", limit_prompts, "use only the first N prompts of the file (0: all)")
       ->capture_default_str();
@@ -426,342 +446,377 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--temperatures", temps_s, "temperatures (0 = greedy)")->capture_default_str();
   app.add_option("--budgets", budgets_s, "tree budgets B")->capture_default_str();
-  app.add_option("--max-new-tokens", max_new_tokens, "limit per decode (default: the server's)");
-  app.add_option("--verifier", verifier, "verifier for every tree decoder (default: the server's)");
-  app.add_option("--sampling", sampling,
+  app.add_option("--max-new-tokens", run.max_new_tokens, "limit per decode (default: the server's)");
+  app.add_option("--verifier", run.verifier, "verifier for every tree decoder (default: the server's)");
+  app.add_option("--sampling", run.sampling,
                  "sampling parameters of every request, KEY=VALUE,…: top_k, top_p, min_p, presence_penalty, "
                  "frequency_penalty, repetition_penalty, logit_bias=ID:BIAS (repeatable)");
   ConstraintFlags constraint_flags;  // structured output of every request (constraint.h)
   constraint_flags.add_to(app);
-  app.add_option("--seed", seed, "seed of the prompt order and of the per-decode sampling seeds")
+  app.add_option("--seed", run.seed, "seed of the prompt order and of the per-decode sampling seeds")
       ->capture_default_str();
-  app.add_option("--repeats", repeats,
+  app.add_option("--repeats", run.repeats,
                  "passes over the prompts: each prompt runs every combination this many times, each pass "
                  "in its own seeded order with its own sampling seeds (narrower intervals)")
       ->capture_default_str();
-  app.add_option("--warmup", warmup, "warm-up prompts (each runs every combination once, not summarised)")
+  app.add_option("--warmup", run.warmup, "warm-up prompts (each runs every combination once, not summarised)")
       ->capture_default_str();
-  app.add_option("--baseline", baseline, "decoder the gains are measured against")->capture_default_str();
-  app.add_option("--resamples", resamples, "paired bootstrap resamples")->capture_default_str();
-  app.add_option("--level", level, "interval level")->capture_default_str();
-  app.add_option("--out", out_dir, "output folder")->capture_default_str();
-  app.add_flag("--trace", trace,
+  app.add_option("--baseline", run.baseline, "decoder the gains are measured against")->capture_default_str();
+  app.add_option("--resamples", run.resamples, "paired bootstrap resamples")->capture_default_str();
+  app.add_option("--level", run.interval_level, "interval level")->capture_default_str();
+  app.add_option("--out", run.out_dir, "output folder")->capture_default_str();
+  app.add_flag("--trace", run.trace,
                "also write trace.jsonl, one line per round (with --concurrency: the level is in its decoder, "
                "e.g. auto@c8, and its batch)");
-  app.add_flag("--stream", stream, "ask for Delta messages while decoding (default: only Done)");
+  app.add_flag("--stream", run.stream, "ask for Delta messages while decoding (default: only Done)");
   app.add_option("--concurrency", concurrency_s,
                  "serving benchmark: N closed-loop clients for each N of the list (e.g. 1,2,4,8,16), "
                  "streaming; writes concurrency.csv (aggregate and per-request tokens/s, TTFT, TPOT)");
-  app.add_option("--request-timeout", request_timeout_s, "a decode fails after this many seconds")
+  app.add_option("--request-timeout", run.request_timeout_s, "a decode fails after this many seconds")
       ->capture_default_str();
-  app.add_option("--build-dir", build_dir,
+  app.add_option("--build-dir", run.build_dir,
                  "with --launch: the build folder of the daemons (default: this binary's)");
-  app.add_option("--run-dir", run_dir, "with --launch: the pair's logs (default: OUT/run)");
-  app.add_option("--root", root_dir, "source tree (launcher, default prompts)")->capture_default_str();
+  app.add_option("--run-dir", run.run_dir, "with --launch: the pair's logs (default: OUT/run)");
+  app.add_option("--root", run.root_dir, "source tree (launcher, default prompts)")->capture_default_str();
 
-  std::vector<BenchPrompt> prompts;
-  std::vector<GridPoint> grid;
-  grammar::OutputConstraint constraint;
   try {
     app.parse(argc, argv);
-    if (endpoint.empty() && launch_config.empty())
+    if (run.endpoint.empty() && run.launch_config.empty())
       throw CLI::ValidationError("--endpoint", "give --endpoint or --launch");
-    if (!sets.empty() && launch_config.empty()) throw CLI::ValidationError("--set", "only with --launch");
-    if (max_new_tokens == 0 || max_new_tokens < -1)
+    if (!run.sets.empty() && run.launch_config.empty())
+      throw CLI::ValidationError("--set", "only with --launch");
+    if (run.max_new_tokens == 0 || run.max_new_tokens < -1)
       throw CLI::ValidationError("--max-new-tokens", "must be >= 1");
-    if (warmup < 0) throw CLI::ValidationError("--warmup", "must be >= 0");
-    if (repeats < 1) throw CLI::ValidationError("--repeats", "must be >= 1");
+    if (run.warmup < 0) throw CLI::ValidationError("--warmup", "must be >= 0");
+    if (run.repeats < 1) throw CLI::ValidationError("--repeats", "must be >= 1");
     if (limit_prompts < 0) throw CLI::ValidationError("--limit-prompts", "must be >= 0");
-    if (resamples < 1) throw CLI::ValidationError("--resamples", "must be >= 1");
-    if (!(level > 0 && level < 1)) throw CLI::ValidationError("--level", "must be in (0, 1)");
-    if (prompts_path.empty()) prompts_path = root_dir + "/bench/prompts/prompts.jsonl";
+    if (run.resamples < 1) throw CLI::ValidationError("--resamples", "must be >= 1");
+    if (!(run.interval_level > 0 && run.interval_level < 1))
+      throw CLI::ValidationError("--level", "must be in (0, 1)");
+    if (run.prompts_path.empty()) run.prompts_path = run.root_dir + "/bench/prompts/prompts.jsonl";
     try {
       GenerateBody checked;
-      apply_sampling(sampling, checked);  // a typo fails before the pair starts
-      constraint = constraint_flags.constraint();
-      if (constraint.active()) grammar::compile_output_constraint(constraint);  // …and so does a bad grammar
-      grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s),
-                         parse_budgets(budgets_s));
-      prompts = load_prompt_set(prompts_path);
+      apply_sampling(run.sampling, checked);  // a typo fails before the pair starts
+      run.constraint = constraint_flags.constraint();
+      if (run.constraint.active())
+        grammar::compile_output_constraint(run.constraint);  // …and so does a bad grammar
+      run.grid = expand_grid(split_list(decoders_s, "--decoders"), parse_temperatures(temps_s),
+                             parse_budgets(budgets_s));
+      run.prompts = load_prompt_set(run.prompts_path);
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
     }
-    if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < prompts.size())
-      prompts.resize(limit_prompts);
-    if (prompts.empty()) throw CLI::ValidationError("--prompts", "no prompts in " + prompts_path);
+    if (limit_prompts > 0 && static_cast<size_t>(limit_prompts) < run.prompts.size())
+      run.prompts.resize(limit_prompts);
+    if (run.prompts.empty()) throw CLI::ValidationError("--prompts", "no prompts in " + run.prompts_path);
     if (!concurrency_s.empty()) {
       try {
-        levels = parse_ints(concurrency_s, "--concurrency", 1, 256);
+        run.levels = parse_ints(concurrency_s, "--concurrency", 1, 256);
       } catch (const std::exception& e) {
         throw CLI::ValidationError(e.what());
       }
     }
-    if (warmup > static_cast<int>(prompts.size())) warmup = static_cast<int>(prompts.size());
+    if (run.warmup > static_cast<int>(run.prompts.size())) run.warmup = static_cast<int>(run.prompts.size());
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::cerr << "rootspec-bench: " << e.what() << "\n";
     return 2;
   }
+  return std::nullopt;
+}
 
+// The output folder, made absolute and created; false (said why) where it cannot be.
+bool make_out_dir(BenchRun& run) {
   try {
-    out_dir = absolute(out_dir);
-    mkdirs(out_dir);
+    run.out_dir = absolute(run.out_dir);
+    mkdirs(run.out_dir);
+    return true;
   } catch (const std::exception& e) {
     std::cerr << "rootspec-bench: " << e.what() << "\n";
-    return 2;
+    return false;
   }
+}
 
+// Ctrl-C and SIGTERM end the run after the decodes in flight (outputs are written for what ran);
+// a client gone does not kill the harness.
+void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+}
 
-  PairLauncher launcher;
-  if (!launch_config.empty()) {
-    LaunchOptions lo;
-    lo.script = root_dir + "/launch/rootspec";
-    lo.config = absolute(launch_config);
-    char real[PATH_MAX];
-    if (realpath(lo.config.c_str(), real)) lo.config = real;  // the launcher compares it with its default
-    if (!is_file(lo.config)) {
-      std::cerr << "rootspec-bench: --launch: no config file " << lo.config << "\n";
-      return 2;
-    }
-    lo.sets = sets;
-    // A serving run batches its clients' requests: the target takes the largest level at once. A
-    // run of one request at a time (the D.14 protocol) measures the single-request runtime, whatever
-    // batch the config serves with.
-    const bool batch_set = std::any_of(
-        sets.begin(), sets.end(), [](const std::string& x) { return x.rfind("target.max_batch=", 0) == 0; });
-    if (!batch_set)
-      lo.sets.push_back("target.max_batch=" +
-                        std::to_string(levels.empty() ? 1
-                                                      : std::min(kMaxBatch, *std::max_element(levels.begin(),
-                                                                                              levels.end()))));
-    lo.build_dir = build_dir.empty() ? own_build_dir() : absolute(build_dir);
-    lo.run_dir = run_dir.empty() ? out_dir + "/run" : absolute(run_dir);
-    std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
-              << " (build " << lo.build_dir << ", logs " << lo.run_dir << ")\n";
-    try {
-      endpoint = launcher.start(lo, &g_interrupted);
-    } catch (const LaunchError& e) {
-      std::cerr << "rootspec-bench: " << e.what() << "\n";
-      return 3;
-    }
-    std::cerr << "rootspec-bench: the pair is up at " << endpoint << "\n";
+// With --launch: starts the pair and points run.endpoint at it. An exit code where it did not
+// start (2: no config file, 3: the launcher failed).
+std::optional<int> start_pair(BenchRun& run, PairLauncher& launcher) {
+  if (!run.launches()) return std::nullopt;
+  LaunchOptions lo;
+  lo.script = run.root_dir + "/launch/rootspec";
+  lo.config = absolute(run.launch_config);
+  char real[PATH_MAX];
+  if (realpath(lo.config.c_str(), real)) lo.config = real;  // the launcher compares it with its default
+  if (!is_file(lo.config)) {
+    std::cerr << "rootspec-bench: --launch: no config file " << lo.config << "\n";
+    return 2;
   }
+  lo.sets = run.sets;
+  // A serving run batches its clients' requests: the target takes the largest level at once. A
+  // run of one request at a time (the D.14 protocol) measures the single-request runtime, whatever
+  // batch the config serves with.
+  const bool batch_set = std::any_of(run.sets.begin(), run.sets.end(), [](const std::string& x) {
+    return x.rfind("target.max_batch=", 0) == 0;
+  });
+  if (!batch_set) {
+    const int batch =
+        run.levels.empty() ? 1 : std::min(kMaxBatch, *std::max_element(run.levels.begin(), run.levels.end()));
+    lo.sets.push_back("target.max_batch=" + std::to_string(batch));
+  }
+  lo.build_dir = run.build_dir.empty() ? own_build_dir() : absolute(run.build_dir);
+  lo.run_dir = run.run_dir.empty() ? run.out_dir + "/run" : absolute(run.run_dir);
+  std::cerr << "rootspec-bench: starting the pair: " << lo.script << " up --config " << lo.config
+            << " (build " << lo.build_dir << ", logs " << lo.run_dir << ")\n";
+  try {
+    run.endpoint = launcher.start(lo, &g_interrupted);
+  } catch (const LaunchError& e) {
+    std::cerr << "rootspec-bench: " << e.what() << "\n";
+    return 3;
+  }
+  std::cerr << "rootspec-bench: the pair is up at " << run.endpoint << "\n";
+  return std::nullopt;
+}
 
-  std::ofstream trace_out;
-  if (trace) {
-    trace_out.open(out_dir + "/trace.jsonl");
-    if (!trace_out) {
-      std::cerr << "rootspec-bench: cannot write " << out_dir << "/trace.jsonl\n";
-      return 2;
-    }
+// trace.jsonl with --trace: one line per round of a Done (round_trace_line's), with the decode's
+// pass and warm-up flag.
+class TraceFile {
+ public:
+  // False (said why) where --trace asks for a file that cannot be written.
+  bool open(const BenchRun& run) {
+    if (!run.trace) return true;
+    out_.open(run.out_dir + "/trace.jsonl");
+    if (!out_) std::cerr << "rootspec-bench: cannot write " << run.out_dir << "/trace.jsonl\n";
+    return static_cast<bool>(out_);
   }
-  // One line per round of a Done: round_trace_line's, with the decode's pass and warm-up flag.
-  auto write_trace = [&](const DecodeRecord& record, const DoneBody& done, int pass, bool warmup) {
-    if (!trace) return;
+  void write(const DecodeRecord& record, const DoneBody& done, int pass, bool warmup) {
+    if (!out_.is_open()) return;
     for (size_t i = 0; i < done.trace.size(); ++i) {
       nlohmann::ordered_json j =
           nlohmann::ordered_json::parse(round_trace_line(record, static_cast<int64_t>(i), done.trace[i]));
       j["warmup"] = warmup;
       j["pass"] = pass;
-      trace_out << j.dump() << "\n";
+      out_ << j.dump() << "\n";
     }
-  };
-
-  if (!levels.empty()) {
-    // ---- serving benchmark: closed-loop clients at each level ----------------------------------
-    std::vector<ConcurrencyRow> rows;
-    std::map<int, std::vector<DecodeRecord>> by_level;
-    std::vector<Failure> failures;
-    bool gone = false;
-    const double t_start = now_s();
-    std::string fatal;
-    try {
-      StreamClient client(endpoint);
-      for (int level : levels)
-        for (const GridPoint& g : grid) {
-          if (g_interrupted || gone) break;
-          // Warm-up prompts first (not counted), then every prompt × repeats, in a seeded order.
-          struct Item {
-            int prompt, pass;
-            bool warmup;
-          };
-          std::vector<Item> items;
-          for (int i = 0; i < warmup; ++i) items.push_back({i, 0, true});
-          for (const RunItem& it :
-               rotated_run_order(static_cast<int>(prompts.size()), 1,
-                                 RunOrderOptions{seed + static_cast<uint64_t>(level), 0, repeats}))
-            items.push_back({it.prompt, it.pass, false});
-          struct InFlight {
-            size_t item;
-            RequestTiming t;
-            uint64_t seed;
-          };
-          std::map<uint64_t, InFlight> flying;
-          std::vector<RequestTiming> timings;
-          size_t next = 0;
-          double level_start = -1, level_end = 0;
-          int warm_flying = 0;  // measured from the first counted send to the last counted Done
-          while ((next < items.size() || !flying.empty()) && !g_interrupted && !gone) {
-            // Warm-ups run alone first; then the level's clients keep `level` requests in flight.
-            while (next < items.size() && static_cast<int>(flying.size()) < level &&
-                   !(items[next].warmup == false && warm_flying > 0)) {
-              const Item& it = items[next];
-              const BenchPrompt& p = prompts[static_cast<size_t>(it.prompt)];
-              const uint64_t s = decode_seed(seed, it.prompt, g.decoder, g.temperature, g.budget, it.pass);
-              InFlight f{next, {}, s};
-              f.t.sent_s = now_s();
-              if (!it.warmup && level_start < 0) level_start = f.t.sent_s;
-              warm_flying += it.warmup;
-              flying.emplace(client.send(request_body(p, g, max_new_tokens, verifier, s, /*stream=*/true,
-                                                      sampling, constraint)),
-                             f);
-              ++next;
-            }
-            client.poll(100, [&](const Message& m, double at) {
-              auto f = flying.find(m.header().request);
-              if (f == flying.end()) return;
-              const Item& it = items[f->second.item];
-              const BenchPrompt& p = prompts[static_cast<size_t>(it.prompt)];
-              RequestTiming& t = f->second.t;
-              if (m.header().type == MessageType::Delta) {
-                const DeltaBody d = m.delta();
-                if (d.tokens.empty()) return;
-                if (t.streamed_tokens == 0) t.first_token_s = at;
-                t.last_token_s = at;
-                t.streamed_tokens += static_cast<int64_t>(d.tokens.size());
-                return;
-              }
-              if (m.header().type != MessageType::Done && m.header().type != MessageType::Error) return;
-              std::string error;
-              if (m.header().type == MessageType::Done) {
-                const DoneBody done = m.done();
-                try {
-                  GridPoint at_level = g;
-                  at_level.decoder = g.decoder + "@c" + std::to_string(level);
-                  DecodeRecord r = build_decode(done, at_level, p.id, p.category, f->second.seed, it.warmup);
-                  t.counted_tokens = counted_tokens(done);
-                  t.decode_s = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
-                  write_trace(r, done, it.pass, it.warmup);
-                  by_level[level].push_back(std::move(r));
-                } catch (const BadDone& e) {
-                  error = std::string("untimeable Done: ") + e.what();
-                }
-              } else {
-                error = m.error().message;
-              }
-              if (!error.empty()) {
-                failures.push_back(Failure{p.id, g.decoder, error, g.temperature, g.budget, it.warmup});
-                std::cerr << "rootspec-bench: FAILED " << p.id << " " << grid_name(g) << " at concurrency "
-                          << level << ": " << error << "\n";
-              } else if (!it.warmup) {
-                timings.push_back(t);
-                level_end = at;
-              }
-              warm_flying -= it.warmup;
-              flying.erase(f);
-            });
-            if (client.gone() || (!launch_config.empty() && !launcher.alive())) gone = true;
-          }
-          if (g_interrupted)
-            for (const auto& f : flying) client.cancel(f.first);
-          rows.push_back(concurrency_row(level, g, timings, level_start < 0 ? 0 : level_end - level_start));
-          std::cerr << "rootspec-bench: concurrency " << level << " " << grid_name(g) << ": "
-                    << fmt("%.1f", rows.back().aggregate_tokens_per_s) << " tokens/s aggregate over "
-                    << timings.size() << " requests (" << fmt("%.0f", now_s() - t_start) << " s)\n";
-        }
-    } catch (const std::exception& e) {
-      fatal = e.what();
-      std::cerr << "\nrootspec-bench: error: " << fatal << "\n";
-    }
-    if (!launch_config.empty()) {
-      std::cerr << "rootspec-bench: stopping the pair\n";
-      launcher.stop();
-    }
-    SummaryOptions so;
-    so.baseline = baseline;
-    so.ar = "ar";
-    so.bootstrap.resamples = resamples;
-    so.bootstrap.level = level;
-    so.bootstrap.seed = seed;
-    nlohmann::json j;
-    nlohmann::json per_level = nlohmann::json::array();
-    std::vector<DecodeRecord> all;
-    for (auto& [n, records] : by_level) {
-      SummaryOptions at = so;
-      at.ar = "ar@c" + std::to_string(n);
-      at.baseline = baseline + "@c" + std::to_string(n);
-      nlohmann::json one = summary_to_json(summarise(records, at));
-      one["concurrency"] = n;
-      per_level.push_back(one);
-      all.insert(all.end(), records.begin(), records.end());
-    }
-    j["levels"] = per_level;
-    j["run"] = {{"endpoint", endpoint},
-                {"launch_config", launch_config},
-                {"prompts_file", prompts_path},
-                {"prompts", prompts.size()},
-                {"concurrency", levels},
-                {"repeats", repeats},
-                {"warmup_prompts", warmup},
-                {"max_new_tokens", max_new_tokens},
-                {"seed", seed},
-                {"wall_s", now_s() - t_start},
-                {"failures", failures.size()},
-                {"error", fatal}};
-    std::ofstream(out_dir + "/concurrency.csv") << [&] {
-      std::ostringstream o;
-      write_concurrency_csv(o, rows);
-      return o.str();
-    }();
-    std::ofstream(out_dir + "/summary.json") << j.dump(2) << "\n";
-    {
-      std::ofstream csv(out_dir + "/records.csv");
-      write_records_csv(csv, all);
-    }
-    print_concurrency_table(std::cout, rows);
-    std::cout << "concurrency: " << out_dir << "/concurrency.csv  records: " << out_dir
-              << "/records.csv  summary: " << out_dir << "/summary.json\n";
-    std::cout << "plot: " << root_dir << "/bench/plot-concurrency.sh " << out_dir << "/concurrency.csv\n";
-    return failures.empty() && !gone && !g_interrupted && fatal.empty() ? 0 : 1;
   }
 
-  const std::vector<RunItem> order =
-      rotated_run_order(static_cast<int>(prompts.size()), static_cast<int>(grid.size()),
-                        RunOrderOptions{seed, warmup, repeats});
-  std::cerr << "rootspec-bench: " << prompts.size() << " prompts × " << grid.size() << " combinations"
-            << (repeats > 1 ? " × " + std::to_string(repeats) + " passes" : "") << " + " << warmup
-            << " warm-up prompts = " << order.size() << " decodes\n";
+ private:
+  std::ofstream out_;
+};
 
-  std::vector<DecodeRecord> records;
+// What a run leaves besides its records: its failures and why it stopped.
+struct RunEnd {
   std::vector<Failure> failures;
-  bool gone = false;
+  bool gone = false;  // the target went away
+  std::string fatal;  // an error that stopped the run
+};
+
+// ---- the serving benchmark (--concurrency) -------------------------------------------------
+
+// One level × one grid point: warm-up prompts alone first (not counted), then every prompt ×
+// --repeats in a seeded order, `level` requests kept in flight by closed-loop clients. Appends
+// the level's records to `records` and returns its row of concurrency.csv.
+ConcurrencyRow serve_level(const BenchRun& run, StreamClient& client, PairLauncher& launcher,
+                           TraceFile& trace, int level, const GridPoint& g,
+                           std::vector<DecodeRecord>& records, RunEnd& end, double t_start) {
+  struct Item {
+    int prompt, pass;
+    bool warmup;
+  };
+  std::vector<Item> items;
+  for (int i = 0; i < run.warmup; ++i) items.push_back({i, 0, true});
+  for (const RunItem& it :
+       rotated_run_order(static_cast<int>(run.prompts.size()), 1,
+                         RunOrderOptions{run.seed + static_cast<uint64_t>(level), 0, run.repeats}))
+    items.push_back({it.prompt, it.pass, false});
+  struct InFlight {
+    size_t item;
+    RequestTiming t;
+    uint64_t seed;
+  };
+  std::map<uint64_t, InFlight> flying;
+  std::vector<RequestTiming> timings;
+  size_t next = 0;
+  double level_start = -1, level_end = 0;
+  int warm_flying = 0;  // measured from the first counted send to the last counted Done
+  while ((next < items.size() || !flying.empty()) && !g_interrupted && !end.gone) {
+    // Warm-ups run alone first; then the level's clients keep `level` requests in flight.
+    while (next < items.size() && static_cast<int>(flying.size()) < level &&
+           !(items[next].warmup == false && warm_flying > 0)) {
+      const Item& it = items[next];
+      const BenchPrompt& p = run.prompts[static_cast<size_t>(it.prompt)];
+      const uint64_t s = decode_seed(run.seed, it.prompt, g.decoder, g.temperature, g.budget, it.pass);
+      InFlight f{next, {}, s};
+      f.t.sent_s = now_s();
+      if (!it.warmup && level_start < 0) level_start = f.t.sent_s;
+      warm_flying += it.warmup;
+      flying.emplace(client.send(request_body(p, g, run.max_new_tokens, run.verifier, s, /*stream=*/true,
+                                              run.sampling, run.constraint)),
+                     f);
+      ++next;
+    }
+    client.poll(100, [&](const Message& m, double at) {
+      auto f = flying.find(m.header().request);
+      if (f == flying.end()) return;
+      const Item& it = items[f->second.item];
+      const BenchPrompt& p = run.prompts[static_cast<size_t>(it.prompt)];
+      RequestTiming& t = f->second.t;
+      if (m.header().type == MessageType::Delta) {
+        const DeltaBody d = m.delta();
+        if (d.tokens.empty()) return;
+        if (t.streamed_tokens == 0) t.first_token_s = at;
+        t.last_token_s = at;
+        t.streamed_tokens += static_cast<int64_t>(d.tokens.size());
+        return;
+      }
+      if (m.header().type != MessageType::Done && m.header().type != MessageType::Error) return;
+      std::string error;
+      if (m.header().type == MessageType::Done) {
+        const DoneBody done = m.done();
+        try {
+          GridPoint at_level = g;
+          at_level.decoder = g.decoder + "@c" + std::to_string(level);
+          DecodeRecord r = build_decode(done, at_level, p.id, p.category, f->second.seed, it.warmup);
+          t.counted_tokens = counted_tokens(done);
+          t.decode_s = (done.last_commit_ns - done.prefill_start_ns) / 1e9;
+          trace.write(r, done, it.pass, it.warmup);
+          records.push_back(std::move(r));
+        } catch (const BadDone& e) {
+          error = std::string("untimeable Done: ") + e.what();
+        }
+      } else {
+        error = m.error().message;
+      }
+      if (!error.empty()) {
+        end.failures.push_back(Failure{p.id, g.decoder, error, g.temperature, g.budget, it.warmup});
+        std::cerr << "rootspec-bench: FAILED " << p.id << " " << grid_name(g) << " at concurrency " << level
+                  << ": " << error << "\n";
+      } else if (!it.warmup) {
+        timings.push_back(t);
+        level_end = at;
+      }
+      warm_flying -= it.warmup;
+      flying.erase(f);
+    });
+    if (client.gone() || (run.launches() && !launcher.alive())) end.gone = true;
+  }
+  if (g_interrupted)
+    for (const auto& f : flying) client.cancel(f.first);
+  ConcurrencyRow row = concurrency_row(level, g, timings, level_start < 0 ? 0 : level_end - level_start);
+  std::cerr << "rootspec-bench: concurrency " << level << " " << grid_name(g) << ": "
+            << fmt("%.1f", row.aggregate_tokens_per_s) << " tokens/s aggregate over " << timings.size()
+            << " requests (" << fmt("%.0f", now_s() - t_start) << " s)\n";
+  return row;
+}
+
+// concurrency.csv, summary.json (each level's paired-bootstrap summary under "levels") and
+// records.csv; the table on stdout.
+void write_serving_outputs(const BenchRun& run, const std::vector<ConcurrencyRow>& rows,
+                           const std::map<int, std::vector<DecodeRecord>>& by_level, const RunEnd& end,
+                           double wall_s) {
+  SummaryOptions so = run.summary_options();
+  nlohmann::json j;
+  nlohmann::json per_level = nlohmann::json::array();
+  std::vector<DecodeRecord> all;
+  for (const auto& [n, records] : by_level) {
+    SummaryOptions at = so;
+    at.ar = "ar@c" + std::to_string(n);
+    at.baseline = run.baseline + "@c" + std::to_string(n);
+    nlohmann::json one = summary_to_json(summarise(records, at));
+    one["concurrency"] = n;
+    per_level.push_back(one);
+    all.insert(all.end(), records.begin(), records.end());
+  }
+  j["levels"] = per_level;
+  j["run"] = {{"endpoint", run.endpoint},
+              {"launch_config", run.launch_config},
+              {"prompts_file", run.prompts_path},
+              {"prompts", run.prompts.size()},
+              {"concurrency", run.levels},
+              {"repeats", run.repeats},
+              {"warmup_prompts", run.warmup},
+              {"max_new_tokens", run.max_new_tokens},
+              {"seed", run.seed},
+              {"wall_s", wall_s},
+              {"failures", end.failures.size()},
+              {"error", end.fatal}};
+  std::ofstream(run.out_dir + "/concurrency.csv") << [&] {
+    std::ostringstream o;
+    write_concurrency_csv(o, rows);
+    return o.str();
+  }();
+  std::ofstream(run.out_dir + "/summary.json") << j.dump(2) << "\n";
+  {
+    std::ofstream csv(run.out_dir + "/records.csv");
+    write_records_csv(csv, all);
+  }
+  print_concurrency_table(std::cout, rows);
+  std::cout << "concurrency: " << run.out_dir << "/concurrency.csv  records: " << run.out_dir
+            << "/records.csv  summary: " << run.out_dir << "/summary.json\n";
+  std::cout << "plot: " << run.root_dir << "/bench/plot-concurrency.sh " << run.out_dir
+            << "/concurrency.csv\n";
+}
+
+int run_serving(const BenchRun& run, PairLauncher& launcher, TraceFile& trace) {
+  std::vector<ConcurrencyRow> rows;
+  std::map<int, std::vector<DecodeRecord>> by_level;
+  RunEnd end;
+  const double t_start = now_s();
+  try {
+    StreamClient client(run.endpoint);
+    for (int level : run.levels)
+      for (const GridPoint& g : run.grid) {
+        if (g_interrupted || end.gone) break;
+        rows.push_back(serve_level(run, client, launcher, trace, level, g, by_level[level], end, t_start));
+      }
+  } catch (const std::exception& e) {
+    end.fatal = e.what();
+    std::cerr << "\nrootspec-bench: error: " << end.fatal << "\n";
+  }
+  if (run.launches()) {
+    std::cerr << "rootspec-bench: stopping the pair\n";
+    launcher.stop();
+  }
+  write_serving_outputs(run, rows, by_level, end, now_s() - t_start);
+  return end.failures.empty() && !end.gone && !g_interrupted && end.fatal.empty() ? 0 : 1;
+}
+
+// ---- the paired run (paper 000 App. D.14) -------------------------------------------------
+
+// Every decode of the rotated run order, one at a time, each a Generate that waits for its Done;
+// a progress line on stderr.
+std::vector<DecodeRecord> decode_in_order(const BenchRun& run, const std::vector<RunItem>& order,
+                                          PairLauncher& launcher, TraceFile& trace, RunEnd& end) {
+  std::vector<DecodeRecord> records;
   int64_t done_items = 0;
   const double t_start = now_s();
   double last_print = -1;
   const bool tty = isatty(STDERR_FILENO);
-  std::string fatal;
   try {
-    Client client(endpoint);
+    Client client(run.endpoint);
     for (const RunItem& item : order) {
-      if (g_interrupted || gone) break;
-      const BenchPrompt& p = prompts[static_cast<size_t>(item.prompt)];
-      const GridPoint& g = grid[static_cast<size_t>(item.combination)];
+      if (g_interrupted || end.gone) break;
+      const BenchPrompt& p = run.prompts[static_cast<size_t>(item.prompt)];
+      const GridPoint& g = run.grid[static_cast<size_t>(item.combination)];
       const GenerateBody body =
-          request_body(p, g, max_new_tokens, verifier,
-                       decode_seed(seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass), stream,
-                       sampling, constraint);
-      Outcome o = client.generate(body, request_timeout_s, launch_config.empty() ? nullptr : &launcher);
+          request_body(p, g, run.max_new_tokens, run.verifier,
+                       decode_seed(run.seed, item.prompt, g.decoder, g.temperature, g.budget, item.pass),
+                       run.stream, run.sampling, run.constraint);
+      Outcome o = client.generate(body, run.request_timeout_s, run.launches() ? &launcher : nullptr);
       if (o.kind == Outcome::kInterrupted) break;
       if (o.kind == Outcome::kDone) {
         try {
           DecodeRecord record = build_decode(o.done, g, p.id, p.category, body.seed, item.warmup);
-          write_trace(record, o.done, item.pass, item.warmup);
+          trace.write(record, o.done, item.pass, item.warmup);
           records.push_back(std::move(record));
         } catch (const BadDone& e) {
           o.kind = Outcome::kError;
@@ -769,10 +824,10 @@ int main(int argc, char** argv) {
         }
       }
       if (o.kind != Outcome::kDone) {
-        failures.push_back(Failure{p.id, g.decoder, o.error, g.temperature, g.budget, item.warmup});
+        end.failures.push_back(Failure{p.id, g.decoder, o.error, g.temperature, g.budget, item.warmup});
         std::cerr << (tty ? "\r\033[K" : "") << "rootspec-bench: FAILED " << p.id << " " << grid_name(g)
                   << (item.warmup ? " (warm-up)" : "") << ": " << o.error << "\n";
-        if (o.kind == Outcome::kGone) gone = true;
+        if (o.kind == Outcome::kGone) end.gone = true;
       }
       ++done_items;
       const double elapsed = now_s() - t_start;
@@ -780,89 +835,118 @@ int main(int argc, char** argv) {
         last_print = elapsed;
         std::string line = progress_line(done_items, static_cast<int64_t>(order.size()), elapsed) + "  " +
                            p.id + " " + grid_name(g) + (item.warmup ? " (warm-up)" : "");
-        if (!failures.empty()) line += "  failed " + std::to_string(failures.size());
+        if (!end.failures.empty()) line += "  failed " + std::to_string(end.failures.size());
         std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
       }
     }
     if (tty) std::cerr << "\n";
   } catch (const std::exception& e) {  // stop the pair and keep what ran
-    fatal = e.what();
-    std::cerr << "\nrootspec-bench: error: " << fatal << "\n";
+    end.fatal = e.what();
+    std::cerr << "\nrootspec-bench: error: " << end.fatal << "\n";
   }
-  const bool interrupted = g_interrupted.load();
-  const double wall_s = now_s() - t_start;
-  int launcher_status = -1;
-  if (!launch_config.empty()) {
-    std::cerr << "rootspec-bench: stopping the pair\n";
-    launcher_status = launcher.stop();
-  }
+  return records;
+}
 
-  // ---- outputs ---------------------------------------------------------------------------------
-  SummaryOptions so;
-  so.baseline = baseline;
-  so.bootstrap.resamples = resamples;
-  so.bootstrap.level = level;
-  so.bootstrap.seed = seed;
-  const BenchSummary summary = summarise(records, so);
+// records.csv and summary.json (the bench_stats summary plus a "run" object: options,
+// failures); the table on stdout. False where the files could not be written.
+bool write_paired_outputs(const BenchRun& run, const BenchSummary& summary,
+                          const std::vector<DecodeRecord>& records, size_t planned, const RunEnd& end,
+                          bool interrupted, double wall_s) {
   nlohmann::json j = summary_to_json(summary);
-  nlohmann::json run;
-  run["endpoint"] = endpoint;
-  run["launch_config"] = launch_config;
-  run["prompts_file"] = prompts_path;
-  run["prompts"] = prompts.size();
-  run["combinations"] = grid.size();
-  run["warmup_prompts"] = warmup;
-  run["repeats"] = repeats;
-  run["decodes_planned"] = order.size();
-  run["decodes_done"] = records.size();
-  run["max_new_tokens"] = max_new_tokens;
-  run["verifier"] = verifier.empty() ? "server default" : verifier;
-  run["sampling"] = sampling;
-  run["constraint"] = grammar::constraint_kind_name(constraint.kind);
-  run["seed"] = seed;
-  run["wall_s"] = wall_s;
-  run["interrupted"] = interrupted;
-  run["target_gone"] = gone;
-  run["error"] = fatal;
+  nlohmann::json r;
+  r["endpoint"] = run.endpoint;
+  r["launch_config"] = run.launch_config;
+  r["prompts_file"] = run.prompts_path;
+  r["prompts"] = run.prompts.size();
+  r["combinations"] = run.grid.size();
+  r["warmup_prompts"] = run.warmup;
+  r["repeats"] = run.repeats;
+  r["decodes_planned"] = planned;
+  r["decodes_done"] = records.size();
+  r["max_new_tokens"] = run.max_new_tokens;
+  r["verifier"] = run.verifier.empty() ? "server default" : run.verifier;
+  r["sampling"] = run.sampling;
+  r["constraint"] = grammar::constraint_kind_name(run.constraint.kind);
+  r["seed"] = run.seed;
+  r["wall_s"] = wall_s;
+  r["interrupted"] = interrupted;
+  r["target_gone"] = end.gone;
+  r["error"] = end.fatal;
   std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  run["finished_utc"] = date;
+  r["finished_utc"] = date;
   nlohmann::json fails = nlohmann::json::array();
-  for (const Failure& f : failures)
+  for (const Failure& f : end.failures)
     fails.push_back({{"prompt_id", f.prompt_id},
                      {"decoder", f.decoder},
                      {"temperature", f.temperature},
                      {"budget", f.budget},
                      {"warmup", f.warmup},
                      {"error", f.error}});
-  run["failures"] = fails;
-  j["run"] = run;
-  int rc = 0;
+  r["failures"] = fails;
+  j["run"] = r;
+  bool written = true;
   {
-    std::ofstream csv(out_dir + "/records.csv");
+    std::ofstream csv(run.out_dir + "/records.csv");
     write_records_csv(csv, records);
-    std::ofstream js(out_dir + "/summary.json");
+    std::ofstream js(run.out_dir + "/summary.json");
     js << j.dump(2) << "\n";
     if (!csv || !js) {
-      std::cerr << "rootspec-bench: cannot write the outputs to " << out_dir << "\n";
-      rc = 1;
+      std::cerr << "rootspec-bench: cannot write the outputs to " << run.out_dir << "\n";
+      written = false;
     }
   }
   print_table(std::cout, summary);
-  std::cout << "records: " << out_dir << "/records.csv  summary: " << out_dir << "/summary.json"
-            << (trace ? "  trace: " + out_dir + "/trace.jsonl" : "") << "\n";
-  std::cout << "plots: " << root_dir << "/bench/plot.sh " << out_dir << "/summary.json " << out_dir
-            << "/records.csv\n";
-  if (!failures.empty()) {
-    std::cerr << "rootspec-bench: " << failures.size()
+  std::cout << "records: " << run.out_dir << "/records.csv  summary: " << run.out_dir << "/summary.json"
+            << (run.trace ? "  trace: " + run.out_dir + "/trace.jsonl" : "") << "\n";
+  std::cout << "plots: " << run.root_dir << "/bench/plot.sh " << run.out_dir << "/summary.json "
+            << run.out_dir << "/records.csv\n";
+  return written;
+}
+
+int run_paired(const BenchRun& run, PairLauncher& launcher, TraceFile& trace) {
+  const std::vector<RunItem> order =
+      rotated_run_order(static_cast<int>(run.prompts.size()), static_cast<int>(run.grid.size()),
+                        RunOrderOptions{run.seed, run.warmup, run.repeats});
+  std::cerr << "rootspec-bench: " << run.prompts.size() << " prompts × " << run.grid.size() << " combinations"
+            << (run.repeats > 1 ? " × " + std::to_string(run.repeats) + " passes" : "") << " + " << run.warmup
+            << " warm-up prompts = " << order.size() << " decodes\n";
+  RunEnd end;
+  const double t_start = now_s();
+  const std::vector<DecodeRecord> records = decode_in_order(run, order, launcher, trace, end);
+  const bool interrupted = g_interrupted.load();
+  const double wall_s = now_s() - t_start;
+  int launcher_status = -1;
+  if (run.launches()) {
+    std::cerr << "rootspec-bench: stopping the pair\n";
+    launcher_status = launcher.stop();
+  }
+  const BenchSummary summary = summarise(records, run.summary_options());
+  int rc = write_paired_outputs(run, summary, records, order.size(), end, interrupted, wall_s) ? 0 : 1;
+  if (!end.failures.empty()) {
+    std::cerr << "rootspec-bench: " << end.failures.size()
               << " decode(s) failed (listed in summary.json run.failures)\n";
     rc = 1;
   }
-  if (gone) std::cerr << "rootspec-bench: the target went away; the run stopped early\n";
+  if (end.gone) std::cerr << "rootspec-bench: the target went away; the run stopped early\n";
   if (interrupted) std::cerr << "rootspec-bench: interrupted; outputs hold the decodes that finished\n";
-  if (gone || interrupted || !fatal.empty()) rc = 1;
+  if (end.gone || interrupted || !end.fatal.empty()) rc = 1;
   if (launcher_status > 0 && !interrupted)
     std::cerr << "rootspec-bench: note: the launcher exited with status " << launcher_status << "\n";
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchRun run;
+  if (const std::optional<int> rc = parse_command_line(argc, argv, run)) return *rc;
+  if (!make_out_dir(run)) return 2;
+  install_signal_handlers();
+  PairLauncher launcher;
+  if (const std::optional<int> rc = start_pair(run, launcher)) return *rc;
+  TraceFile trace;
+  if (!trace.open(run)) return 2;
+  return run.levels.empty() ? run_paired(run, launcher, trace) : run_serving(run, launcher, trace);
 }
