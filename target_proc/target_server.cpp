@@ -111,8 +111,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     if (!lost_ && !server_.drafter_) lost_.emplace("the drafter is gone");
     if (!lost_) {
       try {
-        pool_ =
-            server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(); });
+        pool_ = server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.queue_.read(); });
       } catch (const DrafterGone& e) {
         lost_.emplace(e);
         server_.link_lost_.emplace(e);
@@ -164,7 +163,7 @@ class TargetServer::RemoteDrafter : public RoundDrafter {
     if (!server_.drafter_ || server_.link_lost_) return;
     try {
       if (pool_due_ && server_.drafter_->unread_pools_block_the_drafter()) {
-        server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.drain_clients(); });
+        server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.queue_.read(); });
         pool_due_ = false;
       }
       server_.drafter_->close_request(id_);
@@ -230,6 +229,24 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
                          ? grammar_vocabulary(*tokenizer, target.config().eos_token_ids, target.vocab_size())
                          : nullptr),
       clients_(ctx_, zmq::socket_type::router),
+      queue_(clients_, config.http.queue_depth,
+             ClientQueue::Server{
+                 [this](const GenerateBody& body) {
+                   return resolve_request(body, config_, target_.vocab_size(), target_.max_tree() - 1,
+                                          tokenizer_, chat_, grammar_vocab_);
+                 },
+                 [this] {
+                   StatusBody st;
+                   st.running = static_cast<int32_t>(batch_.size());
+                   st.drafter_alive = drafter_ && drafter_->alive();
+                   if (const PrefixCache* cache = target_.prefix_cache()) {
+                     const PrefixCache::Stats c = cache->stats();
+                     st.target_cache = {c.hit_tokens, c.miss_tokens, c.evictions, c.bytes};
+                   }
+                   st.drafter_cache = drafter_cache_;
+                   return st;
+                 },
+                 [this] { return static_cast<int>(batch_.size()) >= target_.max_sequences(); }}),
       link_options_{config.drafter_endpoint, config.pool_transport, config.target.device,
                     config.drafter.device,   config.peer_timeout_s, target.vocab_size()} {
   clients_.set(zmq::sockopt::router_mandatory, 1);
@@ -239,133 +256,22 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
 TargetServer::~TargetServer() = default;
 
 bool TargetServer::send_client(Decoding& to, const std::string& bytes) {
-  if (send_routed(clients_, to.req.client, bytes)) return true;
+  if (queue_.send(to.req.client, bytes)) return true;
   to.cancelled = true;  // the client went away: stop its request, serve the others
   return false;
 }
 
-void TargetServer::reply_error(const std::string& client, uint64_t id, const std::string& field,
-                               const std::string& message) {
-  Header h;
-  h.type = MessageType::Error;
-  h.request = id;
-  send_routed(clients_, client, encode(h, ErrorBody{field, message}));
-}
-
-void TargetServer::reply_done(const std::string& client, uint64_t id, DoneBody done) {
-  Header h;
-  h.type = MessageType::Done;
-  h.request = id;
-  h.round = static_cast<uint32_t>(done.rounds);
-  send_routed(clients_, client, encode(h, done));
-  ++served_;
-}
-
-void TargetServer::accept(const std::string& client, uint64_t id, const GenerateBody& body) {
-  if (shutdown_) return reply_error(client, id, "shutdown", "the target is shutting down");
-  Pending p;
-  p.client = client;
-  p.id = id;
-  try {
-    p.request = resolve_request(body, config_, target_.vocab_size(), target_.max_tree() - 1, tokenizer_,
-                                chat_, grammar_vocab_);
-  } catch (const ProtocolError& e) {
-    spdlog::info("request {}: refused: {}", id, e.what());
-    return reply_error(client, id, e.field, e.what());
+// The clients' messages, then what the queue kept for the server: a Cancel of a decoding request
+// and a Shutdown end their members at the next round's start (a member's round is whole).
+void TargetServer::read_clients() {
+  queue_.read();
+  if (queue_.shutdown_requested() && !shutdown_) {
+    shutdown_ = true;
+    for (auto& d : batch_) d->cancelled = true;
   }
-  if (static_cast<int>(queue_.size()) >= config_.http.queue_depth) {
-    spdlog::warn("request {}: refused: the queue holds {} requests", id, queue_.size());
-    return reply_error(client, id, "queue",
-                       "the queue is full (" + std::to_string(queue_.size()) + " requests wait)");
-  }
-  p.received_ns = monotonic_ns();
-  if (p.request.deadline_ms > 0)
-    p.deadline_ns = p.received_ns + static_cast<int64_t>(p.request.deadline_ms) * 1000000;
-  Header h;
-  h.type = MessageType::Accepted;
-  h.request = id;
-  // Requests ahead of this one: the queue's, and one more when the batch has no room.
-  const bool batch_full = static_cast<int>(batch_.size()) >= target_.max_sequences();
-  const int32_t position = static_cast<int32_t>(queue_.size()) + (batch_full ? 1 : 0);
-  if (!send_routed(clients_, client, encode(h, AcceptedBody{position}))) {
-    spdlog::info("request {}: its client is gone; not queued", id);
-    return;
-  }
-  spdlog::debug("request {}: accepted, {} prompt tokens, {} ahead", id, p.request.prompt.size(), position);
-  queue_.push_back(std::move(p));
-}
-
-void TargetServer::drain_clients() {
-  while (auto frame = recv_routed(clients_)) {
-    std::optional<Message> msg;
-    try {
-      msg.emplace(frame->payload.data(), frame->payload.size());
-    } catch (const ProtocolError& e) {
-      reply_error(frame->identity, 0, e.field, e.what());
-      continue;
-    }
-    const Header& h = msg->header();
-    try {
-      switch (h.type) {
-        case MessageType::Generate:
-          accept(frame->identity, h.request, msg->generate());
-          break;
-        case MessageType::Cancel: {
-          msg->empty_body();
-          for (auto& d : batch_)
-            if (d->req.client == frame->identity && d->req.id == h.request) d->cancelled = true;
-          for (auto it = queue_.begin(); it != queue_.end(); ++it)
-            if (it->client == frame->identity && it->id == h.request) {
-              spdlog::info("request {}: cancelled while queued", h.request);
-              DoneBody done;
-              done.stop_reason = "cancelled";
-              done.prompt_tokens = static_cast<int32_t>(it->request.prompt.size());
-              reply_done(it->client, it->id, std::move(done));
-              queue_.erase(it);
-              break;
-            }
-          break;
-        }
-        case MessageType::Status: {
-          msg->empty_body();
-          StatusBody st{static_cast<int32_t>(queue_.size()), static_cast<int32_t>(batch_.size()),
-                        config_.http.queue_depth, drafter_ && drafter_->alive(), served_};
-          if (const PrefixCache* cache = target_.prefix_cache()) {
-            const PrefixCache::Stats s = cache->stats();
-            st.target_cache = {s.hit_tokens, s.miss_tokens, s.evictions, s.bytes};
-          }
-          st.drafter_cache = drafter_cache_;
-          send_routed(clients_, frame->identity, encode(h, st));
-          break;
-        }
-        case MessageType::Shutdown:
-          msg->empty_body();
-          shutdown_ = true;
-          for (auto& d : batch_) d->cancelled = true;
-          for (const Pending& q : queue_)
-            reply_error(q.client, q.id, "shutdown", "the target is shutting down");
-          queue_.clear();
-          break;
-        default:
-          reply_error(frame->identity, h.request, "type",
-                      std::string("the target does not accept ") + message_type_name(h.type) + " messages");
-      }
-    } catch (const ProtocolError& e) {
-      reply_error(frame->identity, h.request, e.field, e.what());
-    }
-  }
-  // Queued requests past their deadline end now, not when they reach the front.
-  const int64_t now = monotonic_ns();
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->deadline_ns == 0 || now < it->deadline_ns) {
-      ++it;
-      continue;
-    }
-    spdlog::info("request {}: its deadline of {} ms passed in the queue", it->id, it->request.deadline_ms);
-    reply_error(it->client, it->id, "deadline",
-                "the request waited past its deadline of " + std::to_string(it->request.deadline_ms) + " ms");
-    it = queue_.erase(it);
-  }
+  for (const auto& [client, id] : queue_.take_cancels())
+    for (auto& d : batch_)
+      if (d->req.client == client && d->req.id == id) d->cancelled = true;
 }
 
 void TargetServer::degrade(Decoding& d, const std::string& why) {
@@ -448,7 +354,7 @@ void TargetServer::start(Decoding& d) {
     target_.prefill(d.sequence,
                     std::vector<int32_t>(context.begin() + done_tokens, context.begin() + done_tokens + n));
     done_tokens += n;
-    drain_clients();
+    read_clients();
   }
   if (!d.cancelled) target_.keep_prefix(d.sequence, context);
   d.root = r.prompt.back();
@@ -459,15 +365,14 @@ void TargetServer::start(Decoding& d) {
 
 void TargetServer::admit() {
   while (static_cast<int>(batch_.size()) < target_.max_sequences() && !queue_.empty() && !shutdown_) {
-    auto d = std::make_unique<Decoding>(std::move(queue_.front()), config_, target_.config());
-    queue_.pop_front();
+    auto d = std::make_unique<Decoding>(queue_.pop(), config_, target_.config());
     Decoding& joined = *d;
     batch_.push_back(std::move(d));
     try {
       start(joined);
     } catch (const std::exception& e) {
       spdlog::error("request {}: target failure: {}", joined.req.id, e.what());
-      reply_error(joined.req.client, joined.req.id, "", std::string("target failure: ") + e.what());
+      queue_.reply_error(joined.req.client, joined.req.id, "", std::string("target failure: ") + e.what());
       if (joined.drafter) joined.drafter->end();
       if (joined.sequence >= 0) target_.close(joined.sequence);
       batch_.pop_back();
@@ -518,7 +423,7 @@ void TargetServer::run_round_of_batch() {
   }
   // Clients are read every round (a speculative round may find its pools ready and never
   // wait for them): Cancels, Statuses and new requests are answered within a round.
-  drain_clients();
+  read_clients();
   const int64_t next = monotonic_ns();
   for (Decoding* d : of_member) d->round_start = next;  // plain rounds start here; a drafter stamps its own
 }
@@ -554,7 +459,7 @@ void TargetServer::finish(Decoding& d) {
         auto_costs_.speculative_base_ms(), d.adaptive->rounds_before_try(), a.plain_rounds, a.lost_tries,
         a.won_share);
   }
-  reply_done(d.req.client, d.req.id, std::move(done));
+  queue_.reply_done(d.req.client, d.req.id, std::move(done));
   if (d.drafter) d.drafter->end();
   d.drafter.reset();
   target_.close(d.sequence);
@@ -634,7 +539,7 @@ int TargetServer::run() {
   clients_.bind(config_.client_endpoint);
   spdlog::info("ready; clients connect to {}", config_.client_endpoint);
   while (!shutdown_ || !batch_.empty()) {
-    drain_clients();
+    read_clients();
     if (drafter_ && !drafter_->alive()) drafter_lost(DrafterGone("the drafter process is gone"));
     poll_reconnect();
     admit();
@@ -645,7 +550,7 @@ int TargetServer::run() {
         // Not a request's fault that the others could go on from: every member ends with it.
         spdlog::error("target failure in a round of {} requests: {}", batch_.size(), e.what());
         for (auto& d : batch_) {
-          reply_error(d->req.client, d->req.id, "", std::string("target failure: ") + e.what());
+          queue_.reply_error(d->req.client, d->req.id, "", std::string("target failure: ") + e.what());
           if (d->drafter) d->drafter->end();
           target_.close(d->sequence);
         }

@@ -1,13 +1,13 @@
 // TargetServer: the target process (DESIGN §1, §3). Clients (rootspec-client, the HTTP gateway,
 // the harness) send Generate messages; each is checked at once and answered with an Error or an
 // Accepted, then waits in a FIFO queue of at most [http] queue_depth requests (more are refused
-// with an Error on "queue"). Up to [target] max_batch requests decode at once, the rest wait in
-// arrival order: a request joins the batch at a round boundary (its prompt prefilled then), and
-// every round is run_batched_round() (round.h) over the whole batch (one root pass, each
-// member's pool from the drafter process behind a DrafterLink, one tree pass over every
-// member's tree), streaming each member's Deltas and ending each with its Done. A Cancel, a
-// client gone, or the request's deadline ends a queued or decoding request without disturbing
-// the others; a Status is answered between rounds.
+// with an Error on "queue"): the ClientQueue (client_queue.h), which the server reads between
+// rounds and while a round waits for the drafter's pools. Up to [target] max_batch requests decode at once,
+// the rest wait in arrival order: a request joins the batch at a round boundary (its prompt prefilled then),
+// and every round is run_batched_round() (round.h) over the whole batch (one root pass, each member's pool
+// from the drafter process behind a DrafterLink, one tree pass over every member's tree), streaming each
+// member's Deltas and ending each with its Done. A Cancel, a client gone, or the request's deadline ends a
+// queued or decoding request without disturbing the others; a Status is answered between rounds.
 //
 // The drafter may die or stop answering: the requests in flight then continue with
 // plain decoding (ar) from their committed contexts, exact, and say so (a Delta's notice, the
@@ -29,6 +29,7 @@
 #include "auto_decoder.h"
 #include "batch_auto.h"
 #include "chat_template.h"
+#include "client_queue.h"
 #include "daemon_config.h"
 #include "drafter_link.h"
 #include "generate_request.h"
@@ -48,21 +49,13 @@ class TargetServer {
   int run();
 
  private:
-  struct Pending {
-    std::string client;  // ROUTER identity
-    uint64_t id = 0;     // the client's request id (replies carry it)
-    ResolvedRequest request;
-    int64_t received_ns = 0;
-    int64_t deadline_ns = 0;  // 0: none
-  };
+  using Pending = QueuedRequest;
   class RemoteDrafter;  // the RoundDrafter of a request: the drafter process over drafter_
   struct Decoding;      // a request of the batch: its options, generator, output, drafter
 
-  // Reads every waiting client message: checks and queues Generate (Accepted or Error), handles
-  // Cancel, Status and Shutdown, answers bad messages with an Error, and ends queued requests
-  // whose deadline passed.
-  void drain_clients();
-  void accept(const std::string& client, uint64_t id, const GenerateBody& body);
+  // Reads the clients (ClientQueue::read), then ends the members whose client sent a Cancel, or
+  // every member after a Shutdown: between rounds, and between the parts of a prefill.
+  void read_clients();
   // Moves queued requests into the batch while it has room (start() each).
   void admit();
   // A request joins: a sequence, its drafter's Prefill, its own prefill (in parts, reading the
@@ -88,9 +81,6 @@ class TargetServer {
   void poll_reconnect();
   // Sends to a decoding request's client; false (and the request is marked cancelled) if it has gone.
   bool send_client(Decoding& to, const std::string& bytes);
-  void reply_error(const std::string& client, uint64_t id, const std::string& field,
-                   const std::string& message);
-  void reply_done(const std::string& client, uint64_t id, DoneBody done);
 
   const DaemonConfig& config_;
   TargetModel& target_;
@@ -106,15 +96,14 @@ class TargetServer {
   std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
   zmq::context_t ctx_;
   zmq::socket_t clients_;  // ROUTER, bound at the client endpoint
+  ClientQueue queue_;      // the clients' messages and the requests waiting for the batch
   DrafterLinkOptions link_options_;
   std::unique_ptr<DrafterLink> drafter_;       // null while no drafter is connected (ar only)
   std::unique_ptr<DrafterLink> reconnecting_;  // a Hello sent, its Ready awaited
   int64_t reconnect_since_ns_ = 0, next_reconnect_ns_ = 0;
-  std::optional<DrafterGone> link_lost_;  // found the drafter gone; settle_link() acts on it
-  std::deque<Pending> queue_;
+  std::optional<DrafterGone> link_lost_;          // found the drafter gone; settle_link() acts on it
   std::vector<std::unique_ptr<Decoding>> batch_;  // [≤ max_batch] in arrival order
   uint64_t next_internal_id_ = 1;                 // request ids towards the drafter (unique per server)
-  int64_t served_ = 0;                            // Done messages sent
   PrefixCacheCounters drafter_cache_;             // the drafter's, from the last Pool that carried them
   bool shutdown_ = false;
 };

@@ -368,6 +368,8 @@ TEST(Http, HundredsOfIdleAndStuckConnectionsHoldNoRequestBack) {
   ASSERT_TRUE(health) << "/health did not answer with 600 connections held";
   EXPECT_EQ(health->status, 200);
   const auto together = openai_client(pair.url, requests, 4);
+  ASSERT_EQ(alone.size(), requests.size()) << "the openai peer (tests/prepare) did not answer alone";
+  ASSERT_EQ(together.size(), requests.size()) << "the openai peer did not answer with the connections held";
   for (size_t i = 0; i < requests.size(); ++i) {
     ASSERT_TRUE(together[i]["ok"].get<bool>()) << together[i].dump();
     EXPECT_EQ(together[i]["text"], alone[i]["text"]) << "request " << i;
