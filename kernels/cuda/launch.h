@@ -39,10 +39,12 @@ namespace rootspec::cuda {
 //   most 255. Past the cap ptxas spills to local memory, so the budget is chosen where ptxas
 //   needs no spill: tests/kernels/register_budget.py compiles kernels.cu for sm_80 and sm_90 and
 //   fails on a kernel without bounds or with a spill.
+// KernelBounds{}: none stated (the CPU execution's own test kernels): nothing checked.
 struct KernelBounds {
-  int max_threads;
-  int min_blocks;
+  int max_threads = 0;
+  int min_blocks = 0;
   constexpr int register_budget() const {
+    if (max_threads <= 0 || min_blocks <= 0) return 0;
     const int per_thread = 65536 / (max_threads * min_blocks) / 8 * 8;
     return per_thread < 255 ? per_thread : 255;
   }
@@ -67,13 +69,7 @@ cudaError_t launch(KernelBounds bounds, dim3 grid, dim3 block, size_t shared_byt
 // be launched with 1 024 threads.
 template <auto Kernel, typename... Args>
 cudaError_t launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-  (void)cudaGetLastError();
-#if defined(__CUDACC__)
-  Kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
-#else
-  (void)cuda_on_cpu::launch<Kernel>(grid, block, shared_bytes, stream, std::forward<Args>(args)...);
-#endif
-  return cudaGetLastError();
+  return launch<Kernel>(KernelBounds{}, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace rootspec::cuda

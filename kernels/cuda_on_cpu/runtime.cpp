@@ -383,12 +383,13 @@ cudaError_t enqueue_launch(const void* kernel, const char* name, KernelLimits li
              " threads, past its launch bounds of " + std::to_string(limits.max_threads));
     return record(cudaErrorLaunchOutOfResources);
   }
-  if (limits.registers_per_thread > 0 &&
-      block_registers(static_cast<int64_t>(threads), limits.registers_per_thread) > kRegistersPerBlock) {
+  const int64_t registers = limits.registers_per_thread > 0
+                                ? block_registers(static_cast<int64_t>(threads), limits.registers_per_thread)
+                                : 0;
+  if (registers > kRegistersPerBlock) {
     complain(std::string(name) + ": a block of " + std::to_string(threads) + " threads at " +
              std::to_string(limits.registers_per_thread) + " registers each needs " +
-             std::to_string(block_registers(static_cast<int64_t>(threads), limits.registers_per_thread)) +
-             " registers, " + std::to_string(kRegistersPerBlock) + " in an SM");
+             std::to_string(registers) + " registers, " + std::to_string(kRegistersPerBlock) + " in an SM");
     return record(cudaErrorLaunchOutOfResources);
   }
   const int device = s->device;
