@@ -122,15 +122,15 @@ class TableRoundDrafter : public RoundDrafter {
 std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
                                   const PoolShape& shape, int min_tokens, Rng& rng,
                                   std::vector<RoundRecord>* records, const RoundHooks* hooks,
-                                  const AutoOptions* auto_options) {
+                                  const PolicyOptions* policy_options) {
   const std::vector<int32_t>& context = model.context();
   TableRoundDrafter drafter(model, shape, context, draw_drafter_seed(options, shape, rng));
   TableScorer target(model, std::vector<int32_t>(context.begin(), context.end() - 1));
   int32_t root = context.back();
-  AutoCostModel costs(auto_options ? *auto_options : table_auto_options());
-  if (options.auto_rule && !costs.options().fixed_costs)
-    throw std::invalid_argument("table_decode: auto needs fixed costs here (AutoOptions::fixed_costs)");
-  AutoController adaptive(costs, options.temperature);
+  DecodingPolicy policy(policy_options ? *policy_options : table_policy_options());
+  if (options.auto_rule && !policy.options().regime)
+    throw std::invalid_argument("table_decode: auto needs a CostRegime here (PolicyOptions::regime)");
+  PolicyRequest adaptive(policy, options.temperature, options.budget);
   SamplingContext sampling(context, options.sampling.grammar);
   std::vector<int32_t> emitted;
   while (emitted.size() < static_cast<size_t>(min_tokens)) {
@@ -146,20 +146,21 @@ std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions&
 std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
                                                      const std::vector<RequestOptions>& members,
                                                      const PoolShape& shape, int min_tokens, Rng& rng,
-                                                     const RoundHooks* hooks, BatchAuto* batch_auto) {
+                                                     const RoundHooks* hooks, DecodingPolicy* policy) {
   const std::vector<int32_t>& context = model.context();
   // Each member's own state, built when it joins.
   struct Member {
     Rng rng;
-    std::unique_ptr<AutoCostModel> costs;
     std::unique_ptr<TableRoundDrafter> drafter;
     std::unique_ptr<TableScorer> target;
-    std::unique_ptr<AutoController> adaptive;
+    std::unique_ptr<PolicyRequest> adaptive;
     std::unique_ptr<SamplingContext> sampling;
     int32_t root = -1;
     std::vector<int32_t> emitted;
   };
   const int n = static_cast<int>(members.size());
+  DecodingPolicy own_policy(table_policy_options());
+  if (!policy) policy = &own_policy;
   std::vector<Member> state(n);
   for (Member& m : state) m.rng = Rng(rng.next_u64());
   for (int round = 0;; ++round) {
@@ -174,8 +175,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
                                                         draw_drafter_seed(members[i], shape, m.rng));
         m.target =
             std::make_unique<TableScorer>(model, std::vector<int32_t>(context.begin(), context.end() - 1));
-        m.costs = std::make_unique<AutoCostModel>(table_auto_options());
-        m.adaptive = std::make_unique<AutoController>(*m.costs, members[i].temperature);
+        m.adaptive = std::make_unique<PolicyRequest>(*policy, members[i].temperature, members[i].budget);
         m.sampling = std::make_unique<SamplingContext>(context, members[i].sampling.grammar);
         m.root = context.back();
       }
@@ -184,7 +184,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
       b.root_token = m.root;
       b.drafter = m.drafter.get();
       b.rng = &m.rng;
-      b.auto_decoder = m.adaptive.get();
+      b.policy = m.adaptive.get();
       b.sampling = m.sampling.get();
       batch.push_back(b);
       scorers.push_back(m.target.get());
@@ -193,7 +193,7 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
     if (batch.empty() && round >= n) break;
     if (batch.empty()) continue;
     EachOwnScorer target(scorers);
-    run_batched_round(batch, target, hooks, batch_auto);
+    run_batched_round(batch, target, hooks);
     for (size_t k = 0; k < batch.size(); ++k) {
       Member& m = state[who[k]];
       m.emitted.insert(m.emitted.end(), batch[k].outcome.emitted.begin(), batch[k].outcome.emitted.end());
@@ -205,28 +205,20 @@ std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
   return out;
 }
 
-AutoOptions table_auto_options() {
-  AutoOptions o;
-  o.fixed_costs = true;
-  o.fixed_base = 0.30;  // root pass, pool wait, selection, verification, commit
-  o.fixed_tree_a = 0.15;
-  o.fixed_tree_b = 0.05;  // dear rows: the best budget depends on the pool
-  o.fixed_ar = 0.20;      // about a speculative round's rate: the modes alternate
-  // A root pass a third of which drafting does not hide, rules judged every round and the one
-  // not running measured again every second round whatever its rate, draft first: a request's
-  // first round is draft, the next speculative one root-draw (the law tests' first tokens).
-  o.fixed_root_unhidden = 0.10;
-  o.rule_try_rounds = 0;
-  o.rule_refresh_rounds = 2;
-  o.rule_close = 1.0;
-  o.first_rule = Rule::Draft;
-  o.min_speculative = 1;
-  o.probe_rounds = 1;
-  o.confirm_rounds = 1;
-  o.try_warmup_rounds = 1;
-  o.ar_settle_rounds = 0;
-  o.first_probe_gap = 1;
-  o.max_probe_gap = 2;
+const CostRegime& table_regime() {
+  static const CostRegime regime{"table", 0.15, 0.05, 0.2, 0.0, 0.1, 0.0};
+  return regime;
+}
+
+PolicyOptions table_policy_options() {
+  PolicyOptions o;
+  o.regime = &table_regime();
+  // Every round may explore the shape measured longest ago, measured from its first round: the
+  // law tests' first tokens then come from plain, root-draw and draft rounds alike.
+  o.settle_rounds = 0;
+  o.explore_rounds = 1;
+  o.explore_share = 1.0;
+  o.explore_min_loss = 0.0;
   return o;
 }
 

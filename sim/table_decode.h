@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "auto_decoder.h"
-#include "batch_auto.h"
+#include "decoding_policy.h"
 #include "pool.h"
 #include "request.h"
 #include "round.h"
@@ -53,31 +52,32 @@ class TableScorer : public TargetScorer {
 // Decodes from the model's context until at least `min_tokens` are emitted (whole rounds, so
 // possibly more); returns the emitted tokens. One RoundRecord per round goes to `records` when
 // given. The drafter's Rheo stream is drawn from `rng` first (draw_drafter_seed). Decoder
-// `auto` decides with `auto_options` (default: table_auto_options()); its costs must be fixed,
-// so that a seed decodes the same every time.
+// `auto` decides with a policy of `policy_options` (default: table_policy_options()); its times
+// must come from a CostRegime, so that a seed decodes the same every time.
 std::vector<int32_t> table_decode(const TableModel& model, const RequestOptions& options,
                                   const PoolShape& shape, int min_tokens, Rng& rng,
                                   std::vector<RoundRecord>* records = nullptr,
                                   const RoundHooks* hooks = nullptr,
-                                  const AutoOptions* auto_options = nullptr);
+                                  const PolicyOptions* policy_options = nullptr);
 
 // Several requests decoded together (the batched round, run_batched_round), each from the
 // model's context with its own scorer, drafter, generator and `auto`: member m joins the batch at
 // round m (requests join at round boundaries) and leaves once it has emitted `min_tokens`, so
 // batches grow, mix and shrink. Each member's generator is seeded from `rng` (one draw each, in
 // member order) before any round; its drafter's stream then comes from its own generator, as in
-// table_decode. With `batch_auto`, the `auto` members decide together at the batch's scale
-// (batch_auto.h). Returns each member's emitted tokens.
+// table_decode. The `auto` members share `policy` (default: one of table_policy_options()).
+// Returns each member's emitted tokens.
 std::vector<std::vector<int32_t>> table_decode_batch(const TableModel& model,
                                                      const std::vector<RequestOptions>& members,
                                                      const PoolShape& shape, int min_tokens, Rng& rng,
                                                      const RoundHooks* hooks = nullptr,
-                                                     BatchAuto* batch_auto = nullptr);
+                                                     DecodingPolicy* policy = nullptr);
 
-// `auto` over table models: fixed costs (ms; a speculative round 0.30 + a tree pass of 0.15 +
-// 0.05 a row, ar 0.20) under which, on small tables, speculation and ar are about as fast and
-// tree rows are dear, and quick switching: short decodes see both modes and several budgets.
-AutoOptions table_auto_options();
+// `auto` over table models: times from table_regime() (a tree pass of 0.15 ms + 0.05 a row,
+// drafting 0.2 ms beside it: speculation and plain decoding about as fast, tree rows dear), and
+// exploration every round, so that short decodes see every mode and several budgets.
+const CostRegime& table_regime();
+PolicyOptions table_policy_options();
 
 // Exact target joint law of the first n tokens after the context at the temperature:
 // [V^n] probabilities indexed by the tokens in base V.

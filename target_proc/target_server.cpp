@@ -65,7 +65,7 @@ struct TargetServer::Decoding {
   StopStrings stops;
   std::optional<SamplingContext> sampling;  // with sampling parameters beyond the temperature
   std::unique_ptr<RemoteDrafter> drafter;   // null: no drafter (ar, degraded)
-  std::optional<AutoController> adaptive;
+  std::optional<PolicyRequest> adaptive;    // `auto`'s share of the server's policy
   std::string notice;       // for the next Delta
   int sequence = -1;        // the target's KV of this request
   int32_t root = -1;        // the next round's root token
@@ -218,9 +218,9 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
                            const ChatTemplate* chat)
     : config_(config),
       target_(target),
-      auto_costs_([&] {
-        AutoOptions o;
-        o.draft_alone = config.auto_draft;
+      policy_([&] {
+        PolicyOptions o;
+        o.allow_draft = config.auto_draft;
         return o;
       }()),
       tokenizer_(tokenizer),
@@ -323,10 +323,8 @@ void TargetServer::start(Decoding& d) {
   if (tokenizer_) d.text.emplace(*tokenizer_, /*skip_special=*/true);
   d.done.prefill_start_ns = monotonic_ns();
   d.sequence = target_.open();
-  // `auto`'s controller over costs that outlive requests; only `auto` requests make one (its
-  // start reads and sets the temperature's state: other rules' requests must leave it alone).
-  if (d.o.auto_rule && !d.o.autoregressive)
-    d.adaptive.emplace(auto_costs_, d.o.temperature, d.o.max_new_tokens);
+  // `auto`'s share of the policy, whose estimates outlive requests.
+  if (d.o.auto_rule && !d.o.autoregressive) d.adaptive.emplace(policy_, d.o.temperature, d.o.budget);
   if (!d.o.autoregressive) {
     if (!drafter_) {
       degrade(d, "no drafter is connected");
@@ -334,7 +332,7 @@ void TargetServer::start(Decoding& d) {
       d.drafter = std::make_unique<RemoteDrafter>(*this, d);
       try {
         d.drafter->start(r.prompt, config_.pool, draw_drafter_seed(d.o, config_.pool, d.rng), r.draft_ahead,
-                         /*defer=*/d.adaptive && !d.adaptive->speculate());
+                         /*defer=*/d.adaptive && !d.adaptive->speculates_next());
       } catch (const DrafterGone& e) {
         link_lost_.emplace(e);
       }
@@ -360,7 +358,6 @@ void TargetServer::start(Decoding& d) {
   d.root = r.prompt.back();
   d.done.ms_prefill = ms_since(d.done.prefill_start_ns);
   d.round_start = monotonic_ns();
-  if (d.adaptive) d.adaptive->start_clock();
 }
 
 void TargetServer::admit() {
@@ -399,16 +396,14 @@ void TargetServer::run_round_of_batch() {
     m.drafter = d.drafter.get();
     m.rng = &d.rng;
     m.record = &d.record;
-    m.auto_decoder = d.adaptive ? &*d.adaptive : nullptr;
+    m.policy = d.adaptive ? &*d.adaptive : nullptr;
     m.sampling = d.sampling ? &*d.sampling : nullptr;
     members.push_back(m);
     of_member.push_back(&d);
     sequences.push_back(d.sequence);
   }
   if (members.empty()) return;
-  bool any_auto_samples = false;
-  for (const BatchMember& m : members) any_auto_samples |= m.auto_decoder && m.options->temperature > 0;
-  run_batched_round(members, target_.scorer(sequences), nullptr, &batch_auto_[any_auto_samples ? 1 : 0]);
+  run_batched_round(members, target_.scorer(sequences));
   // The round is whole; when it found the drafter gone (a pool that did not come, a Commit not
   // taken) every member speculating goes on with ar from here.
   settle_link();
@@ -446,18 +441,17 @@ void TargetServer::finish(Decoding& d) {
                done.stop_reason, done.tokens.size(), done.rounds, done.tokens_per_second, done.ms_queued,
                done.degraded.empty() ? "" : ", ar from token " + std::to_string(done.degraded_at));
   if (d.adaptive && !d.o.autoregressive) {
-    const AutoCostModel::Acceptance& a = auto_costs_.acceptance(d.o.temperature);
+    const PolicyRequest& a = *d.adaptive;
     spdlog::debug(
-        "request {}: auto ran {} speculative and {} plain rounds; at T = {}: {:.2f} tokens in "
-        "{:.3f} ms a speculative round (calibration {:.2f}), {:.3f} ms a plain one; a start costs "
-        "{:.3f} ms speculative, {:.3f} ms plain, a try {:.3f} ms; a tree pass of 5 rows {:.3f} ms, of 9 "
-        "rows {:.3f} ms, the rest of a speculative round {:.3f} ms; tries {} plain rounds apart ({} "
-        "since the last), {} lost in a row, {:.2f} of recent ones won",
-        d.req.id, d.adaptive->speculative_rounds(), d.adaptive->ar_rounds(), d.o.temperature, a.spec_tokens,
-        a.spec_ms, a.k(), auto_costs_.ar_ms(), auto_costs_.start_costs().speculative_ms,
-        auto_costs_.start_costs().plain_ms, a.try_ms, auto_costs_.tree_ms(5), auto_costs_.tree_ms(9),
-        auto_costs_.speculative_base_ms(), d.adaptive->rounds_before_try(), a.plain_rounds, a.lost_tries,
-        a.won_share);
+        "request {}: auto ran {} plain, {} root-draw and {} draft rounds; the policy runs {}; at T = {}: "
+        "{:.2f} tokens a root-draw round at B = 8, {:.2f} a draft one; a plain round of one {:.3f} ms, a "
+        "speculative one of 9 tree rows {:.3f} ms; {} explorations, {:.1f}% of the time",
+        d.req.id, a.rounds(Mode::Plain), a.rounds(Mode::RootDraw), a.rounds(Mode::Draft),
+        mode_name(policy_.shape()), d.o.temperature,
+        policy_.expected_tokens(d.o.temperature, Mode::RootDraw, 8),
+        policy_.expected_tokens(d.o.temperature, Mode::Draft, 8), policy_.round_ms(1, 1, 0, true),
+        policy_.round_ms(1, 1, 9, false), policy_.explorations(),
+        policy_.time_ms() > 0 ? 100 * policy_.explore_ms() / policy_.time_ms() : 0.0);
   }
   queue_.reply_done(d.req.client, d.req.id, std::move(done));
   if (d.drafter) d.drafter->end();

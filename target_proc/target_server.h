@@ -26,11 +26,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "auto_decoder.h"
-#include "batch_auto.h"
 #include "chat_template.h"
 #include "client_queue.h"
 #include "daemon_config.h"
+#include "decoding_policy.h"
 #include "drafter_link.h"
 #include "generate_request.h"
 #include "grammar_vocabulary.h"
@@ -84,11 +83,7 @@ class TargetServer {
 
   const DaemonConfig& config_;
   TargetModel& target_;
-  AutoCostModel auto_costs_;  // decoder `auto`: this machine's and pair's measured costs
-  // …and in a batch, the batch's decision (batch_auto.h), with rates kept apart for batches whose
-  // `auto` members all decode greedily [0] and those where some sample [1]: a round accepts more
-  // tokens at T = 0 than at T = 1, so greedy batches' rates would mislead sampling ones.
-  std::array<BatchAuto, 2> batch_auto_;
+  DecodingPolicy policy_;  // decoder `auto`: this machine's and pair's estimates, for every batch
   const Tokenizer* tokenizer_;
   const ChatTemplate* chat_;
   // The tokenizer's vocabulary as constraints mask it (grammar_vocabulary.h), built once; null

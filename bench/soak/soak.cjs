@@ -93,7 +93,7 @@ function kindOf(i) {
   if (k < 90) return 'cancelled';
   return 'disconnected';
 }
-// Every decoder a user may name, `auto` (the default, deciding with the batch: batch_auto.h) included.
+// Every decoder a user may name, `auto` (the default, one policy for the batch: decoding_policy.h) included.
 const rules = ['root-draw', 'root', 'ar', 'auto'];
 
 function greedyPayload(i) {

@@ -20,8 +20,8 @@
 //              rule, verifier, budget, temperature, stop_at_eos, logprobs_mode ("processed",
 //              the default: logprobs report the processed law p̃ that the tokens are drawn from,
 //              DESIGN §7; "raw": the target's own law at T = 1, nothing applied); auto_draft
-//              (default true: `auto` alone may choose draft where the root pass does not hide
-//              inside drafting; false: root-draw or ar only, auto_decoder.h)
+//              (default true: `auto` may choose draft, which skips the root pass; false:
+//              root-draw or ar only, decoding_policy.h)
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth
 //              (default true: each pool as deep as the request's recent Commits suggest, within
 //              depth; runtime_drafter.h), draft_ahead (a request's default: the drafter grows the
@@ -95,7 +95,7 @@ struct DaemonConfig {
   std::string pool_transport = "auto";
   int max_context = 2048;
   // What a Generate leaves out ([decoding]; seed stays 0). The decoder defaults to `auto`
-  // (auto_decoder.h): never slower than plain decoding by more than its probes cost.
+  // (decoding_policy.h): the mode and budget of the most expected tokens per unit of time.
   RequestOptions decoding = [] {
     RequestOptions o;
     o.auto_rule = true;

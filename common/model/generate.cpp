@@ -53,7 +53,7 @@ class LocalDrafter : public RoundDrafter {
 }  // namespace
 
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
-                        const RequestOptions& o, const PoolShape& shape, AutoCostModel* auto_costs,
+                        const RequestOptions& o, const PoolShape& shape, DecodingPolicy* policy,
                         bool drafter_processes_rows) {
   if (prompt.empty()) throw std::invalid_argument("generate: empty prompt");
   if (!o.autoregressive && !drafter)
@@ -79,13 +79,12 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
                                            drafter_processes_rows ? o.sampling : SamplingParams{});
 
   RequestOutput output(o, target.config().eos_token_ids, INT_MAX);
-  AutoCostModel own_costs;
-  std::optional<AutoController> adaptive;  // `auto` only: its start reads and sets the shared costs' state
+  DecodingPolicy own_policy;
+  std::optional<PolicyRequest> adaptive;  // `auto` only
   if (o.auto_rule && !o.autoregressive)
-    adaptive.emplace(auto_costs ? *auto_costs : own_costs, o.temperature, o.max_new_tokens);
+    adaptive.emplace(policy ? *policy : own_policy, o.temperature, o.budget);
   GenerateResult res;
   SamplingContext sampling(prompt, o.sampling.grammar);
-  if (adaptive) adaptive->start_clock();
   while (!output.finished()) {
     RoundRecord record;
     const RoundOutcome out = run_round(o, root, scorer, local.get(), rng, &record, nullptr,
@@ -103,8 +102,8 @@ GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::
 
 std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::vector<ModelRuntime*>& drafters,
                                            const std::vector<std::vector<int32_t>>& prompts,
-                                           const std::vector<RequestOptions>& options,
-                                           const PoolShape& shape) {
+                                           const std::vector<RequestOptions>& options, const PoolShape& shape,
+                                           DecodingPolicy* shared_policy) {
   const int n = static_cast<int>(prompts.size());
   if (static_cast<int>(options.size()) != n || static_cast<int>(drafters.size()) != n)
     throw std::invalid_argument("generate_batch: one drafter and one options per prompt");
@@ -118,12 +117,13 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
     Rng rng;
     int32_t root = -1;
     std::unique_ptr<LocalDrafter> drafter;
-    AutoCostModel costs;
-    std::optional<AutoController> adaptive;
+    std::optional<PolicyRequest> adaptive;
     std::optional<RequestOutput> output;
     std::optional<SamplingContext> sampling;
     GenerateResult result;
   };
+  DecodingPolicy own_policy;  // the batch's `auto` members share one
+  DecodingPolicy& policy = shared_policy ? *shared_policy : own_policy;
   std::vector<Request> requests(n);
   for (int i = 0; i < n; ++i) {
     const RequestOptions& o = options[i];
@@ -144,10 +144,7 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
       r.drafter = std::make_unique<LocalDrafter>(*drafters[i], shape, draft_seed, prompts[i], o.sampling);
     }
     r.output.emplace(o, target.config().eos_token_ids, INT_MAX);
-    if (o.auto_rule && !o.autoregressive) {
-      r.adaptive.emplace(r.costs, o.temperature, o.max_new_tokens);
-      r.adaptive->start_clock();
-    }
+    if (o.auto_rule && !o.autoregressive) r.adaptive.emplace(policy, o.temperature, o.budget);
   }
   BatchModelScorer scorer(target);
   std::vector<RoundRecord> records(n);
@@ -164,7 +161,7 @@ std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::ve
       m.rng = &r.rng;
       records[i] = RoundRecord{};
       m.record = &records[i];
-      m.auto_decoder = r.adaptive ? &*r.adaptive : nullptr;
+      m.policy = r.adaptive ? &*r.adaptive : nullptr;
       m.sampling = &*r.sampling;
       batch.push_back(m);
       sequences.push_back(r.sequence);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "auto_decoder.h"
 #include "batched_runtime.h"
+#include "decoding_policy.h"
 #include "model_runtime.h"
 #include "pool.h"
 #include "request.h"
@@ -25,23 +25,25 @@ struct GenerateResult {
 
 // Runtimes capable of `prompt` + max_new_tokens + one round's overrun (see
 // runtime_options_for). The caches are reset first. The drafter may be null only for ar.
-// Decoder `auto` learns its costs into `auto_costs` (a model per machine and pair, kept across
-// calls by the caller), or into one of its own. `drafter_processes_rows`: the drafter processes
+// Decoder `auto` decides with `policy` (its estimates are a machine's and pair's, kept across
+// calls by the caller), or with one of its own. `drafter_processes_rows`: the drafter processes
 // its rows by the request's sampling parameters (runtime_drafter.h; the daemon's [drafter]
 // process_rows); false: raw draft rows. The output is exact either way.
 GenerateResult generate(ModelRuntime& target, ModelRuntime* drafter, const std::vector<int32_t>& prompt,
                         const RequestOptions& options, const PoolShape& shape = PoolShape(),
-                        AutoCostModel* auto_costs = nullptr, bool drafter_processes_rows = true);
+                        DecodingPolicy* policy = nullptr, bool drafter_processes_rows = true);
 
 // Several requests decoded together, one process (the batched round, run_batched_round): every
 // round one root pass and one tree pass of `target` over all unfinished requests; request i
 // drafts with drafters[i] (its own runtime: null only for ar) and draws from its own generator
 // (options[i].seed). Each leaves the batch when finished. On a batch-invariant target backend
-// every request's result is generate()'s for it alone, token for token.
+// every request's result is generate()'s for it alone, token for token. `auto` requests share
+// `policy` (or one of the call's own).
 std::vector<GenerateResult> generate_batch(BatchedRuntime& target, const std::vector<ModelRuntime*>& drafters,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            const std::vector<RequestOptions>& options,
-                                           const PoolShape& shape = PoolShape());
+                                           const PoolShape& shape = PoolShape(),
+                                           DecodingPolicy* policy = nullptr);
 
 // Cache sizes that generate() needs: max_context for the prompt, the new tokens and one
 // round's overrun; max_tree for 1 + budget nodes (target) or the pool's forwarded nodes

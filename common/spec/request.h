@@ -23,8 +23,8 @@ namespace rootspec {
 struct RequestOptions {
   bool autoregressive = false;  // rule "ar": plain decoding, the target alone (no drafter)
   Rule rule = Rule::RootDraw;   // selection rule of speculative rounds
-  // Decoder "auto" (auto_decoder.h): per round root-draw with a budget of at most `budget`, or
-  // plain decoding for the next rounds, whichever the costs measured so far say is faster.
+  // Decoder "auto" (decoding_policy.h): per round plain decoding, or root-draw or draft with a
+  // budget of at most `budget`, whichever the estimates so far say emits the most per unit of time.
   bool auto_rule = false;
   Verifier verifier = Verifier::Residual;
   int budget = 8;            // B: most tree nodes a rule may select

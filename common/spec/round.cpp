@@ -5,9 +5,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "auto_decoder.h"
-#include "batch_auto.h"
 #include "clock.h"
+#include "decoding_policy.h"
 
 namespace rootspec {
 
@@ -207,20 +206,34 @@ void EachOwnScorer::tree_rows(const std::vector<Tree>& trees, std::vector<RowsVi
                                 : scorers_[t.member]->tree_rows(*t.input, t.temperature));
 }
 
-void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks,
-                       BatchAuto* batch_auto) {
-  const int n = static_cast<int>(batch.size());
-  const int64_t round_start = monotonic_ns();
-  // Each member's round as it goes: only its own pool, root row, plan and generator.
+namespace {
+
+// A batched round's state and its stages, in the order run_batched_round calls them. Each
+// member's part reads only its own pool, root row, plan and generator.
+class BatchRound {
+ public:
+  BatchRound(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks)
+      : batch_(batch), target_(target), hooks_(hooks), n_(static_cast<int>(batch.size())), rounds_(n_) {
+    times_.start_ns = monotonic_ns();
+    times_.members = n_;
+  }
+  void decide_modes();
+  void root_pass();
+  bool wait_pools();
+  void choose_budgets();
+  void select_trees();
+  void tree_pass();
+  void verify_trees();
+  void kv_commit();
+  void learn();
+
+ private:
   struct MemberRound {
     RoundRecord unused;
     RoundRecord* record = nullptr;
-    AutoController* adaptive = nullptr;
+    PolicyRequest* policy = nullptr;  // `auto`'s share of the decoding policy
     bool plain = false;
     Rule rule = Rule::Draft;
-    int budget_cap = 0;          // `auto` in a batch: its arm's most B (0: none)
-    bool batch_budgets = false;  // …and its B chosen for the batch (BatchAuto::choose_budgets)
-    int batch_budget = 0;        // …that B (0: its controller chooses)
     SelectionInputs in;
     const Pool* pool = nullptr;
     Pool grammatical;                     // the pool a grammar pruned (grammatical_pool)
@@ -234,54 +247,46 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
     ProcessedRows root_row, tree_rows;
     VerifyResult verified;
   };
-  static const SamplingContext no_penalties;  // what rows without penalties read of the context
-  std::vector<MemberRound> rounds(n);
-  // Each emitted token's log-probability from the row that drew it (RequestOptions::logprobs):
-  // y from the root row, an accepted node from its parent's row (the anchor's for the first
-  // level), the continuation from the exit node's.
-  auto fill_logprobs = [&](int m) {
-    BatchMember& b = batch[m];
-    const MemberRound& mr = rounds[m];
-    std::vector<TokenLogprob>& out = b.outcome.logprobs;
-    out.clear();
-    if (mr.plain || mr.plan.skip_tree_pass) {
-      out.push_back(mr.root_row.logprob(0, b.outcome.emitted.front()));
-      return;
-    }
-    if (mr.plan.first_drawn) out.push_back(mr.root_row.logprob(0, mr.plan.first_token));
-    const DraftTree& tree = mr.plan.verify_tree;
-    for (int v : mr.verified.accepted_nodes)
-      out.push_back(mr.tree_rows.logprob(tree.parent[v] == kRoot ? 0 : tree.parent[v] + 1, tree.token[v]));
-    const int exit = mr.verified.exit_node;
-    out.push_back(mr.tree_rows.logprob(exit == kRoot ? 0 : exit + 1, mr.verified.continuation));
-    assert(out.size() == b.outcome.emitted.size());
-  };
-  // `auto` learns from the finished round, then the drafter hears whether a pool is wanted.
-  auto finish = [&](int m, int32_t first_token) {
-    BatchMember& b = batch[m];
-    MemberRound& mr = rounds[m];
-    if (b.options->logprobs >= 0) fill_logprobs(m);  // before the context grows by the round
-    count(b.outcome, *mr.record);
-    if (b.sampling) b.sampling->append(b.outcome.emitted);
-    if (mr.adaptive) mr.adaptive->observe(*mr.record, first_token);
-    if (b.drafter && !b.options->autoregressive)
-      b.drafter->round_done(b.outcome.emitted, !mr.adaptive || mr.adaptive->speculate());
-  };
+  bool scorer_processes(const MemberRound& mr, int rows, int m) const {
+    const RequestOptions& o = *batch_[m].options;
+    // The scorer processes where it can, unless logprobs need the logits here, a grammar masks
+    // the rows (its matcher runs here), or a planted bug processes the rows.
+    return mr.processed && o.logprobs < 0 && !o.sampling.grammar && !(hooks_ && hooks_->process) &&
+           target_.processes_rows(m, rows);
+  }
+  void fill_logprobs(int m);
+  void finish(int m);
 
-  std::vector<BatchScorer::Root> roots;
-  for (int m = 0; m < n; ++m) {
-    const BatchMember& b = batch[m];
+  std::vector<BatchMember>& batch_;
+  BatchScorer& target_;
+  const RoundHooks* hooks_;
+  int n_;
+  std::vector<MemberRound> rounds_;
+  DecodingPolicy* policy_ = nullptr;  // the `auto` members' (one for the batch)
+  std::vector<PolicyMember> policy_members_;
+  std::vector<BatchScorer::Tree> trees_;
+  std::vector<RowsView> tree_rows_;
+  RoundTimes times_;
+  int64_t root_start_ns_ = 0, root_end_ns_ = 0;  // the root pass's (monotonic clock)
+};
+
+// Each member's mode: its rule, plain decoding, or what `auto` chose for it (from past rounds,
+// before the root pass: whether a member's root row is computed is part of its rule).
+void BatchRound::decide_modes() {
+  static const SamplingContext no_penalties;  // what rows without penalties read of the context
+  for (int m = 0; m < n_; ++m) {
+    const BatchMember& b = batch_[m];
     const RequestOptions& o = *b.options;
-    MemberRound& mr = rounds[m];
+    MemberRound& mr = rounds_[m];
     mr.record = b.record ? b.record : &mr.unused;
-    mr.record->batch = n;
-    mr.adaptive = o.autoregressive || !o.auto_rule ? nullptr : b.auto_decoder;
-    assert(o.autoregressive || !o.auto_rule || b.auto_decoder);
-    mr.plain = o.autoregressive || (mr.adaptive && !mr.adaptive->speculate());
-    mr.rule = mr.adaptive ? mr.adaptive->rule() : o.rule;
-    mr.budget_cap = mr.adaptive ? mr.adaptive->budget_cap() : 0;
-    mr.batch_budgets = mr.adaptive && mr.adaptive->batch_budgets();
-    mr.in.vocab = target.vocab_size();
+    mr.record->batch = n_;
+    mr.policy = o.autoregressive || !o.auto_rule ? nullptr : b.policy;
+    assert(o.autoregressive || !o.auto_rule || b.policy);
+    if (mr.policy) {
+      assert(!policy_ || policy_ == &mr.policy->policy());
+      policy_ = &mr.policy->policy();
+    }
+    mr.in.vocab = target_.vocab_size();
     mr.in.budget = o.budget;
     // logprobs read the logits too (the raw law, or the processed law's alternatives at T = 0).
     mr.processed = o.sampling.processes_rows() || o.logprobs >= 0;
@@ -290,188 +295,115 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
           "run_batched_round: penalties and grammars need the member's SamplingContext");
     mr.context = b.sampling ? b.sampling : &no_penalties;
     mr.processing = {&o, mr.context, false};
-    // The scorer processes where it can, unless logprobs need the logits here, a grammar masks the
-    // rows (its matcher runs here), or a planted bug processes the rows.
-    mr.root_by_scorer = mr.processed && o.logprobs < 0 && !o.sampling.grammar && !(hooks && hooks->process) &&
-                        target.processes_rows(m, 1);
-    assert(mr.plain || b.drafter);
+    mr.root_by_scorer = scorer_processes(mr, 1, m);
+    policy_members_.push_back({mr.policy, o.autoregressive, o.budget});
   }
-  // `auto` members whose arm chooses each one's rule (member_rules): from past rounds, before
-  // the root pass (whether a member's root row is computed is part of its rule).
-  std::vector<int> ruled;  // [members following that arm]
-  if (batch_auto) {
-    std::vector<double> temperatures;
-    bool root_pass_anyway = false;
-    int arm = -1;
-    for (int m = 0; m < n; ++m) {
-      const MemberRound& mr = rounds[m];
-      if (!mr.plain && mr.adaptive && mr.adaptive->member_rules() &&
-          mr.adaptive->batch_gate() == batch_auto) {
-        ruled.push_back(m);
-        temperatures.push_back(batch[m].options->temperature);
-        arm = mr.adaptive->batch_arm();
-      } else if (mr.plain || rule_draws_first(mr.rule)) {
-        root_pass_anyway = true;
-      }
-    }
-    if (!ruled.empty()) {
-      const std::vector<Rule> rules = batch_auto->choose_member_rules(n, arm, temperatures, root_pass_anyway);
-      for (size_t k = 0; k < ruled.size(); ++k) rounds[ruled[k]].rule = rules[k];
-    }
+  if (policy_) policy_->before_round(policy_members_);
+  for (int m = 0; m < n_; ++m) {
+    MemberRound& mr = rounds_[m];
+    const RequestOptions& o = *batch_[m].options;
+    mr.plain = o.autoregressive || (mr.policy && mr.policy->mode() == Mode::Plain);
+    mr.rule = !mr.policy ? o.rule : mr.policy->mode() == Mode::Draft ? Rule::Draft : Rule::RootDraw;
+    assert(mr.plain || batch_[m].drafter);
   }
-  // Root pass on the root token while the drafter grows the pool (paper 000 App. D.14); plain
-  // decoding's one pass.
-  for (int m = 0; m < n; ++m) {
-    const MemberRound& mr = rounds[m];
+}
+
+// Root pass on the root tokens while the drafters grow the pools (paper 000 App. D.14); plain
+// decoding's one pass and draw.
+void BatchRound::root_pass() {
+  std::vector<BatchScorer::Root> roots;
+  for (int m = 0; m < n_; ++m) {
+    const MemberRound& mr = rounds_[m];
     if (mr.plain || rule_draws_first(mr.rule))
-      roots.push_back({m, batch[m].root_token,
-                       mr.processed && !mr.root_by_scorer ? kLogitRows : batch[m].options->temperature,
+      roots.push_back({m, batch_[m].root_token,
+                       mr.processed && !mr.root_by_scorer ? kLogitRows : batch_[m].options->temperature,
                        mr.plain, mr.root_by_scorer ? &mr.processing : nullptr});
   }
-  // `auto` at the batch's scale: this round runs in the mode decided before it; the next round's
-  // is decided now, before any member's drafter hears whether a pool is wanted (finish()).
-  int round_arm = -1;  // the batch's arm this round's `auto` members follow (−1: none)
-  if (batch_auto) {
-    bool any_auto = false;
-    for (int m = 0; m < n; ++m) {
-      if (!rounds[m].adaptive) continue;
-      any_auto = true;
-      // Measured only by the gate that chose it (the target keeps one per kind of batch).
-      if (rounds[m].adaptive->batch_gate() == batch_auto) round_arm = rounds[m].adaptive->batch_arm();
+  if (roots.empty()) return;
+  std::vector<RowsView> rows;
+  const int64_t start = monotonic_ns();
+  target_.root_rows(roots, rows);
+  const int64_t end = monotonic_ns();
+  times_.root_rows = static_cast<int>(roots.size());
+  times_.root_ms = (end - start) / 1e6;
+  root_start_ns_ = start, root_end_ns_ = end;
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const int m = roots[k].member;
+    MemberRound& mr = rounds_[m];
+    mr.record->root_start_ns = start, mr.record->root_end_ns = end;
+    const float* root_row = rows[k].row(0);
+    if (mr.processed && !mr.root_by_scorer) {
+      mr.root_row.reset(rows[k], nullptr, false, *batch_[m].options, *mr.context, hooks_);
+      root_row = mr.root_row.row(0);
     }
-    const int next = any_auto && n >= 2 ? batch_auto->decide(n) : -1;
-    for (int m = 0; m < n; ++m) {
-      if (!rounds[m].adaptive) continue;
-      if (next >= 0)
-        rounds[m].adaptive->set_batch_mode(next, batch_auto->arm(next), batch_auto);
-      else
-        rounds[m].adaptive->end_batch_mode();
+    if (!mr.plain) {
+      mr.in.root_probs = root_row;
+      continue;
     }
+    batch_[m].outcome = single_token(sample_index(root_row, mr.in.vocab, *batch_[m].rng));  // plain: one draw
+    finish(m);
   }
-  // Measures this round for the batch's decisions at its end: its passes' cost, and its rate
-  // under the arm its `auto` members followed (if they followed one).
-  struct MeasureAtEnd {
-    BatchAuto* gate;
-    const std::vector<BatchMember>& batch;
-    int arm;
-    int64_t start;
-    PassTimes pass;
-    ~MeasureAtEnd() {
-      if (!gate) return;
-      const int n = static_cast<int>(batch.size());
-      pass.wall_ms = (monotonic_ns() - start) / 1e6;
-      if (n >= 2) gate->observe_pass(n, pass);
-      if (arm < 0) return;
-      int tokens = 0;
-      for (const BatchMember& b : batch) tokens += static_cast<int>(b.outcome.emitted.size());
-      gate->observe(n, arm, tokens, pass.wall_ms);
-    }
-  } measure{n >= 2 || round_arm >= 0 ? batch_auto : nullptr, batch, round_arm, round_start, {}};
-  if (!roots.empty()) {
-    std::vector<RowsView> rows;
-    const int64_t start = monotonic_ns();
-    target.root_rows(roots, rows);
-    const int64_t end = monotonic_ns();
-    measure.pass.root_rows = static_cast<int>(roots.size());
-    measure.pass.root_ms = (end - start) / 1e6;
-    for (size_t k = 0; k < roots.size(); ++k) {
-      const int m = roots[k].member;
-      MemberRound& mr = rounds[m];
-      mr.record->root_start_ns = start, mr.record->root_end_ns = end;
-      const float* root_row = rows[k].row(0);
-      if (mr.processed && !mr.root_by_scorer) {
-        mr.root_row.reset(rows[k], nullptr, false, *batch[m].options, *mr.context, hooks);
-        root_row = mr.root_row.row(0);
-      }
-      if (!mr.plain) {
-        mr.in.root_probs = root_row;
-        continue;
-      }
-      batch[m].outcome = single_token(sample_index(root_row, mr.in.vocab, *batch[m].rng));  // plain: one draw
-      finish(m, -1);
-    }
-  }
+}
 
-  // Drafter: each speculating member's pool below its C (it never depends on the target).
-  bool speculating = false;
+// Drafter: each speculating member's pool below its C (it never depends on the target), pruned
+// by its grammar. False when no member speculates.
+bool BatchRound::wait_pools() {
   int64_t drafted_ns = 0;  // every pool whole, on the drafters' clock
   bool stamped = true;     // …as every pool's stamp says (the table simulator's carry none)
-  for (int m = 0; m < n; ++m) {
-    MemberRound& mr = rounds[m];
+  for (int m = 0; m < n_; ++m) {
+    MemberRound& mr = rounds_[m];
     if (mr.plain) continue;
-    mr.pool = &batch[m].drafter->wait_pool(*mr.record);
+    mr.pool = &batch_[m].drafter->wait_pool(*mr.record);
     mr.record->pool_received_ns = monotonic_ns();
     mr.record->pool_nodes = mr.pool->size();
-    if (batch[m].options->sampling.grammar && batch[m].sampling) {
-      mr.pool = hooks && hooks->prune ? hooks->prune(*mr.pool, *batch[m].sampling, mr.grammatical)
-                                      : grammatical_pool(*mr.pool, *batch[m].sampling, mr.grammatical);
+    if (batch_[m].options->sampling.grammar && batch_[m].sampling) {
+      mr.pool = hooks_ && hooks_->prune ? hooks_->prune(*mr.pool, *batch_[m].sampling, mr.grammatical)
+                                        : grammatical_pool(*mr.pool, *batch_[m].sampling, mr.grammatical);
       mr.record->pool_pruned = mr.record->pool_nodes - mr.pool->size();
     }
+    mr.in.pool = mr.pool;
     drafted_ns = std::max(drafted_ns, mr.record->draft_end_ns);
     stamped = stamped && mr.record->draft_end_ns != 0;
-    speculating = true;
+    ++times_.speculating;
   }
-  if (!speculating) return;
-  if (!roots.empty() && stamped) {  // the root pass's time past drafting (batch_auto.h)
-    const RoundRecord& r = *rounds[roots.front().member].record;
-    measure.pass.root_unhidden_ms =
-        std::max<int64_t>(0, r.root_end_ns - std::max(drafted_ns, r.root_start_ns)) / 1e6;
+  if (times_.speculating == 0) return false;
+  if (times_.root_rows > 0 && stamped) {  // the root pass's time past drafting (decoding_policy.h)
+    times_.root_unhidden_ms = std::max<int64_t>(0, root_end_ns_ - std::max(drafted_ns, root_start_ns_)) / 1e6;
   }
-  target.prepare_tree_pass();
+  target_.prepare_tree_pass();
+  return true;
+}
 
-  // `auto` members whose B the batch chooses (arm batch_budgets): from every such member's E(B),
-  // the other members' tokens and rows and the batch's measured pass cost, before any member's
-  // draw (each member's tree still reads nothing of its own round but its pool and root row,
-  // and what other requests did: exact).
-  if (batch_auto) {
-    std::vector<int> who;
-    std::vector<const BudgetCurve*> curves;
-    int other_rows = 0;
-    double other_tokens = 0;
-    for (int m = 0; m < n; ++m) {
-      MemberRound& mr = rounds[m];
-      if (mr.plain) {
-        other_tokens += 1;  // its one token, drawn above
-        continue;
-      }
-      if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);
-      if (!mr.batch_budgets || mr.rule != Rule::RootDraw) {
-        other_rows += mr.in.budget + 1;                                        // at most
-        other_tokens += std::max<size_t>(1, batch[m].outcome.emitted.size());  // as its last round
-        continue;
-      }
-      mr.in.pool = mr.pool;
-      curves.push_back(&mr.adaptive->budget_curve(mr.in));
-      who.push_back(m);
-    }
-    const std::vector<int> chosen = batch_auto->choose_budgets(curves, n, other_rows, other_tokens);
-    for (size_t k = 0; k < chosen.size(); ++k) rounds[who[k]].batch_budget = chosen[k];
-  }
+// `auto` members' B, from their pools and root rows, the other members' and past rounds: before
+// any member's draw (each member's tree still reads nothing of its own round but its pool and
+// root row, and what other requests did: exact).
+void BatchRound::choose_budgets() {
+  if (!policy_) return;
+  std::vector<SelectionInputs> inputs(n_);
+  for (int m = 0; m < n_; ++m) inputs[m] = rounds_[m].in;
+  policy_->choose_budgets(policy_members_, inputs);
+  for (MemberRound& mr : rounds_)
+    if (mr.policy && !mr.plain) mr.in.budget = mr.policy->budget();
+}
 
-  // TreeSelector, per member: root-based rules draw y from the root row first; `auto` chooses B
-  // before the draw, from the pool, the root row and past rounds.
-  std::vector<BatchScorer::Tree> trees;
-  for (int m = 0; m < n; ++m) {
-    MemberRound& mr = rounds[m];
+// TreeSelector, per member: root-based rules draw y from the root row first.
+void BatchRound::select_trees() {
+  for (int m = 0; m < n_; ++m) {
+    MemberRound& mr = rounds_[m];
     if (mr.plain) continue;
-    const BatchMember& b = batch[m];
+    const BatchMember& b = batch_[m];
     const RequestOptions& o = *b.options;
-    mr.in.pool = mr.pool;
     if (rule_needs_target_pool_probs(mr.rule)) {
       if (mr.processed)
         throw std::invalid_argument("rule oracle: not with sampling parameters (analysis only)");
-      if (!target.pool_path_probs(m, *mr.pool, b.root_token, o.temperature, mr.pool_path_probs))
+      if (!target_.pool_path_probs(m, *mr.pool, b.root_token, o.temperature, mr.pool_path_probs))
         throw std::invalid_argument("rule oracle: this target cannot score the whole pool (analysis only)");
       mr.in.pool_path_probs = &mr.pool_path_probs;
     }
     const int64_t t0 = monotonic_ns();
-    if (mr.budget_cap > 0) mr.in.budget = std::min(mr.in.budget, mr.budget_cap);  // the batch's arm
-    if (mr.adaptive && mr.rule == Rule::RootDraw)
-      mr.in.budget =
-          mr.batch_budget > 0 ? mr.adaptive->take_budget(mr.batch_budget) : mr.adaptive->choose_budget(mr.in);
     mr.record->budget = mr.in.budget;
-    mr.plan = hooks && hooks->plan ? hooks->plan(mr.rule, mr.in, b.root_token, *b.rng)
-                                   : plan_round(mr.rule, mr.in, b.root_token, *b.rng);
+    mr.plan = hooks_ && hooks_->plan ? hooks_->plan(mr.rule, mr.in, b.root_token, *b.rng)
+                                     : plan_round(mr.rule, mr.in, b.root_token, *b.rng);
     mr.record->verify_ns = monotonic_ns() - t0;
     mr.record->first_drawn = mr.plan.first_drawn;
     mr.record->tree_pass_skipped = mr.plan.skip_tree_pass;
@@ -481,79 +413,136 @@ void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, con
         (depth.empty() ? 0 : *std::max_element(depth.begin(), depth.end())) + (mr.plan.first_drawn ? 1 : 0);
     mr.tree = tree_pass_input(mr.plan);
     mr.processing.anchor_generated = mr.plan.first_drawn;
-    mr.tree_by_scorer = mr.processed && o.logprobs < 0 && !o.sampling.grammar && !(hooks && hooks->process) &&
-                        target.processes_rows(m, static_cast<int>(mr.tree.tokens.size()));
-    trees.push_back({m, &mr.tree, mr.processed && !mr.tree_by_scorer ? kLogitRows : o.temperature,
-                     mr.tree_by_scorer ? &mr.processing : nullptr});
+    mr.tree_by_scorer = scorer_processes(mr, static_cast<int>(mr.tree.tokens.size()), m);
+    trees_.push_back({m, &mr.tree, mr.processed && !mr.tree_by_scorer ? kLogitRows : o.temperature,
+                      mr.tree_by_scorer ? &mr.processing : nullptr});
   }
+}
 
-  // Tree pass: every member's anchor and verify tree, each under its own tree mask.
-  std::vector<RowsView> tree_rows;
-  if (!trees.empty()) {
-    const int64_t t0 = monotonic_ns();
-    target.tree_rows(trees, tree_rows);  // [1 + n_k, vocab] each
-    const int64_t elapsed = monotonic_ns() - t0;
-    measure.pass.tree_ms = elapsed / 1e6;
-    for (const BatchScorer::Tree& t : trees) {
-      measure.pass.tree_rows += static_cast<int>(t.input->tokens.size());
-      rounds[t.member].record->tree_pass_ns = elapsed;
-      rounds[t.member].record->tree_nodes = rounds[t.member].plan.verify_tree.size();
-    }
+// Tree pass: every member's anchor and verify tree, each under its own tree mask.
+void BatchRound::tree_pass() {
+  if (trees_.empty()) return;
+  const int64_t t0 = monotonic_ns();
+  target_.tree_rows(trees_, tree_rows_);  // [1 + n_k, vocab] each
+  const int64_t elapsed = monotonic_ns() - t0;
+  times_.tree_ms = elapsed / 1e6;
+  for (const BatchScorer::Tree& t : trees_) {
+    times_.tree_rows += static_cast<int>(t.input->tokens.size());
+    rounds_[t.member].record->tree_pass_ns = elapsed;
+    rounds_[t.member].record->tree_nodes = rounds_[t.member].plan.verify_tree.size();
   }
-  // Verifier, per member, then its Commit to the drafter: it drafts the next pool while the
-  // target commits and streams.
+}
+
+// Verifier, per member, then its Commit to the drafter: it drafts the next pool while the target
+// commits and streams.
+void BatchRound::verify_trees() {
   size_t next_tree = 0;
-  for (int m = 0; m < n; ++m) {
-    MemberRound& mr = rounds[m];
+  for (int m = 0; m < n_; ++m) {
+    MemberRound& mr = rounds_[m];
     if (mr.plain) continue;
-    BatchMember& b = batch[m];
+    BatchMember& b = batch_[m];
     if (mr.plan.skip_tree_pass) {
       b.outcome = single_token(mr.plan.first_token);
     } else {
-      RowsView rows = tree_rows[next_tree++];
+      RowsView rows = tree_rows_[next_tree++];
       const int64_t t0 = monotonic_ns();
       if (mr.processed && !mr.tree_by_scorer) {
-        mr.tree_rows.reset(rows, &mr.tree, mr.plan.first_drawn, *b.options, *mr.context, hooks);
+        mr.tree_rows.reset(rows, &mr.tree, mr.plan.first_drawn, *b.options, *mr.context, hooks_);
         rows = mr.tree_rows.view();
       }
       const VerifyResult v =
-          hooks && hooks->verify
-              ? hooks->verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool)
+          hooks_ && hooks_->verify
+              ? hooks_->verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool)
               : verify(b.options->verifier, mr.plan.verify_tree, rows, *b.rng, mr.pool);
       b.outcome = assemble_round(mr.plan, v);
       if (b.options->logprobs >= 0) mr.verified = v;
-      if (mr.adaptive) mr.adaptive->learn_edges(*mr.pool, mr.plan.verify_tree, v.accepted_nodes);
+      if (mr.policy) policy_->learn_tree(*mr.policy, *mr.pool, mr.plan.verify_tree, v.accepted_nodes);
       mr.record->verify_ns += monotonic_ns() - t0;
     }
-    finish(m, mr.plan.first_token);
+    finish(m);
   }
-  // KvCommit, per member: keep the anchor and the accepted path; the continuation is the next root.
-  for (int m = 0; m < n; ++m) {
-    MemberRound& mr = rounds[m];
+}
+
+// KvCommit, per member: keep the anchor and the accepted path; the continuation is the next root.
+void BatchRound::kv_commit() {
+  for (int m = 0; m < n_; ++m) {
+    MemberRound& mr = rounds_[m];
     if (mr.plain) continue;
     const int64_t t0 = monotonic_ns();
-    if (!mr.plan.skip_tree_pass) target.commit(m, batch[m].outcome.kept_pass_rows);
+    if (!mr.plan.skip_tree_pass) target_.commit(m, batch_[m].outcome.kept_pass_rows);
     mr.record->commit_ns = monotonic_ns() - t0;
   }
-  // What each member whose rule the batch chose did under it (choose_member_rules' next choice).
-  for (int m : ruled) {
-    const MemberRound& mr = rounds[m];
-    const int rows = mr.plan.skip_tree_pass ? 0 : static_cast<int>(mr.tree.tokens.size());
-    batch_auto->observe_member(batch[m].options->temperature, mr.rule,
-                               static_cast<int>(batch[m].outcome.emitted.size()), rows);
+}
+
+// `auto` learns the round's times (its tokens were learnt as each tree was verified).
+void BatchRound::learn() {
+  if (!policy_) return;
+  times_.end_ns = monotonic_ns();
+  times_.wall_ms = (times_.end_ns - times_.start_ns) / 1e6;
+  std::vector<const RoundRecord*> records;
+  for (const MemberRound& mr : rounds_) records.push_back(mr.record);
+  policy_->after_round(policy_members_, records, times_);
+}
+
+// Each emitted token's log-probability from the row that drew it (RequestOptions::logprobs): y
+// from the root row, an accepted node from its parent's row (the anchor's for the first level),
+// the continuation from the exit node's.
+void BatchRound::fill_logprobs(int m) {
+  BatchMember& b = batch_[m];
+  const MemberRound& mr = rounds_[m];
+  std::vector<TokenLogprob>& out = b.outcome.logprobs;
+  out.clear();
+  if (mr.plain || mr.plan.skip_tree_pass) {
+    out.push_back(mr.root_row.logprob(0, b.outcome.emitted.front()));
+    return;
   }
+  if (mr.plan.first_drawn) out.push_back(mr.root_row.logprob(0, mr.plan.first_token));
+  const DraftTree& tree = mr.plan.verify_tree;
+  for (int v : mr.verified.accepted_nodes)
+    out.push_back(mr.tree_rows.logprob(tree.parent[v] == kRoot ? 0 : tree.parent[v] + 1, tree.token[v]));
+  const int exit = mr.verified.exit_node;
+  out.push_back(mr.tree_rows.logprob(exit == kRoot ? 0 : exit + 1, mr.verified.continuation));
+  assert(out.size() == b.outcome.emitted.size());
+}
+
+// A member's round is over: its record and context grow, and its drafter hears the tokens and
+// whether the next round wants a pool (decided before the round: decide_modes).
+void BatchRound::finish(int m) {
+  BatchMember& b = batch_[m];
+  MemberRound& mr = rounds_[m];
+  if (b.options->logprobs >= 0) fill_logprobs(m);  // before the context grows by the round
+  count(b.outcome, *mr.record);
+  if (b.sampling) b.sampling->append(b.outcome.emitted);
+  if (b.drafter && !b.options->autoregressive)
+    b.drafter->round_done(b.outcome.emitted, !mr.policy || mr.policy->speculates_next());
+}
+
+}  // namespace
+
+void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target, const RoundHooks* hooks) {
+  BatchRound round(batch, target, hooks);
+  round.decide_modes();  // each member's rule, plain decoding, or `auto`'s choice
+  round.root_pass();     // root rows; plain members draw and finish
+  if (round.wait_pools()) {
+    round.choose_budgets();  // `auto`: B from the pools and root rows
+    round.select_trees();    // TreeSelector
+    round.tree_pass();
+    round.verify_trees();  // Verifier, then each member's Commit to its drafter
+    round.kv_commit();     // KvCommit
+  }
+  round.learn();  // `auto` learns the round's times
 }
 
 RoundOutcome run_round(const RequestOptions& o, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record, const RoundHooks* hooks,
-                       AutoController* auto_decoder, SamplingContext* sampling) {
+                       PolicyRequest* policy, SamplingContext* sampling) {
   std::vector<BatchMember> one(1);
   one[0].options = &o;
   one[0].root_token = root_token;
   one[0].drafter = drafter;
   one[0].rng = &rng;
   one[0].record = record;
-  one[0].auto_decoder = auto_decoder;
+  one[0].policy = policy;
   one[0].sampling = sampling;
   EachOwnScorer scorer({&target});
   run_batched_round(one, scorer, hooks);

@@ -205,7 +205,7 @@ struct RoundHooks {
 // rows keep refused tokens out of it).
 const Pool* grammatical_pool(const Pool& pool, const SamplingContext& committed, Pool& pruned);
 
-class AutoController;  // auto_decoder.h
+class PolicyRequest;  // decoding_policy.h
 
 // The target over a batch of requests, each its own sequence (the batched round): one root pass
 // over every member's root token, one tree pass over every member's tree. Members are indices
@@ -275,7 +275,7 @@ struct BatchMember {
   RoundDrafter* drafter = nullptr;         // may be null for a request that decodes plainly
   Rng* rng = nullptr;                      // the request's own generator: every draw of its round
   RoundRecord* record = nullptr;           // optional
-  AutoController* auto_decoder = nullptr;  // required with options->auto_rule
+  PolicyRequest* policy = nullptr;         // required with options->auto_rule (decoding_policy.h)
   // The committed context's statistics (sampling.h): required when options->sampling
   // penalises(); the round appends each round's emitted tokens.
   SamplingContext* sampling = nullptr;
@@ -286,27 +286,23 @@ struct BatchMember {
 // them, each speculating member's pool, selection per member (its own pool, root row, history
 // and generator), one tree pass over every member's tree, verification and the Commit per
 // member, the KV commit per member. A member decodes plainly when options->autoregressive (a
-// root pass and a draw) or when its `auto` says so; with options->auto_rule, `auto` chooses
-// root-draw's budget from the pool and the root row and learns from the round before the drafter
-// is told. Each member's law is the target's whatever shares its round (paper 000 §3–4: nothing
-// of another member enters a member's selection or verification).
-//
-// With `batch_auto` and two or more members, the `auto` members decide together at the batch's
-// scale (batch_auto.h): the next round's mode is taken as this round starts, from past rounds,
-// and this round's rate (all members' tokens over its time) is measured for it.
+// root pass and a draw) or when its `auto` says so; `auto` members (options->auto_rule) share
+// one DecodingPolicy, which decides their modes as the round starts, their budgets from the
+// pools and root rows, and learns from the round at its end (decoding_policy.h). Each member's
+// law is the target's whatever shares its round (paper 000 §3–4: nothing of another member
+// enters a member's selection or verification).
 //
 // A member whose sampling parameters need more than a temperature (SamplingParams::
 // processes_rows) gets raw logit rows from the scorer (kLogitRows), and each row it reads — the
 // root row and every tree-pass row — is processed for its own node's path (DESIGN §7): the
 // committed context, then y where drawn, then the node's ancestors and the node.
-class BatchAuto;
 void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
-                       const RoundHooks* hooks = nullptr, BatchAuto* batch_auto = nullptr);
+                       const RoundHooks* hooks = nullptr);
 
 // The batch of one: a single request's round.
 RoundOutcome run_round(const RequestOptions& options, int32_t root_token, TargetScorer& target,
                        RoundDrafter* drafter, Rng& rng, RoundRecord* record = nullptr,
-                       const RoundHooks* hooks = nullptr, AutoController* auto_decoder = nullptr,
+                       const RoundHooks* hooks = nullptr, PolicyRequest* policy = nullptr,
                        SamplingContext* sampling = nullptr);
 
 // The verifier's result as the round's output (the drawn y first, when followed).

@@ -127,7 +127,7 @@ inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& mod
                                                            const std::vector<LawCase>& members, int n,
                                                            int runs, uint64_t seed,
                                                            const RoundHooks* hooks = nullptr,
-                                                           BatchAuto* batch_auto = nullptr) {
+                                                           DecodingPolicy* policy = nullptr) {
   const int V = model.vocab();
   std::vector<RequestOptions> options;
   std::vector<std::vector<int64_t>> counts;
@@ -137,7 +137,7 @@ inline std::vector<ChiSquareResult> first_tokens_law_batch(const TableModel& mod
   }
   Rng rng(seed);
   for (int r = 0; r < runs; ++r) {
-    const auto out = table_decode_batch(model, options, members.front().shape, n, rng, hooks, batch_auto);
+    const auto out = table_decode_batch(model, options, members.front().shape, n, rng, hooks, policy);
     for (size_t m = 0; m < members.size(); ++m) {
       int64_t index = 0;
       for (int i = 0; i < n; ++i) index = index * V + out[m][i];

@@ -59,10 +59,10 @@ TEST(BatchedRoundLaw, EveryMemberOfAMixedBatchFollowsItsOwnTargetLaw) {
   }
 }
 
-// Runs 40 decodes of the batch `members` (its `auto` members deciding with `gate` where given)
+// Runs 40 decodes of the batch `members` (its `auto` members deciding with `policy` where given)
 // and asserts that its greedy members emit plain greedy decoding's chain, token for token.
 void expect_greedy_members_emit_plain_chain(const std::vector<testing::LawCase>& members, int length,
-                                            uint64_t seed, BatchAuto* gate = nullptr) {
+                                            uint64_t seed, DecodingPolicy* policy = nullptr) {
   Rng ar_rng(1);
   const std::vector<int32_t> chain =
       table_decode(test_model(), plain(0.0).options, PoolShape{3, 4, 3}, length, ar_rng);
@@ -71,7 +71,7 @@ void expect_greedy_members_emit_plain_chain(const std::vector<testing::LawCase>&
   Rng rng(seed);
   for (int decode = 0; decode < 40; ++decode) {
     const auto out =
-        table_decode_batch(test_model(), options, members.front().shape, length, rng, nullptr, gate);
+        table_decode_batch(test_model(), options, members.front().shape, length, rng, nullptr, policy);
     for (size_t m = 0; m < members.size(); ++m) {
       if (members[m].options.temperature != 0) continue;
       ASSERT_GE(out[m].size(), static_cast<size_t>(length));
@@ -125,14 +125,12 @@ TEST(BatchedRoundPlantedBug, ARootRowLeakedIntoAnotherMembersSelectionIsCaught) 
   for (size_t m = 0; m < members.size(); ++m) EXPECT_GT(control[m].p_value, kMinP) << "control member " << m;
 }
 
-// `auto` at the batch's scale (batch_auto.h): the `auto` members of a batch follow one arm
-// together (plain, root-draw or draft within a budget cap, root-draw with each member's B
-// chosen for the batch from every member's pool and root row, or each member's rule chosen for
-// the batch from past rounds, members of one round differing), as the batch's measured rates
-// decide from past rounds (here switching every round or two: probes of one round, gaps of one),
-// beside members of fixed rules. Each keeps its target's law, every arm ran, and the batch chose
-// its members' budgets in some rounds (fixed pass costs, dear rows: budgets vary).
-TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
+// `auto` members of a batch (decoding_policy.h) share one policy, which gives each a mode (plain,
+// root-draw or draft) as the round starts and a budget from every member's pool and root row,
+// beside members of fixed rules; here the table's regime and exploration every round make the
+// modes change every round or two. Each member keeps its target's law, every mode ran at each
+// `auto` temperature, members of one round differed, and the budgets varied.
+TEST(BatchedRoundLaw, AutoMembersSharingOnePolicyKeepTheirLaw) {
   const std::vector<testing::LawCase> members = {
       member(Rule::RootDraw, Verifier::Residual, 1.0, 8, /*auto_rule=*/true),
       member(Rule::RootDraw, Verifier::Tev, 0.7, 4, /*auto_rule=*/true),
@@ -140,49 +138,33 @@ TEST(BatchedRoundLaw, AutoMembersDecidingTogetherAtTheBatchsScaleKeepTheirLaw) {
       member(Rule::RootDraw, Verifier::Predraw, 1.0, 3, /*auto_rule=*/true),
       plain(1.0),
   };
-  BatchAutoOptions o;
-  o.probe_rounds = 1;
-  o.first_gap = 1;
-  o.max_gap = 2;
-  o.settle_rounds = 0;
-  o.fixed_pass_cost = true;
-  o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;  // table_auto_options()'s
-  o.member_explore_every = 2;  // rules for the batch: every other member-round the rule not chosen
-  BatchAuto gate(o);
+  DecodingPolicy policy(table_policy_options());
   const auto results =
-      testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 7070, nullptr, &gate);
+      testing::first_tokens_law_batch(test_model(), members, kTokens, kRuns, 7070, nullptr, &policy);
   for (size_t m = 0; m < members.size(); ++m) {
-    std::printf("  member %zu (%s), auto deciding with the batch: chi-square p-value %.3g\n", m,
+    std::printf("  member %zu (%s), auto sharing one policy: chi-square p-value %.3g\n", m,
                 name_of(members[m]).c_str(), results[m].p_value);
     EXPECT_GT(results[m].p_value, kMinP) << "member " << m << " (" << name_of(members[m]) << ")";
   }
-  for (int a = 0; a < gate.arms(); ++a)
-    EXPECT_GT(gate.rate(a, static_cast<int>(members.size())), 0) << "the batch never followed arm " << a;
-  // Counts in proportion to the decodes (a sanitized build runs a sixth): ~3 budget choices and
-  // 1.3-1.7 rounds of each rule at each temperature a hundred decodes; asserted above a third.
   std::printf(
-      "  rounds whose budgets the batch chose: %d; rule rounds at T 1: %d root-draw, %d draft; "
-      "at T 0.7: %d, %d\n",
-      gate.budget_choices(), gate.member_rule_rounds(1.0, Rule::RootDraw),
-      gate.member_rule_rounds(1.0, Rule::Draft), gate.member_rule_rounds(0.7, Rule::RootDraw),
-      gate.member_rule_rounds(0.7, Rule::Draft));
-  EXPECT_GT(gate.budget_choices(), kRuns / 100) << "the batch seldom chose its members' budgets";
+      "  member-rounds at T 1: %d plain, %d root-draw, %d draft; at T 0.7: %d, %d, %d; mixed rounds %d; "
+      "budgets chosen %zu\n",
+      policy.member_rounds(1.0, Mode::Plain), policy.member_rounds(1.0, Mode::RootDraw),
+      policy.member_rounds(1.0, Mode::Draft), policy.member_rounds(0.7, Mode::Plain),
+      policy.member_rounds(0.7, Mode::RootDraw), policy.member_rounds(0.7, Mode::Draft),
+      policy.mixed_rounds(), policy.budgets_chosen().size());
+  // Counts in proportion to the decodes (a sanitized build runs a sixth).
   for (double T : {1.0, 0.7})
-    for (Rule rule : {Rule::RootDraw, Rule::Draft})
-      EXPECT_GT(gate.member_rule_rounds(T, rule), kRuns / 200) << "T " << T << " " << rule_name(rule);
+    for (Mode mode : {Mode::Plain, Mode::RootDraw, Mode::Draft})
+      EXPECT_GT(policy.member_rounds(T, mode), kRuns / 100) << "T " << T << " " << mode_name(mode);
+  EXPECT_GT(policy.mixed_rounds(), kRuns / 100) << "the batch's `auto` members never differed in a round";
+  EXPECT_GE(policy.budgets_chosen().size(), 3u) << "the budgets never varied";
 }
 
-// Rules for the batch (batch_auto.h's member_rules arm) over requests long enough to share many
-// rounds: greedy `auto` members, beside sampled ones, follow root-draw in some rounds and draft in
-// others, members of one round differing, and still emit plain greedy decoding's chain.
-TEST(BatchedRoundLaw, GreedyAutoMembersWhoseRulesTheBatchChoosesEmitPlainDecodingsChain) {
-  BatchAutoOptions o;
-  o.arms = {{false, Rule::RootDraw, 0}, {true, Rule::RootDraw, 0, true, true}};  // plain, rules for the batch
-  o.probe_rounds = 1, o.first_gap = 1, o.max_gap = 2, o.settle_rounds = 0;
-  o.fixed_pass_cost = true;
-  o.fixed_base = 0.3, o.fixed_tree_a = 0.15, o.fixed_row = 0.05;
-  o.member_explore_every = 2;
-  BatchAuto gate(o);
+// Greedy `auto` members beside sampled ones, over requests long enough to share many rounds,
+// run every mode, members of one round differing, and still emit plain greedy decoding's chain.
+TEST(BatchedRoundLaw, GreedyAutoMembersSharingOnePolicyEmitPlainDecodingsChain) {
+  DecodingPolicy policy(table_policy_options());
   expect_greedy_members_emit_plain_chain(
       {
           member(Rule::RootDraw, Verifier::Greedy, 0.0, 8, true),
@@ -191,11 +173,13 @@ TEST(BatchedRoundLaw, GreedyAutoMembersWhoseRulesTheBatchChoosesEmitPlainDecodin
           member(Rule::RootDraw, Verifier::Residual, 0.0, 8, true),
           member(Rule::RootDraw, Verifier::Predraw, 0.7, 6, true),
       },
-      24, 77, &gate);
-  std::printf("  rounds whose members' rules differed: %d\n", gate.mixed_rule_rounds());
-  EXPECT_GT(gate.mixed_rule_rounds(), 40) << "the batch's members never followed different rules in a round";
-  for (Rule rule : {Rule::RootDraw, Rule::Draft})
-    EXPECT_GT(gate.member_rule_rounds(0.0, rule), 40) << rule_name(rule);
+      24, 77, &policy);
+  std::printf("  mixed rounds %d; greedy member-rounds: %d plain, %d root-draw, %d draft\n",
+              policy.mixed_rounds(), policy.member_rounds(0.0, Mode::Plain),
+              policy.member_rounds(0.0, Mode::RootDraw), policy.member_rounds(0.0, Mode::Draft));
+  EXPECT_GT(policy.mixed_rounds(), 40) << "the batch's members never followed different modes in a round";
+  for (Mode mode : {Mode::Plain, Mode::RootDraw, Mode::Draft})
+    EXPECT_GT(policy.member_rounds(0.0, mode), 40) << mode_name(mode);
 }
 
 // A member whose pool never came (the drafter died or fell silent mid-round: the daemon's

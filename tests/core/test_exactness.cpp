@@ -82,10 +82,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(AllRulesVerifiers, Exactness, ::testing::ValuesIn(all_cases()), case_name);
 
-// Decoder `auto` (auto_decoder.h): each round plain decoding, root-draw at a budget it chooses
-// from the pool, the root row and past rounds, or draft at the request's B. The table's fixed
-// costs make the modes and the rules alternate and the budget vary within the first tokens
-// (table_auto_options(); AutoDecoder.OnTableModelsUsesBothModesBothRulesAndSeveralBudgets).
+// Decoder `auto` (decoding_policy.h): each round plain decoding, or root-draw or draft at a
+// budget it chooses from the pool, the root row and past rounds. The table's regime and
+// exploration every round make the modes alternate and the budget vary within the first tokens
+// (table_policy_options(); DecodingPolicy.OnTableModelsRunsEveryModeAndSeveralBudgets).
 using AutoCase = std::tuple<Verifier, double, int>;
 class AutoExactness : public ::testing::TestWithParam<AutoCase> {};
 

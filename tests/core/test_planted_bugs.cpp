@@ -109,7 +109,7 @@ TEST(PlantedBug, RootDrawRedrawingUntilInPoolIsCaught) {
 }
 
 TEST(PlantedBug, AutoChoosingItsRuleAfterTheRoundsDrawIsCaught) {
-  // `auto` alone (auto_decoder.h) picks root-draw or draft for a round from past rounds; here it
+  // `auto` (decoding_policy.h) picks root-draw or draft for a round from past rounds; here it
   // looks at the round's own draw and, where y left the pool, plans the round as draft instead:
   // the first token leans toward the pool's first level.
   RoundHooks hooks;

@@ -83,7 +83,7 @@ struct Case {
 
 // Twelve requests into a batch of four: they queue, join as members leave, and decode beside
 // requests of other rules, verifiers, temperatures, budgets and lengths. `auto` is compared at
-// T = 0 only: its choices follow measured times (in a batch, the batch's: batch_auto.h), so a
+// T = 0 only: its choices follow measured times (the batch's: decoding_policy.h), so a
 // sampled `auto` request is exact in law (tests/core) but not token for token the reference's.
 TEST(DaemonBatch, EveryRequestOfABatchDecodesWhatTheReferenceDecodesForItAlone) {
   Pair pair({"target.max_batch=4"});

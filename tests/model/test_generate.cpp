@@ -72,18 +72,17 @@ class Generate : public ::testing::TestWithParam<Pair> {
   static void SetUpTestSuite() { set_torch_threads(1); }
 };
 
-// Decoder `auto` at T = 0 is the target's greedy output whatever it chooses: with the costs it
-// measures here, and with fixed costs under which plain and speculative rounds alternate.
-TEST_P(Generate, GreedyAutoEqualsAutoregressiveInBothModes) {
+// Decoder `auto` at T = 0 is the target's greedy output whatever it chooses: with the times it
+// measures here, and with a regime under which the modes run about as fast and exploration every
+// round, where plain, root-draw and draft rounds alternate.
+TEST_P(Generate, GreedyAutoEqualsAutoregressiveInEveryMode) {
   Models m(GetParam(), 31);
-  AutoOptions alternate;
-  alternate.fixed_costs = true;
-  alternate.fixed_base = 1.0, alternate.fixed_tree_a = 0.2, alternate.fixed_tree_b = 0.05;
-  alternate.fixed_ar = 0.5;  // about as fast as a speculative round here
-  alternate.min_speculative = 1, alternate.probe_rounds = 1, alternate.confirm_rounds = 1,
-  alternate.try_warmup_rounds = 1, alternate.ar_settle_rounds = 0, alternate.first_probe_gap = 1,
-  alternate.max_probe_gap = 2;
-  AutoCostModel measured, fixed(alternate);
+  static const CostRegime even{"even", 0.15, 0.05, 0.2, 0.0, 0.1, 0.0};  // modes about as fast
+  PolicyOptions every_round;
+  every_round.regime = &even;
+  every_round.settle_rounds = 0, every_round.explore_rounds = 1;
+  every_round.explore_share = 1.0, every_round.explore_min_loss = 0.0;
+  DecodingPolicy measured, alternating(every_round);
   int plain = 0, speculative = 0;
   for (const auto& prompt : prompts(77, m.target->vocab_size())) {
     RequestOptions ar = options(Rule::Draft, 1);
@@ -92,42 +91,42 @@ TEST_P(Generate, GreedyAutoEqualsAutoregressiveInBothModes) {
     for (int budget : {1, 8, 59}) {
       RequestOptions o = options(Rule::RootDraw, budget);
       o.auto_rule = true;
-      for (AutoCostModel* costs : {&measured, &fixed}) {
-        const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, o, PoolShape(), costs);
+      for (DecodingPolicy* policy : {&measured, &alternating}) {
+        const GenerateResult got = generate(*m.target, m.drafter.get(), prompt, o, PoolShape(), policy);
         EXPECT_EQ(got.tokens, want.tokens)
-            << "auto B=" << budget << (costs == &fixed ? " fixed" : " measured");
+            << "auto B=" << budget << (policy == &alternating ? " alternating" : " measured");
         for (const RoundRecord& r : got.rounds) {
           EXPECT_LE(r.budget, budget);
-          (r.pool_nodes == 0 ? plain : speculative) += costs == &fixed;
+          (r.pool_nodes == 0 ? plain : speculative) += policy == &alternating;
         }
       }
     }
   }
   EXPECT_GT(plain, 0);
   EXPECT_GT(speculative, 0);
+  for (Mode mode : {Mode::Plain, Mode::RootDraw, Mode::Draft})
+    EXPECT_GT(alternating.member_rounds(0.0, mode), 0) << mode_name(mode);
 }
 
-// Only `auto` requests make a controller over the shared costs: its start reads and sets the
-// temperature's state (the first gap, the count of plain rounds toward a try), which the
-// requests of ar and of the fixed rules, run between `auto`'s, must leave alone.
-TEST_P(Generate, OtherRulesRequestsLeaveAutosSharedCostsAlone) {
+// Requests of ar and of the fixed rules, run between `auto`'s, leave the shared policy alone:
+// only `auto` members' rounds teach it.
+TEST_P(Generate, OtherRulesRequestsLeaveAutosSharedPolicyAlone) {
   Models m(GetParam(), 31);
-  AutoCostModel costs;
+  DecodingPolicy policy;
   const std::vector<int32_t> prompt = prompts(77, m.target->vocab_size()).front();
   RequestOptions ar = options(Rule::Draft, 1);
   ar.autoregressive = true;
   const RequestOptions fixed_rule = options(Rule::RootDraw, 8);
-  generate(*m.target, nullptr, prompt, ar, PoolShape(), &costs);
-  generate(*m.target, m.drafter.get(), prompt, fixed_rule, PoolShape(), &costs);
-  const AutoCostModel::Acceptance& a = costs.acceptance(fixed_rule.temperature);
-  EXPECT_EQ(a.probe_gap, 0);
-  EXPECT_EQ(a.requests, 0);
-  EXPECT_EQ(costs.speculative_rounds_measured(), 0);
+  generate(*m.target, nullptr, prompt, ar, PoolShape(), &policy);
+  generate(*m.target, m.drafter.get(), prompt, fixed_rule, PoolShape(), &policy);
+  EXPECT_EQ(policy.time_ms(), 0);
+  EXPECT_FALSE(policy.measured(Mode::RootDraw));
+  EXPECT_EQ(policy.expected_tokens(fixed_rule.temperature, Mode::RootDraw, 8), 0);
   RequestOptions automatic = fixed_rule;
   automatic.auto_rule = true;
-  generate(*m.target, m.drafter.get(), prompt, automatic, PoolShape(), &costs);
-  EXPECT_GE(a.probe_gap, AutoOptions().first_probe_gap);  // set by its start, grown by its tries
-  EXPECT_EQ(a.requests, 1);
+  generate(*m.target, m.drafter.get(), prompt, automatic, PoolShape(), &policy);
+  EXPECT_GT(policy.time_ms(), 0);
+  EXPECT_GT(policy.expected_tokens(fixed_rule.temperature, Mode::RootDraw, 8), 1.0);
 }
 
 TEST_P(Generate, GreedyEveryRuleAndBudgetEqualsAutoregressive) {
