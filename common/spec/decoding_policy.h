@@ -30,8 +30,8 @@
 //     else:               base(n) + [a root pass] unhidden(root rows) + tree(tree rows),
 //     n the members, tree rows Σ (1 − s) B over root-draw members (y and its B − 1 descendants)
 //     and Σ (B + 1) over draft ones (the anchor and B nodes), `unhidden` the root pass's time
-//     past every member's drafting (paper 000 App. D.14: it
-//     runs while the drafter drafts), `base` the rest of a speculative round;
+//     past every member's drafting (paper 000 App. D.14: it runs while the drafter drafts),
+//     `base` the rest of a speculative round;
 //   the choice: the members' modes maximising Σ E / time (Dinkelbach's iteration: at the batch's
 //     rate λ each member takes the mode maximising E − λ · its marginal time, until λ stops
 //     rising), over three shapes of round (all plain; a root pass; none, all draft); the shape
@@ -39,14 +39,15 @@
 //   exploration: a mode's estimates age while it does not run, so one round in a while runs
 //     another shape for `explore_rounds` measured rounds, the oldest first, whenever the credit
 //     (explore_share of every round's time) pays for what it is expected to lose; a never
-//     measured mode is explored as soon as the running one is measured.
-// Rounds just after a request's start or a switch of shape run slower (the drafter catches up
-// with the tokens it was not sent, caches are cold), so the first settle_rounds of them teach no
-// time.
+//     measured shape (or one a member's temperature never ran) is explored as soon as the
+//     running one is measured.
+// Rounds just after a request's start or a switch between plain decoding and speculation run
+// slower (the drafter catches up with the tokens it was not sent, caches are cold), so the first
+// settle_rounds of them teach no time.
 //
 // With a CostRegime the policy reads a round's times from it instead of the clock: the table
 // simulator's law tests and the replay of the policy against a machine's pass costs
-// (rootspec-sim --replay) are deterministic.
+// (rootspec-policy-replay) are deterministic.
 #pragma once
 
 #include <array>
