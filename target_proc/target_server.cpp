@@ -64,154 +64,17 @@ struct TargetServer::Decoding {
   std::optional<TokenStreamDecoder> text;
   StopStrings stops;
   std::optional<SamplingContext> sampling;  // with sampling parameters beyond the temperature
-  std::unique_ptr<RemoteDrafter> drafter;   // null: no drafter (ar, degraded)
+  std::unique_ptr<DrafterSession> drafter;  // null: no drafter (ar, degraded)
   std::optional<PolicyRequest> adaptive;    // `auto`'s share of the server's policy
-  std::string notice;       // for the next Delta
-  int sequence = -1;        // the target's KV of this request
-  int32_t root = -1;        // the next round's root token
-  int64_t round_start = 0;  // a plain round starts when the previous one ends
+  std::string notice;                       // for the next Delta
+  int sequence = -1;                        // the target's KV of this request
+  int32_t root = -1;                        // the next round's root token
+  int64_t round_start = 0;                  // a plain round starts when the previous one ends
   bool cancelled = false;
   RoundRecord record;  // the round in progress
   bool ended() const {
     return output.finished() || cancelled || stops.stopped() || !done.stop_reason.empty();
   }
-};
-
-// The drafter process as one request's rounds see it: start() sends the Prefill (the drafter
-// then drafts the first pool while the target prefills); wait_pool() reads the round's Pool
-// while the server keeps reading its clients; round_done() sends the Commit, unless the
-// tokens end the request, before the target's KV commit and streaming. A pool that does not
-// come, or a Commit that cannot be sent, does not stop the round: wait_pool() then gives an
-// empty pool (the round stays exact: selection from any pool keeps the target's law), and
-// lost() says why after the round.
-class TargetServer::RemoteDrafter : public RoundDrafter {
- public:
-  RemoteDrafter(TargetServer& server, Decoding& request)
-      : server_(server), request_(request), id_(server.next_internal_id_++) {
-    server_.drafter_->open_request(id_);
-  }
-
-  // Sends the Prefill now, or with `defer` (`auto` begins with plain rounds) once a round asks
-  // for a pool, the tokens emitted until then appended to the prompt: a request that never
-  // speculates never has the drafter prefill beside the target.
-  void start(const std::vector<int32_t>& prompt, const PoolShape& shape, uint64_t draft_seed,
-             bool draft_ahead, bool defer) {
-    prefill_ = PrefillBody{prompt, shape, draft_seed, draft_ahead};
-    // The drafter processes its rows as the target's (runtime_drafter.h); sent only when any
-    // parameter processes rows.
-    if (request_.o.sampling.processes_rows()) prefill_.sampling = request_.o.sampling;
-    // The drafter compiles the constraint with its own vocabulary and masks its draft rows, so
-    // that its pools hold grammatical paths only.
-    prefill_.constraint = request_.o.constraint;
-    if (!defer) send_prefill();
-  }
-  const Pool& wait_pool(RoundRecord& record) override {
-    const int64_t start = monotonic_ns();
-    if (!lost_ && server_.link_lost_) lost_ = server_.link_lost_;  // another member found it gone
-    if (!lost_ && !server_.drafter_) lost_.emplace("the drafter is gone");
-    if (!lost_) {
-      try {
-        pool_ = server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.queue_.read(); });
-      } catch (const DrafterGone& e) {
-        lost_.emplace(e);
-        server_.link_lost_.emplace(e);
-      }
-    }
-    pool_due_ = false;
-    request_.done.ms_drafter_wait += ms_since(start);
-    if (lost_) {
-      pool_ = PoolBody{};  // no pool: the round selects from none (y alone, or the anchor's row)
-      return pool_.pool;
-    }
-    record.commit_sent_ns = commit_sent_ns_;
-    record.draft_start_ns = pool_.draft_start_ns;
-    record.draft_end_ns = pool_.draft_end_ns;
-    record.pool_drafted_ahead = pool_.drafted_ahead;
-    if (pool_.drafter_cache.any()) server_.drafter_cache_ = pool_.drafter_cache;
-    return pool_.pool;
-  }
-  void round_done(const std::vector<int32_t>& tokens, bool next_pool) override {
-    unsent_.insert(unsent_.end(), tokens.begin(), tokens.end());
-    if (!next_pool || lost_) return;  // plain rounds of `auto` follow: the tokens go with a later Commit
-    if (prefill_sent_) ++round_;
-    if (request_.cancelled || request_.output.would_end(tokens)) return;  // no next pool needed
-    if (server_.link_lost_ || !server_.drafter_) {
-      lost_ = server_.link_lost_ ? *server_.link_lost_ : DrafterGone("the drafter is gone");
-      return;
-    }
-    try {
-      if (!prefill_sent_) {
-        prefill_.prompt.insert(prefill_.prompt.end(), unsent_.begin(), unsent_.end());
-        prefill_.generated = static_cast<int32_t>(unsent_.size());  // counted as generated there too
-        send_prefill();
-      } else {
-        send(encode(header(MessageType::Commit), CommitBody{unsent_}));
-        pool_due_ = true;
-      }
-      unsent_.clear();
-    } catch (const DrafterGone& e) {
-      lost_.emplace(e);
-      server_.link_lost_.emplace(e);
-    }
-  }
-  const std::optional<DrafterGone>& lost() const { return lost_; }
-  // The request ended: reads and drops the pool the drafter owes for the last Prefill or Commit
-  // when no round read it and an unread pool would block the drafter (NCCL: DrafterLink), then
-  // ends the request's session on the drafter (a Cancel). A link found broken is left to the
-  // server (link_lost_).
-  void end() {
-    if (!server_.drafter_ || server_.link_lost_) return;
-    try {
-      if (pool_due_ && server_.drafter_->unread_pools_block_the_drafter()) {
-        server_.drafter_->wait_pool(id_, round_, server_.clients_, [this] { server_.queue_.read(); });
-        pool_due_ = false;
-      }
-      server_.drafter_->close_request(id_);
-      if (prefill_sent_ && !lost_) server_.drafter_->send(encode_empty(header(MessageType::Cancel)));
-    } catch (const DrafterGone& e) {
-      server_.link_lost_.emplace(e);
-    }
-  }
-
- private:
-  Header header(MessageType type) const {
-    Header h;
-    h.type = type;
-    h.request = id_;
-    h.round = round_;
-    return h;
-  }
-  void send_prefill() {
-    send(encode(header(MessageType::Prefill), prefill_));
-    prefill_sent_ = true;
-    pool_due_ = true;
-    prefill_.prompt = {};
-  }
-  void send(const std::string& bytes) {
-    // The drafter rings when its Pool is sent: from then its core idles until the next Commit
-    // (unless it drafts ahead), and the root pass that follows may take it (share_root_pass_when).
-    std::function<bool()> drafter_idle = prefill_.draft_ahead ? nullptr : server_.drafter_->rung_after_now();
-    commit_sent_ns_ = monotonic_ns();  // stamped before sending: the drafter may start at once
-    // The doorbell is rung from the drafter's core by the tree pass's helper, still awake there
-    // (cpu_workers.h hand_off), so this thread returns from the send sooner and starts its next root pass earlier.
-    server_.drafter_->send(bytes,
-                           [this](std::function<void()> ring) { server_.target_.hand_off(std::move(ring)); });
-    // Alone only: in a batch the drafter still drafts the other members' pools after ringing.
-    if (drafter_idle && server_.batch_.size() == 1)
-      server_.target_.share_root_pass_when(std::move(drafter_idle));
-  }
-
-  TargetServer& server_;
-  Decoding& request_;
-  const uint64_t id_;            // the request's id towards the drafter
-  uint32_t round_ = 0;           // the pool that comes next (rounds of plain decoding ask for none)
-  std::vector<int32_t> unsent_;  // tokens C grew by that the drafter has not been sent
-  PrefillBody prefill_;          // the request's Prefill until it is sent
-  bool prefill_sent_ = false;
-  bool pool_due_ = false;  // a Prefill or Commit was sent whose pool no round has read yet
-  int64_t commit_sent_ns_ = 0;
-  PoolBody pool_;
-  std::optional<DrafterGone> lost_;
 };
 
 TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, const Tokenizer* tokenizer,
@@ -238,17 +101,20 @@ TargetServer::TargetServer(const DaemonConfig& config, TargetModel& target, cons
                  [this] {
                    StatusBody st;
                    st.running = static_cast<int32_t>(batch_.size());
-                   st.drafter_alive = drafter_ && drafter_->alive();
+                   st.drafter_alive = drafter_.alive();
                    if (const PrefixCache* cache = target_.prefix_cache()) {
                      const PrefixCache::Stats c = cache->stats();
                      st.target_cache = {c.hit_tokens, c.miss_tokens, c.evictions, c.bytes};
                    }
-                   st.drafter_cache = drafter_cache_;
+                   st.drafter_cache = drafter_.drafter_cache();
                    return st;
                  },
                  [this] { return static_cast<int>(batch_.size()) >= target_.max_sequences(); }}),
-      link_options_{config.drafter_endpoint, config.pool_transport, config.target.device,
-                    config.drafter.device,   config.peer_timeout_s, target.vocab_size()} {
+      drafter_(ctx_,
+               DrafterLinkOptions{config.drafter_endpoint, config.pool_transport, config.target.device,
+                                  config.drafter.device, config.peer_timeout_s, target.vocab_size()},
+               DrafterConnection::Server{clients_, [this] { queue_.read(); }, target_,
+                                         [this] { return batch_.size(); }}) {
   clients_.set(zmq::sockopt::router_mandatory, 1);
   clients_.set(zmq::sockopt::linger, 0);
 }
@@ -326,15 +192,22 @@ void TargetServer::start(Decoding& d) {
   // `auto`'s share of the policy, whose estimates outlive requests.
   if (d.o.auto_rule && !d.o.autoregressive) d.adaptive.emplace(policy_, d.o.temperature, d.o.budget);
   if (!d.o.autoregressive) {
-    if (!drafter_) {
+    if (!drafter_.connected()) {
       degrade(d, "no drafter is connected");
     } else {
-      d.drafter = std::make_unique<RemoteDrafter>(*this, d);
+      Decoding* request = &d;
+      d.drafter = std::make_unique<DrafterSession>(
+          drafter_,
+          [request](const std::vector<int32_t>& tokens) {
+            return request->cancelled || request->output.would_end(tokens);
+          },
+          d.done.ms_drafter_wait);
       try {
-        d.drafter->start(r.prompt, config_.pool, draw_drafter_seed(d.o, config_.pool, d.rng), r.draft_ahead,
+        d.drafter->start(r.prompt, d.o, config_.pool, draw_drafter_seed(d.o, config_.pool, d.rng),
+                         r.draft_ahead,
                          /*defer=*/d.adaptive && !d.adaptive->speculates_next());
       } catch (const DrafterGone& e) {
-        link_lost_.emplace(e);
+        drafter_.found_lost(e);
       }
       settle_link();  // degrades d (and every member) when the Prefill found the drafter gone
     }
@@ -460,10 +333,9 @@ void TargetServer::finish(Decoding& d) {
 }
 
 void TargetServer::settle_link() {
-  if (!link_lost_) return;
-  const DrafterGone why = *link_lost_;
-  link_lost_.reset();
-  drafter_lost(why);
+  if (const auto why = drafter_.take_loss())
+    for (auto& d : batch_)
+      if (d->drafter) degrade(*d, why->what());
 }
 
 void TargetServer::finish_ended() {
@@ -477,55 +349,11 @@ void TargetServer::finish_ended() {
   }
 }
 
-void TargetServer::drafter_lost(const DrafterGone& why) {
-  if (!drafter_) {
-    for (auto& d : batch_)
-      if (d->drafter) degrade(*d, why.what());
-    return;
-  }
-  // A drafter that stopped answering would never come back by itself: killed, the launcher
-  // restarts it.
-  const bool killed = why.silent && drafter_->kill_unresponsive();
-  spdlog::error("{}{}; decoding with ar until a drafter is back", why.what(),
-                killed ? " (killed it: it did not answer)" : "");
-  drafter_.reset();
-  reconnecting_.reset();
-  next_reconnect_ns_ = 0;
-  for (auto& d : batch_)
-    if (d->drafter) degrade(*d, why.what());
-}
-
-void TargetServer::poll_reconnect() {
-  if (drafter_) return;
-  const int64_t now = monotonic_ns();
-  const int64_t timeout_ns = static_cast<int64_t>(config_.peer_timeout_s * 1e9);
-  // A Hello that a drafter took and never answered (it died meanwhile): send a new one.
-  if (reconnecting_ && now - reconnect_since_ns_ > timeout_ns) reconnecting_.reset();
-  if (!reconnecting_ && now < next_reconnect_ns_) return;
-  try {
-    if (!reconnecting_) {
-      reconnecting_ = std::make_unique<DrafterLink>(ctx_, link_options_);
-      reconnecting_->begin_connect();  // ZeroMQ keeps the Hello until a drafter binds
-      reconnect_since_ns_ = now;
-    }
-    if (const auto ready = reconnecting_->poll_ready(0)) {
-      drafter_ = std::move(reconnecting_);
-      spdlog::info("drafter back (pid {}, model {}); speculating again, messages over {}", ready->pid,
-                   ready->model, drafter_->transport_name());
-    }
-  } catch (const DrafterGone& e) {
-    spdlog::warn("reconnecting to the drafter: {}; trying again in 1 s", e.what());
-    reconnecting_.reset();
-    next_reconnect_ns_ = now + 1000000000;
-  }
-}
-
 int TargetServer::run() {
-  drafter_ = std::make_unique<DrafterLink>(ctx_, link_options_);
   try {
-    const ReadyBody ready = drafter_->connect();
+    const ReadyBody ready = drafter_.connect();
     spdlog::info("drafter ready (pid {}, model {}); messages travel over {}", ready.pid, ready.model,
-                 drafter_->transport_name());
+                 drafter_.transport_name());
   } catch (const DrafterGone& e) {
     spdlog::error("{}", e.what());
     return 3;
@@ -534,8 +362,10 @@ int TargetServer::run() {
   spdlog::info("ready; clients connect to {}", config_.client_endpoint);
   while (!shutdown_ || !batch_.empty()) {
     read_clients();
-    if (drafter_ && !drafter_->alive()) drafter_lost(DrafterGone("the drafter process is gone"));
-    poll_reconnect();
+    if (drafter_.connected() && !drafter_.alive())
+      drafter_.found_lost(DrafterGone("the drafter process is gone"));
+    settle_link();
+    drafter_.poll_reconnect();
     admit();
     if (!batch_.empty()) {
       try {
@@ -555,22 +385,16 @@ int TargetServer::run() {
       continue;
     }
     if (!queue_.empty() && !shutdown_) continue;
-    zmq::pollitem_t items[] = {
-        {clients_.handle(), 0, ZMQ_POLLIN, 0},
-        {drafter_ ? drafter_->disconnect_events().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, drafter_ ? 2 : 1, std::chrono::milliseconds(drafter_ ? 200 : 50));
+    void* drafter_closing = drafter_.disconnect_handle();
+    zmq::pollitem_t items[] = {{clients_.handle(), 0, ZMQ_POLLIN, 0}, {drafter_closing, 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, drafter_closing ? 2 : 1, std::chrono::milliseconds(drafter_closing ? 200 : 50));
   }
   // The last replies (the Done of the request the Shutdown cancelled) may still sit in the
   // socket's queue: with linger 0 closing it would drop them, and a streaming client would
   // never hear its request end. A second is ample on a local socket; a client that is gone
   // holds the exit no longer than that.
   clients_.set(zmq::sockopt::linger, 1000);
-  Header h;
-  h.type = MessageType::Shutdown;
-  try {
-    if (drafter_) drafter_->send(encode_empty(h));
-  } catch (const DrafterGone&) {
-  }
+  drafter_.shut_down();
   spdlog::info("shutdown");
   return 0;
 }

@@ -13,9 +13,9 @@
 // plain decoding (ar) from their committed contexts, exact, and say so (a Delta's notice, the
 // Done's `degraded`): a member whose pool did not come decodes its round from an empty pool
 // (selection from any pool keeps the target's law), and ar from the next. Later requests
-// decode with ar while the server sends a new Hello and waits for a drafter's Ready (the
-// launcher restarts a dead drafter; one that stopped answering is killed first), and speculate
-// again once it came.
+// decode with ar while the DrafterConnection (drafter_connection.h) sends a new Hello and waits
+// for a drafter's Ready (the launcher restarts a dead drafter; one that stopped answering is
+// killed first), and speculate again once it came.
 #pragma once
 
 #include <array>
@@ -30,7 +30,7 @@
 #include "client_queue.h"
 #include "daemon_config.h"
 #include "decoding_policy.h"
-#include "drafter_link.h"
+#include "drafter_connection.h"
 #include "generate_request.h"
 #include "grammar_vocabulary.h"
 #include "protocol.h"
@@ -49,8 +49,7 @@ class TargetServer {
 
  private:
   using Pending = QueuedRequest;
-  class RemoteDrafter;  // the RoundDrafter of a request: the drafter process over drafter_
-  struct Decoding;      // a request of the batch: its options, generator, output, drafter
+  struct Decoding;  // a request of the batch: its options, generator, output, drafter session
 
   // Reads the clients (ClientQueue::read), then ends the members whose client sent a Cancel, or
   // every member after a Shutdown: between rounds, and between the parts of a prefill.
@@ -70,14 +69,8 @@ class TargetServer {
   // Streams the tokens a round adds to `d`, their text cut before a stop string, and their
   // logprobs when asked for (`logprobs`: the round's, [emitted] ⊇ tokens); the Done keeps them too.
   void stream(Decoding& d, const std::vector<int32_t>& tokens, const std::vector<TokenLogprob>& logprobs);
-  // The drafter is gone: drop the link (killing a drafter that stopped answering), every member
-  // speculating goes on with ar, and later requests decode with ar until poll_reconnect() finds
-  // one again.
-  void drafter_lost(const DrafterGone& why);
-  // drafter_lost() for what link_lost_ holds (the RemoteDrafters only record a broken link).
+  // The drafter was found gone (drafter_.take_loss()): every member speculating goes on with ar.
   void settle_link();
-  // Sends a Hello when none is on its way, and takes the drafter's Ready when it came.
-  void poll_reconnect();
   // Sends to a decoding request's client; false (and the request is marked cancelled) if it has gone.
   bool send_client(Decoding& to, const std::string& bytes);
 
@@ -90,16 +83,10 @@ class TargetServer {
   // without a tokenizer.
   std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
   zmq::context_t ctx_;
-  zmq::socket_t clients_;  // ROUTER, bound at the client endpoint
-  ClientQueue queue_;      // the clients' messages and the requests waiting for the batch
-  DrafterLinkOptions link_options_;
-  std::unique_ptr<DrafterLink> drafter_;       // null while no drafter is connected (ar only)
-  std::unique_ptr<DrafterLink> reconnecting_;  // a Hello sent, its Ready awaited
-  int64_t reconnect_since_ns_ = 0, next_reconnect_ns_ = 0;
-  std::optional<DrafterGone> link_lost_;          // found the drafter gone; settle_link() acts on it
+  zmq::socket_t clients_;      // ROUTER, bound at the client endpoint
+  ClientQueue queue_;          // the clients' messages and the requests waiting for the batch
+  DrafterConnection drafter_;  // the drafter process, connected or not
   std::vector<std::unique_ptr<Decoding>> batch_;  // [≤ max_batch] in arrival order
-  uint64_t next_internal_id_ = 1;                 // request ids towards the drafter (unique per server)
-  PrefixCacheCounters drafter_cache_;             // the drafter's, from the last Pool that carried them
   bool shutdown_ = false;
 };
 

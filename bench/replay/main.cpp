@@ -5,7 +5,7 @@
 // decoding, of every fixed rule and budget, and of `auto`, and `auto`'s regret against the best
 // fixed choice in hindsight.
 //
-//   rootspec-policy-replay --config configs/small-cpu.toml --regimes bench/replay/regimes.json \
+//   rootspec-policy-replay --config configs/small-cpu.toml --regimes bench/replay/regimes.json
 //       --concurrency 1,2,4,8,16 --temperatures 0,1 --max-new-tokens 64 --out DIR
 //
 // A fixed choice's tokens do not depend on the regime, so each runs once and its rounds are

@@ -1,9 +1,8 @@
 // BatchedRuntime: the target's model runtime over several sequences at once (the batched round,
-// DESIGN §4): one pass backend whose cache holds a KV region per sequence
-// (TreeKv::capacity_for(max_context, max_tree) slots each, options.max_sequences of them), a
-// TreeKv per sequence, and passes over any set of them (BatchedPass: every row under its own
-// sequence's mask over its own KV). On a batch-invariant backend (pass_backend.h) a sequence's
-// rows are bit for bit those of a ModelRuntime holding it alone.
+// DESIGN §4): ModelRuntime::sequences() (one pass backend whose cache holds a KV region per
+// sequence) with open/close, and each pass over any set of them a ModelRuntime::run_shared (every
+// row under its own sequence's mask over its own KV). On a batch-invariant backend
+// (pass_backend.h) a sequence's rows are bit for bit those of a ModelRuntime holding it alone.
 //
 // BatchModelScorer: the BatchScorer (round.h) over it, so that run_batched_round scores every
 // member of a round in one root pass and one tree pass.
@@ -26,24 +25,21 @@ namespace rootspec {
 class BatchedRuntime {
  public:
   BatchedRuntime(const std::string& dir, const RuntimeOptions& options);
-  ~BatchedRuntime();
-  BatchedRuntime(const BatchedRuntime&) = delete;
-  BatchedRuntime& operator=(const BatchedRuntime&) = delete;
 
-  const ModelConfig& config() const;
+  const ModelConfig& config() const { return seq_.front()->config(); }
   int vocab_size() const { return config().vocab_size; }
-  const char* backend_name() const;
-  int max_sequences() const { return static_cast<int>(kv_.size()); }
-  int max_tree() const { return max_tree_; }
+  const char* backend_name() const { return seq_.front()->backend_name(); }
+  int max_sequences() const { return static_cast<int>(seq_.size()); }
+  int max_tree() const { return seq_.front()->options().max_tree; }
   int open_sequences() const;
 
   // A free sequence, its cache emptied; throws std::runtime_error when all are in use.
   int open();
   void close(int sequence);  // its KV region is free again
-  int length(int sequence) const { return kv_.at(sequence).length(); }
+  int length(int sequence) const { return seq_.at(sequence)->length(); }
 
-  // Appends `tokens` to one sequence's context, in passes of that sequence alone (≤ 64 rows).
-  // Returns the logits row after the last: [1, vocab].
+  // Appends `tokens` to one sequence's context, in passes of that sequence alone (prefill_chunk()
+  // rows). Returns the logits row after the last: [1, vocab].
   RowsView prefill(int sequence, const std::vector<int32_t>& tokens);
 
   // A new tree for each listed sequence (its previous tree discarded; ≤ 64 nodes each; parents as
@@ -59,68 +55,44 @@ class BatchedRuntime {
   RowsView roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens, PassKind kind);
   // Whether trees_processed and roots_processed run: the backend processes rows where its
   // passes run and keeps them there (PassBackend::processes_rows, keeps_rows).
-  bool processes_rows() const;
+  bool processes_rows() const { return seq_.front()->processes_rows(1); }
   // trees() with each tree's rows under its own law, processed where the backend runs
-  // (PassBackend::forward_processed): laws[k] for tree k, its paths over the tree's rows (its
-  // first_row and rows are placed here; a law without params: the rows tempered only). Rows
-  // [Σ n_k, vocab] read through row(): the last pass's stay on the device and are copied when
-  // read; where the trees need several passes, each earlier pass's rows are copied as it ends
-  // (the next pass overwrites the device's). Valid until the next pass.
+  // (PassBackend::forward_processed): laws[k] for tree k, its paths over the tree's rows (a law
+  // without params: the rows tempered only). Rows [Σ n_k, vocab] read through row(): the last
+  // pass's stay on the device and are copied when read (ModelRuntime::run_shared). Valid until
+  // the next pass.
   RowsView trees_processed(const std::vector<Tree>& trees, const std::vector<PassBackend::ProcessedLaw>& laws,
                            PassKind kind, std::vector<int>& first_rows);
   // roots() the same way: laws[k] for sequences[k]'s root row. Rows [k, vocab].
   RowsView roots_processed(const std::vector<int>& sequences, const std::vector<int32_t>& tokens,
                            const std::vector<PassBackend::ProcessedLaw>& laws, PassKind kind);
-  int processed_passes() const { return processed_passes_; }  // passes forward_processed ran so far
+  int processed_passes() const { return seq_.front()->processed_passes(); }
   // Appends tree nodes `path` of `sequence` to its context (ModelRuntime::commit).
-  void commit(int sequence, const std::vector<int32_t>& path);
+  void commit(int sequence, const std::vector<int32_t>& path) { seq_.at(sequence)->commit(path); }
   // Keeps the first n committed positions of the sequence; discards its tree.
-  void truncate(int sequence, int n) { kv_.at(sequence).truncate(n); }
-  // Prefix caching (ModelRuntime::export_kv / adopt_kv, per sequence): the K/V of committed
-  // positions [first, first + n) of `sequence` copied out, or n committed positions appended
-  // with `kv` as their K/V (which must be those tokens' K/V at those positions).
-  bool exports_kv() const { return backend_->exports_kv(); }
-  bool batch_invariant() const { return backend_->batch_invariant(); }
-  int prefill_chunk() const { return kMaxTreeBucket; }  // tokens of one prefill pass
-  int64_t kv_floats(int n) const { return backend_->kv_floats(n); }
-  void export_kv(int sequence, int first, int n, float* out);
-  void adopt_kv(int sequence, int n, const float* kv);
-  void prepare(PassKind next);
-  // ModelRuntime::hand_off and share_root_pass_when (pass_backend.h).
-  void hand_off(std::function<void()> task) { backend_->hand_off(std::move(task)); }
-  void share_root_pass_when(std::function<bool()> ready) { backend_->share_root_pass_when(std::move(ready)); }
+  void truncate(int sequence, int n) { seq_.at(sequence)->truncate(n); }
+  // Prefix caching (ModelRuntime::export_kv / adopt_kv, per sequence).
+  bool exports_kv() const { return seq_.front()->exports_kv(); }
+  bool batch_invariant() const { return seq_.front()->batch_invariant(); }
+  int prefill_chunk() const { return seq_.front()->prefill_chunk(); }  // tokens of one prefill pass
+  int64_t kv_floats(int n) const { return seq_.front()->kv_floats(n); }
+  void export_kv(int sequence, int first, int n, float* out) { seq_.at(sequence)->export_kv(first, n, out); }
+  void adopt_kv(int sequence, int n, const float* kv) { seq_.at(sequence)->adopt_kv(n, kv); }
+  // ModelRuntime::prepare, hand_off and share_root_pass_when (the backend's, pass_backend.h).
+  void prepare(PassKind next) { seq_.front()->prepare(next); }
+  void hand_off(std::function<void()> task) { seq_.front()->hand_off(std::move(task)); }
+  void share_root_pass_when(std::function<bool()> ready) {
+    seq_.front()->share_root_pass_when(std::move(ready));
+  }
 
  private:
-  // The rows of a trees_processed call: those of its passes before the last in rows_ already,
-  // the last pass's on the device until read (copy_kept_row), then in rows_ too.
-  class KeptRows : public RowSource {
-   public:
-    explicit KeptRows(BatchedRuntime& rt) : rt_(rt) {}
-    void reset(int rows, int first_kept);
-    const float* row(int i) const override;
+  // One run_shared over the trees (roots: their one-token trees), laws null: logits.
+  RowsView run(const std::vector<Tree>& trees, bool roots, const std::vector<PassBackend::ProcessedLaw>* laws,
+               PassKind kind, std::vector<int>& first_rows);
 
-   private:
-    BatchedRuntime& rt_;
-    int first_kept_ = 0;                  // the last pass's first row
-    mutable std::vector<uint8_t> ready_;  // [rows] the row is in rt_.rows_
-  };
-
-  // trees() and trees_processed() (laws null: logits into rows_).
-  RowsView run_trees(const std::vector<Tree>& trees, const std::vector<PassBackend::ProcessedLaw>* laws,
-                     PassKind kind, std::vector<int>& first_rows);
-  RowsView run_roots(const std::vector<int>& sequences, const std::vector<int32_t>& tokens,
-                     const std::vector<PassBackend::ProcessedLaw>* laws, PassKind kind);
-
-  int region_ = 0;  // cache slots per sequence
-  int max_tree_ = 0;
-  std::unique_ptr<PassBackend> backend_;
-  std::vector<TreeKv> kv_;       // [max_sequences]
-  std::vector<uint8_t> in_use_;  // [max_sequences]
-  BatchedPass pass_;
-  std::vector<PassBackend::ProcessedLaw> pass_laws_;  // [trees in the pass] one pass's laws, placed
-  std::vector<float> rows_;  // [max(64, Σ n_k), vocab] the last call's rows (logits, or processed)
-  KeptRows kept_{*this};
-  int processed_passes_ = 0;
+  std::vector<std::unique_ptr<ModelRuntime>> seq_;  // [max_sequences] ModelRuntime::sequences()
+  std::vector<uint8_t> in_use_;                     // [max_sequences]
+  std::vector<ModelRuntime::SharedPart> parts_;     // [trees of the pass]
 };
 
 // Where the backend processes rows (the Cuda backend), a member whose round hands it its

@@ -48,7 +48,6 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-
 std::string shape_name(int rows, int n, int k, bool accumulate, bool bias) {
   return "a " + std::to_string(rows) + "×" + std::to_string(k) + " · " + std::to_string(k) + "×" +
          std::to_string(n) + " product (" + (accumulate ? "y += x·Wᵀ in place" : "y = x·Wᵀ") +

@@ -18,16 +18,14 @@ ModelRuntime::ModelRuntime(const std::string& dir, const RuntimeOptions& options
     : options_(options),
       backend_(make_pass_backend(dir, options, TreeKv::capacity_for(options.max_context, options.max_tree))),
       kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {
-  allocate_rows(/*backend_rows=*/true);
+  host_rows_ = backend_->host_rows(row_floats());
 }
 
 ModelRuntime::ModelRuntime(std::shared_ptr<PassBackend> backend, const RuntimeOptions& options, int kv_base)
     : options_(options),
       backend_(std::move(backend)),
       kv_base_(kv_base),
-      kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {
-  allocate_rows(/*backend_rows=*/false);  // the backend's buffer is one: each sequence has its own
-}
+      kv_(options.max_context, options.max_tree, backend_->config().vocab_size) {}
 
 std::vector<std::unique_ptr<ModelRuntime>> ModelRuntime::sequences(const std::string& dir,
                                                                    const RuntimeOptions& options) {
@@ -37,22 +35,26 @@ std::vector<std::unique_ptr<ModelRuntime>> ModelRuntime::sequences(const std::st
   const int region = kv_region_slots(TreeKv::capacity_for(options.max_context, options.max_tree));
   std::shared_ptr<PassBackend> backend = make_pass_backend(dir, options, options.max_sequences * region);
   std::vector<std::unique_ptr<ModelRuntime>> out;
-  auto shared_rows = std::make_shared<std::vector<float>>();
+  auto shared = std::make_shared<SharedRows>();
+  shared->backend = backend.get();
+  shared->vocab = backend->config().vocab_size;
   for (int q = 0; q < options.max_sequences; ++q) {
     out.push_back(std::unique_ptr<ModelRuntime>(new ModelRuntime(backend, options, q * region)));
-    out.back()->shared_rows_ = shared_rows;
+    out.back()->shared_ = shared;
   }
   return out;
 }
 
-void ModelRuntime::allocate_rows(bool backend_rows) {
-  const size_t floats =
-      static_cast<size_t>(std::max(options_.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size;
-  host_rows_ = backend_rows ? backend_->host_rows(floats) : nullptr;
-  if (!host_rows_) {
-    own_rows_.resize(floats);
+size_t ModelRuntime::row_floats() const {
+  return static_cast<size_t>(std::max(options_.max_tree, kMaxTreeBucket)) * backend_->config().vocab_size;
+}
+
+float* ModelRuntime::rows_buffer() {
+  if (!host_rows_) {  // a sequence's own calls only (the backend's buffer is one; run_shared needs none)
+    own_rows_.resize(row_floats());
     host_rows_ = own_rows_.data();
   }
+  return host_rows_;
 }
 
 const PassBatch& ModelRuntime::placed(const PassBatch& one) {
@@ -83,13 +85,13 @@ RowsView ModelRuntime::run_nodes(const std::vector<int32_t>& tokens, int first, 
     const int m = std::min(kMaxTreeBucket, n - done);
     const PassBatch& batch =
         placed(kv_.batch(tokens.data() + done, first + done, m, backend_->row_bucket(m)));
-    float* rows = host_rows_ + static_cast<size_t>(done) * vocab;
+    float* rows = rows_buffer() + static_cast<size_t>(done) * vocab;
     if (temperature < 0)
       backend_->forward(batch, kind, rows);
     else
       backend_->forward_tempered(batch, kind, temperature, rows);
   }
-  return RowsView{host_rows_, n, vocab};
+  return RowsView{rows_buffer(), n, vocab};
 }
 
 int ModelRuntime::prefill_chunk() const { return std::min(kMaxTreeBucket, options_.max_tree); }
@@ -203,12 +205,12 @@ void ModelRuntime::TreeRows::reset(int n, double temperature, bool on_device) {
 const float* ModelRuntime::TreeRows::row(int i) const {
   assert(i >= 0 && i < n_);
   const size_t at = static_cast<size_t>(i) * rt_.vocab_size();
-  float* host = on_device_ ? rt_.host_rows_ + at : tempered_.data() + at;
+  float* host = on_device_ ? rt_.rows_buffer() + at : tempered_.data() + at;
   if (!ready_[i]) {
     if (on_device_)
       rt_.backend_->copy_kept_row(i, host);
     else
-      probs_from_logits(rt_.host_rows_ + at, rt_.vocab_size(), temperature_, host);
+      probs_from_logits(rt_.rows_buffer() + at, rt_.vocab_size(), temperature_, host);
     ready_[i] = 1;
   }
   return host;
@@ -247,86 +249,114 @@ TopKRowsView ModelRuntime::extend_tree_top_k(const std::vector<int32_t>& tokens,
   return run_nodes_top_k(tokens, first, k);
 }
 
-void ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k) {
-  if (parts.empty()) return;
-  if (parts.size() == 1) {  // a runtime's own call (any runtime, not only sequences())
-    SharedPart& p = parts.front();
-    ModelRuntime& rt = *p.rt;
-    if (!p.parents) {
+RowsView ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k, std::optional<PassKind> kind) {
+  if (parts.empty()) return RowsView{};
+  SharedPart& front = parts.front();
+  if (parts.size() == 1 && !front.root && !front.law && !kind) {  // the runtime's own call
+    ModelRuntime& rt = *front.rt;
+    front.first_row = 0;
+    if (!front.parents) {
       if (top_k > 0) throw std::invalid_argument("run_shared: top-k rows of a prefill chunk");
-      p.rows = rt.prefill(*p.tokens);
+      front.rows = rt.prefill(*front.tokens);
     } else if (top_k > 0) {
-      p.top = p.new_tree ? rt.tree_pass_top_k(*p.tokens, *p.parents, top_k)
-                         : rt.extend_tree_top_k(*p.tokens, *p.parents, top_k);
+      front.top = front.new_tree ? rt.tree_pass_top_k(*front.tokens, *front.parents, top_k)
+                                 : rt.extend_tree_top_k(*front.tokens, *front.parents, top_k);
     } else {
-      p.rows = p.new_tree ? rt.tree_pass(*p.tokens, *p.parents) : rt.extend_tree(*p.tokens, *p.parents);
+      front.rows = front.new_tree ? rt.tree_pass(*front.tokens, *front.parents)
+                                  : rt.extend_tree(*front.tokens, *front.parents);
     }
-    return;
+    return front.rows;
   }
-  const std::shared_ptr<PassBackend>& backend = parts.front().rt->backend_;
+  const std::shared_ptr<SharedRows>& shared = front.rt->shared_;
+  const bool processed = front.law != nullptr;
   for (size_t i = 0; i < parts.size(); ++i) {  // every part checked before any KV changes
     const SharedPart& p = parts[i];
     const ModelRuntime& rt = *p.rt;
-    if (rt.backend_ != backend || !rt.shared_rows_)
+    if (rt.shared_ != shared || !shared)
       throw std::logic_error("run_shared: the parts' runtimes are not sequences of one backend");
     for (size_t j = 0; j < i; ++j)
       if (parts[j].rt == p.rt) throw std::logic_error("run_shared: two parts of one runtime");
+    if ((p.law != nullptr) != processed)
+      throw std::logic_error("run_shared: processed rows for some parts only");
     const int n = static_cast<int>(p.tokens->size());
     if (n < 1) throw std::invalid_argument("run_shared: a part without nodes");
-    if (!p.parents) {
+    if (p.root) {
+      if (n != 1) throw std::invalid_argument("run_shared: a root part of " + std::to_string(n) + " tokens");
+      rt.kv_.check_room(1, "root pass");
+    } else if (!p.parents) {
       if (n > rt.prefill_chunk())
         throw std::invalid_argument("run_shared: a prefill chunk past prefill_chunk()");
-      if (top_k > 0) throw std::invalid_argument("run_shared: top-k rows of a prefill chunk");
       rt.kv_.check_room(n, "prefill");
-    } else {
-      if (n > kMaxTreeBucket) throw std::invalid_argument("run_shared: a tree part past one pass");
-      if (top_k < 0 || top_k > rt.vocab_size())
-        throw std::invalid_argument("top-k rows: k = " + std::to_string(top_k) + " is outside [1, vocab]");
+    } else if (n > kMaxTreeBucket) {
+      throw std::invalid_argument("run_shared: a tree part of " + std::to_string(n) +
+                                  " nodes, past one pass");
     }
+    if (top_k > 0 && (!p.parents || p.root))
+      throw std::invalid_argument("run_shared: top-k rows of a prefill chunk or a root");
   }
-  std::vector<int> firsts(parts.size());  // each part's first tree slot
-  for (size_t i = 0; i < parts.size(); ++i) {
-    SharedPart& p = parts[i];
+  if (top_k < 0 || top_k > front.rt->vocab_size())
+    throw std::invalid_argument("top-k rows: k = " + std::to_string(top_k) + " is outside [1, vocab]");
+  if (processed && (top_k > 0 || !front.rt->processes_rows(1)))
+    throw std::logic_error("run_shared: this backend processes no rows (or top-k rows were asked for)");
+  int total = 0;
+  for (SharedPart& p : parts) {
     ModelRuntime& rt = *p.rt;
-    if (!p.parents) {
-      rt.kv_.discard_tree();
-      const int n = static_cast<int>(p.tokens->size());
-      std::vector<int32_t> chain(n);
-      for (int k = 0; k < n; ++k) chain[k] = k - 1;
-      firsts[i] = rt.kv_.add_nodes(*p.tokens, chain);
-    } else {
-      if (p.new_tree) rt.kv_.discard_tree();
-      firsts[i] = rt.kv_.add_nodes(*p.tokens, *p.parents);
-    }
+    const int n = static_cast<int>(p.tokens->size());
+    if (!p.parents || p.root || p.new_tree) rt.kv_.discard_tree();
+    std::vector<int32_t> chain(n);
+    for (int k = 0; k < n; ++k) chain[k] = k - 1;  // a prefill chunk's, or a root's (−1)
+    p.first_slot = rt.kv_.add_nodes(*p.tokens, p.parents && !p.root ? *p.parents : chain);
+    p.first_row = total;
+    total += n;
   }
+  SharedRows& rows = *shared;
+  if (top_k == 0) rows.rows.resize(static_cast<size_t>(total) * rows.vocab);
+  rows.ready.assign(total, 1);
   // Whole parts in order, as many as fit a pass.
-  for (size_t begin = 0, rows = 0, end = 0; begin < parts.size(); begin = end, rows = 0) {
-    for (end = begin; end < parts.size() && rows + parts[end].tokens->size() <= kMaxTreeBucket; ++end)
-      rows += parts[end].tokens->size();
-    run_shared_pass(parts, firsts, begin, end, top_k);
+  for (size_t begin = 0, n = 0, end = 0; begin < parts.size(); begin = end, n = 0) {
+    for (end = begin; end < parts.size() && n + parts[end].tokens->size() <= kMaxTreeBucket; ++end)
+      n += parts[end].tokens->size();
+    run_shared_pass(parts, begin, end, top_k, kind, /*last=*/end == parts.size());
   }
+  for (SharedPart& p : parts) {
+    if (p.root) p.rt->kv_.commit({0});  // the root token joins the context: no moves
+    if (top_k > 0 || processed) continue;
+    const int n = static_cast<int>(p.tokens->size());
+    p.rows = p.parents || p.root ? RowsView{rows.row(p.first_row), n, rows.vocab}
+                                 : RowsView{rows.row(p.first_row + n - 1), 1, rows.vocab};
+  }
+  if (top_k > 0) return RowsView{};
+  return processed ? RowsView{nullptr, total, rows.vocab, &rows}
+                   : RowsView{rows.rows.data(), total, rows.vocab};
 }
 
-void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& firsts,
-                                   size_t begin, size_t end, int top_k) {
+void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, size_t begin, size_t end, int top_k,
+                                   std::optional<PassKind> kind, bool last) {
   ModelRuntime& lead = *parts[begin].rt;
+  SharedRows& shared = *lead.shared_;
   PassBackend& backend = *lead.backend_;
-  const int vocab = lead.vocab_size();
   BatchedPass& pass = lead.placed_;  // any of the runtimes' (each placed() clears it first)
   pass.clear();
+  shared.laws.clear();
   bool any_tree = false;
   for (size_t i = begin; i < end; ++i) {
     SharedPart& p = parts[i];
     const int n = static_cast<int>(p.tokens->size());
-    pass.add(p.rt->kv_.batch(p.tokens->data(), firsts[i], n, n), p.rt->kv_base_);
-    any_tree |= p.parents != nullptr;
+    if (p.law) {  // the part's rows within this pass
+      shared.laws.push_back(*p.law);
+      shared.laws.back().first_row = pass.rows();
+      shared.laws.back().rows = n;
+    }
+    pass.add(p.rt->kv_.batch(p.tokens->data(), p.first_slot, n, n), p.rt->kv_base_);
+    any_tree |= p.parents != nullptr || p.root;
   }
-  const PassBatch& batch = pass.batch(backend.row_bucket(pass.rows()));
-  const PassKind kind = any_tree ? PassKind::Tree : PassKind::Prefill;
+  const int pass_rows = pass.rows();  // real rows (batch() pads the pass to the bucket)
+  const PassBatch& batch = pass.batch(backend.row_bucket(pass_rows));
+  const PassKind pass_kind = kind ? *kind : any_tree ? PassKind::Tree : PassKind::Prefill;
   if (top_k > 0) {
-    std::vector<int32_t> tokens(static_cast<size_t>(batch.bucket) * top_k);  // [bucket, k]
-    std::vector<float> probs(tokens.size());                                 // [bucket, k]
-    backend.forward_top_k(batch, kind, top_k, tokens.data(), probs.data());
+    std::vector<int32_t> tokens(static_cast<size_t>(pass_rows) * top_k);  // [pass rows, k]
+    std::vector<float> probs(tokens.size());                              // [pass rows, k]
+    backend.forward_top_k(batch, pass_kind, top_k, tokens.data(), probs.data());
     for (size_t i = begin, row = 0; i < end; ++i) {
       SharedPart& p = parts[i];
       ModelRuntime& rt = *p.rt;
@@ -338,26 +368,41 @@ void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, const std::ve
     }
     return;
   }
-  std::vector<float>& rows = *lead.shared_rows_;  // [bucket, vocab]
-  rows.resize(static_cast<size_t>(batch.bucket) * vocab);
-  backend.forward(batch, kind, rows.data());
-  for (size_t i = begin, row = 0; i < end; ++i) {
-    SharedPart& p = parts[i];
-    ModelRuntime& rt = *p.rt;
-    const int n = static_cast<int>(p.tokens->size());
-    if (p.parents) {
-      std::copy_n(rows.begin() + row * vocab, static_cast<size_t>(n) * vocab, rt.host_rows_);
-      p.rows = RowsView{rt.host_rows_, n, vocab};
-    } else {
-      std::vector<int32_t> path(n);
-      for (int k = 0; k < n; ++k) path[k] = k;
-      rt.move_kv(rt.kv_.commit(path));  // a chain from slot length(): no moves
-      std::copy_n(rows.begin() + (row + n - 1) * vocab, vocab, rt.host_rows_);
-      p.rows = RowsView{rt.host_rows_, 1, vocab};
+  const int first = parts[begin].first_row;
+  float* out = shared.rows.data() + static_cast<size_t>(first) * shared.vocab;  // [pass rows, vocab]
+  if (shared.laws.empty()) {
+    backend.forward(batch, pass_kind, out);
+  } else {
+    backend.forward_processed(batch, pass_kind, shared.laws);
+    ++shared.processed_passes;
+    if (last) {  // read when asked for (SharedRows::row); the device keeps them until the next pass
+      shared.first_kept = first;
+      std::fill(shared.ready.begin() + first, shared.ready.end(), 0);
+    } else {  // the next pass overwrites the device's rows: these come over now
+      for (int r = 0; r < pass_rows; ++r)
+        backend.copy_kept_row(r, out + static_cast<size_t>(r) * shared.vocab);
     }
-    row += n;
+  }
+  for (size_t i = begin; i < end; ++i) {  // prefill chunks join their contexts
+    SharedPart& p = parts[i];
+    if (p.parents || p.root) continue;
+    std::vector<int32_t> path(p.tokens->size());
+    for (size_t k = 0; k < path.size(); ++k) path[k] = static_cast<int32_t>(k);
+    p.rt->move_kv(p.rt->kv_.commit(path));  // a chain from slot length(): no moves
   }
 }
+
+const float* ModelRuntime::SharedRows::row(int i) const {
+  assert(i >= 0 && i < static_cast<int>(ready.size()));
+  float* host = rows.data() + static_cast<size_t>(i) * vocab;
+  if (!ready[i]) {
+    backend->copy_kept_row(i - first_kept, host);
+    ready[i] = 1;
+  }
+  return host;
+}
+
+int ModelRuntime::processed_passes() const { return shared_ ? shared_->processed_passes : 0; }
 
 int ModelRuntime::device_top_k() const { return backend_->device_top_k(); }
 bool ModelRuntime::batch_invariant() const { return backend_->batch_invariant(); }

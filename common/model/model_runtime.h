@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,24 +107,36 @@ class ModelRuntime {
   // The largest k the backend takes on the device (0: none; pass_backend.h).
   int device_top_k() const;
 
-  // Passes shared by runtimes of one backend (sequences(): the drafter's requests of a batch).
-  // Each part adds nodes to its own runtime: a prefill chunk (`parents` null: a chain appended
-  // to the context, ≤ prefill_chunk() tokens, as prefill() cuts it) or tree nodes (extend_tree;
-  // tree_pass with `new_tree`). Parts run in as few passes of ≤ kMaxTreeBucket rows as whole
-  // parts allow, each row under its own sequence's mask over its own KV region; on a
-  // batch-invariant backend every part's rows are bit for bit those of its runtime's own call.
-  // top_k = 0: `rows` gets the part's logits ([n, vocab]; a prefill chunk's last row only,
-  // [1, vocab]); top_k > 0 (tree parts only): `top` gets each row's top k (extend_tree_top_k).
-  // Valid until the part's runtime's next call.
+  // Passes shared by runtimes of one backend (sequences(): the drafter's requests of a batch, the
+  // target's members in BatchedRuntime). Each part adds nodes to its own runtime: a prefill chunk
+  // (`parents` null: a chain appended to the context, ≤ prefill_chunk() tokens, as prefill() cuts
+  // it), a root (`root`: one token appended to the context, as root_pass()), or tree nodes
+  // (extend_tree; tree_pass with `new_tree`). Parts run in as few passes of ≤ kMaxTreeBucket rows
+  // as whole parts allow, in order, each row under its own sequence's mask over its own KV region;
+  // on a batch-invariant backend every part's rows are bit for bit those of its runtime's own
+  // call. The passes' kind is `kind`, else Tree where any part is a tree or a root, else Prefill.
+  // Returns the call's rows [Σ n, vocab], part p's from p.first_row, valid until the next
+  // run_shared of the backend: logits, or with every part's `law` set the processed rows
+  // (forward_processed, where processes_rows(1)), read through the view: the last pass's stay on
+  // the device and are copied when read. Also, top_k = 0 and no law: p.rows = the part's logits
+  // (a prefill chunk's last row only, [1, vocab]); top_k > 0 (tree parts only): p.top = each
+  // row's top k (extend_tree_top_k), valid until the part's runtime's next call. One part without
+  // a root, a law or a kind is its runtime's own call (any runtime; a tree part may pass 64 nodes).
   struct SharedPart {
     ModelRuntime* rt = nullptr;
     const std::vector<int32_t>* tokens = nullptr;
-    const std::vector<int32_t>* parents = nullptr;  // null: a prefill chunk
+    const std::vector<int32_t>* parents = nullptr;  // null: a prefill chunk or a root
     bool new_tree = false;
-    RowsView rows;     // out (top_k = 0)
-    TopKRowsView top;  // out (top_k > 0)
+    bool root = false;
+    const PassBackend::ProcessedLaw* law = nullptr;  // its rows' law (first_row and rows are placed)
+    RowsView rows;                                   // out (top_k = 0, no law)
+    TopKRowsView top;                                // out (top_k > 0)
+    int first_row = 0;                               // out: the part's first row in the call's rows
+    int first_slot = 0;                              // its first tree slot (run_shared's own)
   };
-  static void run_shared(std::vector<SharedPart>& parts, int top_k = 0);
+  static RowsView run_shared(std::vector<SharedPart>& parts, int top_k = 0,
+                             std::optional<PassKind> kind = std::nullopt);
+  int processed_passes() const;  // run_shared's processed passes over this runtime's backend so far
   int prefill_chunk() const;     // tokens of one prefill pass
   bool batch_invariant() const;  // pass_backend.h
   // Appends the tree nodes `path` (a path from the context: path[0] has parent −1 and each
@@ -174,25 +187,38 @@ class ModelRuntime {
     mutable std::vector<float> tempered_;  // [n, vocab] rows tempered on the host
   };
 
+  // run_shared's rows, one per backend: [Σ n, vocab] of the last call; where its passes were
+  // processed, the last pass's rows (from first_kept) on the device until read.
+  struct SharedRows : RowSource {
+    PassBackend* backend = nullptr;
+    int vocab = 0;
+    mutable std::vector<float> rows;     // [Σ n, vocab]
+    mutable std::vector<uint8_t> ready;  // [Σ n] the row is in `rows`
+    int first_kept = 0;
+    int processed_passes = 0;
+    std::vector<PassBackend::ProcessedLaw> laws;  // [parts of a pass] one pass's laws, placed
+    const float* row(int i) const override;
+  };
+
   ModelRuntime(std::shared_ptr<PassBackend> backend, const RuntimeOptions& options, int kv_base);
-  void allocate_rows(bool backend_rows);
+  size_t row_floats() const;  // [max(max_tree, 64), vocab]
+  float* rows_buffer();       // host_rows_, allocated on a sequence's first own call
   // A pass of this runtime's sequence where its KV region starts (kv_base_ > 0: moved there).
   const PassBatch& placed(const PassBatch& one);
   void move_kv(std::vector<KvMove> moves);
 
-  // One pass over parts [begin, end) of run_shared (their nodes added already).
-  static void run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& firsts, size_t begin,
-                              size_t end, int top_k);
+  // One pass over parts [begin, end) of run_shared (their nodes added already); `last`: no pass follows.
+  static void run_shared_pass(std::vector<SharedPart>& parts, size_t begin, size_t end, int top_k,
+                              std::optional<PassKind> kind, bool last);
 
   RuntimeOptions options_;
   std::shared_ptr<PassBackend> backend_;
-  std::shared_ptr<std::vector<float>>
-      shared_rows_;     // [bucket, vocab] run_shared's pass rows (one per backend)
-  int kv_base_ = 0;     // the first cache slot of this runtime's KV region
-  BatchedPass placed_;  // its passes moved to kv_base_
+  std::shared_ptr<SharedRows> shared_;  // sequences(): run_shared's rows, shared by the backend's runtimes
+  int kv_base_ = 0;                     // the first cache slot of this runtime's KV region
+  BatchedPass placed_;                  // its passes moved to kv_base_
   TreeKv kv_;
-  std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows)
-  float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back
+  std::vector<float> own_rows_;  // the rows' storage when the backend has none (host_rows), or a sequence's
+  float* host_rows_ = nullptr;   // [max(max_tree, 64), vocab] rows handed back by the runtime's own calls
   TreeRows tree_rows_{*this};
   std::vector<int32_t> top_tokens_;  // [tree nodes of the call, k] top_k rows handed back
   std::vector<float> top_probs_;     // [tree nodes of the call, k]

@@ -176,7 +176,8 @@ void PrefixCache::check_invariants() const {
     if (!node.kv || node.tokens.size() != static_cast<size_t>(kBlockTokens)) fail("a block lacks data");
     if (node.hash != hash_(node.tokens.data())) fail("a block's hash is stale");
     if (node.parent >= 0) {
-      if (node.parent >= static_cast<int>(nodes_.size()) || free[node.parent]) fail("a block's parent is gone");
+      if (node.parent >= static_cast<int>(nodes_.size()) || free[node.parent])
+        fail("a block's parent is gone");
       ++children[node.parent];
     }
     if (find_child(node.parent, node.hash, node.tokens.data()) != static_cast<int>(id))
@@ -189,7 +190,8 @@ void PrefixCache::check_invariants() const {
     if (children[id] != nodes_[id].children) fail("a child count is wrong");
     if (children[id] == 0) {
       ++leaves;
-      if (!leaves_.count({nodes_[id].last_used, static_cast<int>(id)})) fail("a leaf is not in the LRU order");
+      if (!leaves_.count({nodes_[id].last_used, static_cast<int>(id)}))
+        fail("a leaf is not in the LRU order");
     }
   }
   if (leaves != leaves_.size()) fail("the LRU order holds a block that is not a leaf");

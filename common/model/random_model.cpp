@@ -287,7 +287,8 @@ void write_truncated_model(const std::string& from_dir, const std::string& dir, 
     for (const char* s : kLayerTensors)
       if (from.has(p + s)) tensors.push_back(copy_tensor(from, p + s));
   }
-  write_config_and_tokenizer(from_dir, dir, [&](nlohmann::json& cj) { cj["num_hidden_layers"] = keep_layers; });
+  write_config_and_tokenizer(from_dir, dir,
+                             [&](nlohmann::json& cj) { cj["num_hidden_layers"] = keep_layers; });
   write_weights(dir, tensors, 1);
 }
 
@@ -315,14 +316,16 @@ void write_padded_model(const std::string& from_dir, const std::string& dir, int
       TensorToWrite t = copy_tensor(from, p + s);
       t.name = q + s;
       const std::string n = s;
-      const size_t element = t.data.size() / static_cast<size_t>(t.shape[0] * (t.shape.size() > 1 ? t.shape[1] : 1));
+      const size_t element =
+          t.data.size() / static_cast<size_t>(t.shape[0] * (t.shape.size() > 1 ? t.shape[1] : 1));
       if (n == "mlp.gate_proj.weight" || n == "mlp.up_proj.weight") {
         t.shape[0] = wide;  // [intermediate, hidden]: zero rows, whose products are silu(0)·0 = 0
         t.data.resize(static_cast<size_t>(wide * hidden) * element, 0);
       } else if (n == "mlp.down_proj.weight") {
         // [hidden, intermediate]: zero columns over the added products (zero anyway).
         std::vector<uint8_t> widened(static_cast<size_t>(hidden * wide) * element, 0);
-        const size_t row = static_cast<size_t>(narrow) * element, wide_row = static_cast<size_t>(wide) * element;
+        const size_t row = static_cast<size_t>(narrow) * element,
+                     wide_row = static_cast<size_t>(wide) * element;
         if (!added)
           for (int64_t r = 0; r < hidden; ++r)
             std::memcpy(widened.data() + r * wide_row, t.data.data() + r * row, row);

@@ -362,9 +362,9 @@ void draft_step_together(const std::vector<DraftSession*>& sessions) {
       group.push_back(j), together.push_back(parts[j]), done[j] = 1;
     }
     ModelRuntime::run_shared(together, top_k[i]);
-    for (size_t g = 0; g < group.size(); ++g) parts[group[g]] = together[g];
+    // The group's rows last until the backend's next shared pass: taken now (a take runs no pass).
+    for (size_t g = 0; g < group.size(); ++g) sessions[group[g]]->take_part(together[g]);
   }
-  for (size_t i = 0; i < sessions.size(); ++i) sessions[i]->take_part(parts[i]);
 }
 
 bool DraftSession::draft_ahead(const Pool& sent, const std::function<bool()>& abandon) {

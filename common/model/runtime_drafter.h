@@ -234,9 +234,9 @@ class DraftSession {
   bool first_draft_ = true;              // the request's first draft() is still to come
   int cached_tokens_ = 0;                // of its tokens, copied from the prefix cache
   std::vector<int32_t> to_keep_;         // its tokens, kept in the cache once prefilled
-  std::vector<int32_t> last_chain_;    // the most probable chain of the pool last sent
-  std::vector<double> chain_commits_;  // [1 + n] Commits that followed the chain (decaying counts):
-                                       // [0] the whole chain and one more, [n] its first n tokens
+  std::vector<int32_t> last_chain_;      // the most probable chain of the pool last sent
+  std::vector<double> chain_commits_;    // [1 + n] Commits that followed the chain (decaying counts):
+                                         // [0] the whole chain and one more, [n] its first n tokens
   // The next pool's depth comes from the Commits before the one it follows, so that a pool
   // drafted ahead has the depth draft() gives it for that Commit.
   AdaptivePoolDepth depth_;

@@ -2,8 +2,8 @@
 // dtype. Every input of a pass lives in a static device tensor sized for the largest bucket and
 // is written by one host-to-device copy; shapes depend on (bucket, window) only, and nothing is
 // read back but the real rows' logits.
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -131,9 +131,9 @@ void TorchOpsBackend::forward(const PassBatch& batch, PassKind, float* logits) {
   auto pos = in_pos_.narrow(0, 0, b);                               // [b]
   auto slots = in_slots_.narrow(0, 0, b);                           // [b]
   auto mask = in_mask_.narrow(0, 0, b).narrow(1, first_key, keys);  // [b, keys]
-  auto cos = rope_cos_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
-  auto sin = rope_sin_.index_select(0, pos).unsqueeze(1);  // [b, 1, hd]
-  auto x = w_.embed.index_select(0, tok);                  // [b, hidden]
+  auto cos = rope_cos_.index_select(0, pos).unsqueeze(1);           // [b, 1, hd]
+  auto sin = rope_sin_.index_select(0, pos).unsqueeze(1);           // [b, 1, hd]
+  auto x = w_.embed.index_select(0, tok);                           // [b, hidden]
   for (size_t li = 0; li < w_.layers.size(); ++li) {
     const LayerWeights& l = w_.layers[li];
     const LayerProjections& pj = proj_[li];
