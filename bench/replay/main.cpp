@@ -267,10 +267,22 @@ int main(int argc, char** argv) {
           if (verbose) {
             std::printf(
                 "%s T %g concurrency %d: estimated rates ar %.3f, root pass %.3f, draft only %.3f; %d "
-                "explorations\n",
+                "explorations; calibration root-draw %.3f, draft %.3f\n",
                 g.name.c_str(), T, n, policy.estimated_rate(Mode::Plain),
                 policy.estimated_rate(Mode::RootDraw), policy.estimated_rate(Mode::Draft),
-                policy.explorations());
+                policy.explorations(), policy.calibration(T, Mode::RootDraw),
+                policy.calibration(T, Mode::Draft));
+            // What auto's own rounds emitted, by mode and budget, beside the fixed runs' rounds.
+            std::map<std::pair<int, int>, std::pair<int, double>> own;  // (mode, B) → rounds, tokens
+            for (const auto& batch : auto_run)
+              for (const GenerateResult& r : batch)
+                for (const RoundRecord& rec : r.rounds) {
+                  auto& o = own[{rec.budget == 0 ? 0 : rec.first_drawn ? 1 : 2, rec.budget}];
+                  ++o.first, o.second += rec.emitted;
+                }
+            for (const auto& [key, o] : own)
+              std::printf("  auto's %s B=%d: %d rounds, %.3f tokens a round\n",
+                          mode_name(static_cast<Mode>(key.first)), key.second, o.first, o.second / o.first);
             for (size_t k = 1; k < fixed.size(); ++k) {
               const Mode m = fixed[k].options.rule == Rule::Draft ? Mode::Draft : Mode::RootDraw;
               std::printf("  %-14s tokens a round %.3f, estimated %.3f; rate %.3f\n", fixed[k].name.c_str(),

@@ -186,6 +186,11 @@ double DecodingPolicy::expected_tokens(double temperature, Mode mode, int budget
   return table(temperature, mode, budget_index_limit(budget) - 1, &tokens, nullptr) ? tokens : 0.0;
 }
 
+double DecodingPolicy::calibration(double temperature, Mode mode) const {
+  const auto it = acceptance_.find(static_cast<int>(temperature * 100 + 0.5));
+  return it == acceptance_.end() || mode == Mode::Plain ? 1.0 : it->second.calibration(mode);
+}
+
 int DecodingPolicy::member_rounds(double temperature, Mode mode) const {
   auto it = member_rounds_.find(static_cast<int>(temperature * 100 + 0.5));
   return it == member_rounds_.end() ? 0 : it->second[index(mode)];

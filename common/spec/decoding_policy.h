@@ -177,6 +177,7 @@ class DecodingPolicy {
 
   // Estimates, for status lines and tests.
   double expected_tokens(double temperature, Mode mode, int budget) const;  // the acceptance table
+  double calibration(double temperature, Mode mode) const;                  // its c (1: none learnt)
   double round_ms(int members, int root_rows, double tree_rows, bool all_plain) const;
   double time_ms() const { return time_ms_; }        // every round's time so far (the regime's with one)
   double explore_ms() const { return explore_ms_; }  // …of which explorations

@@ -225,6 +225,8 @@ TEST(DecodingPolicy, RoundsThatAcceptMoreThanExpectedRaiseTheCalibration) {
   EXPECT_NEAR(r.expected(), 2.6, 1e-6);  // the pool's E(4), uncalibrated
   EXPECT_GT(policy.expected_tokens(0.0, Mode::RootDraw, 4), 3.5);
   EXPECT_NEAR(policy.expected_tokens(0.0, Mode::RootDraw, 1), 1.9, 1e-6);
+  EXPECT_NEAR(policy.calibration(0.0, Mode::RootDraw), 1.9 / 0.7, 0.1);  // its prior of one token aside
+  EXPECT_EQ(policy.calibration(0.0, Mode::Draft), 1.0);                  // no draft round ran
 }
 
 // One request's `rounds` rounds on `regime`: the policy and the rounds of each mode.
