@@ -299,13 +299,14 @@ RowsView ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k, std
   if (processed && (top_k > 0 || !front.rt->processes_rows(1)))
     throw std::logic_error("run_shared: this backend processes no rows (or top-k rows were asked for)");
   int total = 0;
+  std::vector<int> first_slots;  // [parts] each part's first tree slot
   for (SharedPart& p : parts) {
     ModelRuntime& rt = *p.rt;
     const int n = static_cast<int>(p.tokens->size());
     if (!p.parents || p.root || p.new_tree) rt.kv_.discard_tree();
     std::vector<int32_t> chain(n);
     for (int k = 0; k < n; ++k) chain[k] = k - 1;  // a prefill chunk's, or a root's (−1)
-    p.first_slot = rt.kv_.add_nodes(*p.tokens, p.parents && !p.root ? *p.parents : chain);
+    first_slots.push_back(rt.kv_.add_nodes(*p.tokens, p.parents && !p.root ? *p.parents : chain));
     p.first_row = total;
     total += n;
   }
@@ -316,7 +317,7 @@ RowsView ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k, std
   for (size_t begin = 0, n = 0, end = 0; begin < parts.size(); begin = end, n = 0) {
     for (end = begin; end < parts.size() && n + parts[end].tokens->size() <= kMaxTreeBucket; ++end)
       n += parts[end].tokens->size();
-    run_shared_pass(parts, begin, end, top_k, kind, /*last=*/end == parts.size());
+    run_shared_pass(parts, first_slots, begin, end, top_k, kind, /*last=*/end == parts.size());
   }
   for (SharedPart& p : parts) {
     if (p.root) p.rt->kv_.commit({0});  // the root token joins the context: no moves
@@ -330,8 +331,9 @@ RowsView ModelRuntime::run_shared(std::vector<SharedPart>& parts, int top_k, std
                    : RowsView{rows.rows.data(), total, rows.vocab};
 }
 
-void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, size_t begin, size_t end, int top_k,
-                                   std::optional<PassKind> kind, bool last) {
+void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& first_slots,
+                                   size_t begin, size_t end, int top_k, std::optional<PassKind> kind,
+                                   bool last) {
   ModelRuntime& lead = *parts[begin].rt;
   SharedRows& shared = *lead.shared_;
   PassBackend& backend = *lead.backend_;
@@ -347,7 +349,7 @@ void ModelRuntime::run_shared_pass(std::vector<SharedPart>& parts, size_t begin,
       shared.laws.back().first_row = pass.rows();
       shared.laws.back().rows = n;
     }
-    pass.add(p.rt->kv_.batch(p.tokens->data(), p.first_slot, n, n), p.rt->kv_base_);
+    pass.add(p.rt->kv_.batch(p.tokens->data(), first_slots[i], n, n), p.rt->kv_base_);
     any_tree |= p.parents != nullptr || p.root;
   }
   const int pass_rows = pass.rows();  // real rows (batch() pads the pass to the bucket)

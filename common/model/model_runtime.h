@@ -132,7 +132,6 @@ class ModelRuntime {
     RowsView rows;                                   // out (top_k = 0, no law)
     TopKRowsView top;                                // out (top_k > 0)
     int first_row = 0;                               // out: the part's first row in the call's rows
-    int first_slot = 0;                              // its first tree slot (run_shared's own)
   };
   static RowsView run_shared(std::vector<SharedPart>& parts, int top_k = 0,
                              std::optional<PassKind> kind = std::nullopt);
@@ -208,8 +207,8 @@ class ModelRuntime {
   void move_kv(std::vector<KvMove> moves);
 
   // One pass over parts [begin, end) of run_shared (their nodes added already); `last`: no pass follows.
-  static void run_shared_pass(std::vector<SharedPart>& parts, size_t begin, size_t end, int top_k,
-                              std::optional<PassKind> kind, bool last);
+  static void run_shared_pass(std::vector<SharedPart>& parts, const std::vector<int>& first_slots,
+                              size_t begin, size_t end, int top_k, std::optional<PassKind> kind, bool last);
 
   RuntimeOptions options_;
   std::shared_ptr<PassBackend> backend_;
