@@ -20,7 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${ROOTSPEC_BUILD_DIR:-$root/build}
 work=${ROOTSPEC_TRAIN_DIR:-$root/.cache/train}
-[ "${ROOTSPEC_SKIP_SETUP:-0}" = 1 ] || "$root/launch/setup" "$build"
+[ "${ROOTSPEC_SKIP_SETUP:-0}" = 1 ] || "$root/launch/setup" "$build" rootspec-train
 cmake --build "$build" --target rootspec-train >/dev/null
 train=$build/tools/train/rootspec-train
 mapfile -t corpus < <("$root/tools/train/corpus.sh")
