@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plots of a rootspec-bench run (paper 000 App. D.14 protocol) with gnuplot:
+# Plots of a rootspec-bench run ([TPR] App. D.14 protocol) with gnuplot:
 #   tokens_per_s.png        tokens/s per decoder and budget, 95% paired-bootstrap interval bars,
 #                           one panel per temperature, plain autoregressive speed as a dashed line
 #   gain_over_baseline.png  gain (%) of each decoder over the baseline decoder (default draft)

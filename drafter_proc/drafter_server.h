@@ -1,9 +1,9 @@
-// DrafterServer: the drafter process (DESIGN §1, §3). For each request the target decodes it
-// keeps a session (a KV region of its own over one copy of the weights: ModelRuntime::sequences,
-// [target] max_batch of them) holding the committed context; for every Prefill or Commit it
-// appends the new tokens, grows the round's pool with tree passes over the drafter model and
-// sends the Pool at once. A request's session ends with the target's Cancel (sent when the
-// request ends), or, when every session is in use, the least recently used one is taken.
+// DrafterServer: the drafter process (docs/design.md#processes-and-messages). For each request the
+// target decodes it keeps a session (a KV region of its own over one copy of the weights:
+// ModelRuntime::sequences, [target] max_batch of them) holding the committed context; for every
+// Prefill or Commit it appends the new tokens, grows the round's pool with tree passes over the
+// drafter model and sends the Pool at once. A request's session ends with the target's Cancel (sent
+// when the request ends), or, when every session is in use, the least recently used one is taken.
 //
 // The requests of a batch draft together: every message waiting is read first (a batch's
 // Commits come one after another as the target verifies its members), then one step of every

@@ -1,4 +1,5 @@
-// rootspec-drafter: the drafter daemon (DESIGN §1, §3). Usually started by launch/rootspec.
+// rootspec-drafter: the drafter daemon (docs/design.md#processes-and-messages). Usually started by
+// launch/rootspec.
 //   rootspec-drafter --config configs/X.toml [--set section.key=value …]
 #include <spdlog/spdlog.h>
 #include <string>

@@ -1,9 +1,10 @@
-// Gateway: rootspec-http, the OpenAI-compatible HTTP front end of a target process (DESIGN §5;
-// as vLLM's API server sits in front of its engine core). It speaks the client protocol to the
-// target over ZeroMQ (TargetChannel: one DEALER socket that every HTTP request shares, each under
-// its own request id) and holds no model: the target tokenizes, applies the chat template, cuts
-// stop strings and queues. One thread serves every connection and every request
-// (http_server.h); a request waiting on the target costs memory, not a thread.
+// Gateway: rootspec-http, the OpenAI-compatible HTTP front end of a target process
+// (docs/design.md#processes-and-messages; as vLLM's API server sits in front of its engine core).
+// It speaks the client protocol to the target over ZeroMQ (TargetChannel: one DEALER socket that
+// every HTTP request shares, each under its own request id) and holds no model: the target
+// tokenizes, applies the chat template, cuts stop strings and queues. One thread serves every
+// connection and every request (http_server.h); a request waiting on the target costs memory, not a
+// thread.
 //
 //   POST /v1/completions, /v1/chat/completions   (stream: server-sent events ending "data: [DONE]")
 //   GET  /v1/models, /health (200 "ok" or "degraded": no drafter, ar only; 503 without a

@@ -10,6 +10,9 @@
 namespace rootspec::openai {
 
 using nlohmann::json;
+// Request bodies keep the client's key order: a schema's object members follow its `properties`,
+// and tools are rendered as sent.
+using ojson = nlohmann::ordered_json;
 
 json HttpError::body() const {
   return {{"error",
@@ -25,17 +28,17 @@ HttpError bad(const std::string& param, const std::string& message) {
   return HttpError(400, message, "invalid_request_error", param);
 }
 
-const char* type_name(const json& v) {
+const char* type_name(const ojson& v) {
   switch (v.type()) {
-    case json::value_t::null:
+    case ojson::value_t::null:
       return "null";
-    case json::value_t::boolean:
+    case ojson::value_t::boolean:
       return "a boolean";
-    case json::value_t::string:
+    case ojson::value_t::string:
       return "a string";
-    case json::value_t::array:
+    case ojson::value_t::array:
       return "an array";
-    case json::value_t::object:
+    case ojson::value_t::object:
       return "an object";
     default:
       return "a number";
@@ -43,10 +46,10 @@ const char* type_name(const json& v) {
 }
 
 // Typed reads of optional fields: absent and null leave the default.
-bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+bool present(const ojson& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
-int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
-  const json& v = j[key];
+int64_t integer(const ojson& j, const char* key, int64_t lo, int64_t hi) {
+  const ojson& v = j[key];
   if (!v.is_number_integer())
     throw bad(key, std::string("'") + key + "' must be an integer, not " + type_name(v));
   const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
@@ -58,20 +61,20 @@ int64_t integer(const json& j, const char* key, int64_t lo, int64_t hi) {
   return x;
 }
 
-double number(const json& j, const char* key) {
-  const json& v = j[key];
+double number(const ojson& j, const char* key) {
+  const ojson& v = j[key];
   if (!v.is_number()) throw bad(key, std::string("'") + key + "' must be a number, not " + type_name(v));
   return v.get<double>();
 }
 
-bool boolean(const json& j, const char* key) {
-  const json& v = j[key];
+bool boolean(const ojson& j, const char* key) {
+  const ojson& v = j[key];
   if (!v.is_boolean()) throw bad(key, std::string("'") + key + "' must be a boolean, not " + type_name(v));
   return v.get<bool>();
 }
 
-std::string string(const json& j, const char* key, size_t max_bytes = std::string::npos) {
-  const json& v = j[key];
+std::string string(const ojson& j, const char* key, size_t max_bytes = std::string::npos) {
+  const ojson& v = j[key];
   if (!v.is_string()) throw bad(key, std::string("'") + key + "' must be a string, not " + type_name(v));
   std::string s = v.get<std::string>();
   if (s.size() > max_bytes)
@@ -80,7 +83,7 @@ std::string string(const json& j, const char* key, size_t max_bytes = std::strin
 }
 
 // A number in [lo, hi] (`open_lo`: lo itself excluded), else a 400 naming the parameter.
-double number_in(const json& j, const char* key, double lo, double hi, bool open_lo = false) {
+double number_in(const ojson& j, const char* key, double lo, double hi, bool open_lo = false) {
   const double x = number(j, key);
   if (!(open_lo ? x > lo : x >= lo) || !(x <= hi))
     throw bad(key, std::string("'") + key + "' must be in " + (open_lo ? "(" : "[") + dump(lo) + ", " +
@@ -94,8 +97,8 @@ constexpr int64_t kMaxTokenId = (1 << 24) - 1;
 
 // logit_bias: {"<token id>": bias, …} as OpenAI sends it (JSON keys are strings), to the
 // protocol's ascending (id, bias) pairs.
-std::vector<std::pair<int32_t, float>> logit_bias_of(const json& j) {
-  const json& v = j["logit_bias"];
+std::vector<std::pair<int32_t, float>> logit_bias_of(const ojson& j) {
+  const ojson& v = j["logit_bias"];
   if (!v.is_object())
     throw bad("logit_bias",
               "'logit_bias' must be an object of token ids to biases, not " + std::string(type_name(v)));
@@ -123,13 +126,13 @@ std::vector<std::pair<int32_t, float>> logit_bias_of(const json& j) {
 constexpr size_t kMaxNameBytes = 64;
 
 // A chat message's content: a string, or text parts [{"type": "text", "text": …}].
-std::string content_of(const json& m, const std::string& where) {
+std::string content_of(const ojson& m, const std::string& where) {
   if (!m.contains("content") || m["content"].is_null()) return "";
-  const json& c = m["content"];
+  const ojson& c = m["content"];
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) throw bad(where + ".content", "content must be a string or an array of text parts");
   std::string text;
-  for (const json& part : c) {
+  for (const ojson& part : c) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
         !part["text"].is_string())
       throw bad(where + ".content", "only text parts ({\"type\": \"text\", \"text\": …}) are supported");
@@ -139,8 +142,8 @@ std::string content_of(const json& m, const std::string& where) {
 }
 
 // Parameters the API has that rootspec refuses unless at their neutral value.
-void refuse_unsupported(const json& j) {
-  auto neutral = [&](const char* key, const json& ok) {
+void refuse_unsupported(const ojson& j) {
+  auto neutral = [&](const char* key, const ojson& ok) {
     if (present(j, key) && j[key] != ok)
       throw bad(key, std::string("'") + key + "' is not supported (only " + dump(ok) + ")");
   };
@@ -150,8 +153,6 @@ void refuse_unsupported(const json& j) {
     if (present(j, key))
       throw bad(key, std::string("'") + key + "' is not supported (the newer 'tools' and 'tool_choice' are)");
 }
-
-using ojson = nlohmann::ordered_json;
 
 // A constraint compiled as the target will compile it: a GrammarError is the client's 400, naming
 // `field` and, in the message, the keyword or position at fault.
@@ -181,7 +182,7 @@ std::string schema_text(const ojson& v, const std::string& field) {
 
 // response_format, structured_outputs and the guided_* fields: the request's constraint (at most
 // one of them), or none.
-grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
+grammar::OutputConstraint constraint_of(const ojson& j) {
   using Kind = grammar::OutputConstraint::Kind;
   grammar::OutputConstraint c;
   std::string field;  // the field the constraint came from
@@ -193,7 +194,7 @@ grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
     c.text = std::move(text);
   };
   if (present(j, "response_format")) {
-    const json& rf = j["response_format"];
+    const ojson& rf = j["response_format"];
     if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
       throw bad("response_format", "'response_format' must be an object with a string 'type'");
     const std::string type = rf["type"].get<std::string>();
@@ -205,7 +206,7 @@ grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
     } else if (type == "json_schema") {
       if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
         throw bad("response_format.json_schema", "'response_format.json_schema' must be an object");
-      const ojson& js = oj["response_format"]["json_schema"];
+      const ojson& js = j["response_format"]["json_schema"];
       if (!js.is_object())
         throw bad("response_format.json_schema", "'response_format.json_schema' must be an object");
       for (const auto& [key, value] : js.items())
@@ -241,7 +242,7 @@ grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
   };
   std::vector<Source> sources;
   if (present(j, "structured_outputs")) {
-    const ojson& so = oj["structured_outputs"];
+    const ojson& so = j["structured_outputs"];
     if (!so.is_object()) throw bad("structured_outputs", "'structured_outputs' must be an object");
     for (const auto& [key, value] : so.items()) {
       if (value.is_null()) continue;
@@ -257,7 +258,7 @@ grammar::OutputConstraint constraint_of(const json& j, const ojson& oj) {
                 "'structured_outputs' needs one of json, regex, choice, grammar, json_object");
   }
   for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
-    if (present(j, key)) sources.push_back({key, &oj[key], std::string(key).substr(7)});
+    if (present(j, key)) sources.push_back({key, &j[key], std::string(key).substr(7)});
   for (const Source& src : sources) {
     const ojson& v = *src.value;
     if (src.option == "json") {
@@ -286,9 +287,9 @@ const std::regex& tool_name_re() {
 }
 
 // tools, tool_choice, parallel_tool_calls into `p`.
-void tools_of(const json& j, const ojson& oj, ParsedRequest& p) {
+void tools_of(const ojson& j, ParsedRequest& p) {
   if (present(j, "tools")) {
-    const ojson& tools = oj["tools"];
+    const ojson& tools = j["tools"];
     if (!tools.is_array() || tools.empty() || tools.size() > 128)
       throw bad("tools", "'tools' must be a non-empty array of at most 128 tools");
     std::set<std::string> names;
@@ -332,7 +333,7 @@ void tools_of(const json& j, const ojson& oj, ParsedRequest& p) {
     p.tool_choice = ToolChoice::Auto;  // OpenAI's default with tools
   }
   if (present(j, "tool_choice")) {
-    const json& tc = j["tool_choice"];
+    const ojson& tc = j["tool_choice"];
     if (tc.is_string()) {
       const std::string s = tc.get<std::string>();
       if (s == "none")
@@ -365,17 +366,8 @@ void tools_of(const json& j, const ojson& oj, ParsedRequest& p) {
   if (present(j, "parallel_tool_calls")) p.parallel_tool_calls = boolean(j, "parallel_tool_calls");
 }
 
-}  // namespace
-
-ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
-    throw HttpError(400, std::string("the body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw HttpError(400, "the body must be a JSON object");
-  const bool chat = endpoint == Endpoint::ChatCompletions;
+// Every top-level field is one the endpoint takes, and those rootspec refuses are neutral.
+void check_fields(const ojson& j, bool chat) {
   static const std::set<std::string> common = {"model",
                                                "max_tokens",
                                                "temperature",
@@ -409,104 +401,107 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
     if (!common.count(key) && !structured.count(key) && !(chat ? chat_only : completion_only).count(key))
       throw bad(key, "Unrecognized request argument supplied: " + key);
   refuse_unsupported(j);
-  // Schemas and tools keep the client's key order (an object's members follow its `properties`).
-  const ojson oj = ojson::parse(text);
+}
 
-  ParsedRequest p;
-  p.endpoint = endpoint;
-  GenerateBody& g = p.body;
-  g.stream = true;  // the gateway always streams from the target: it needs the text
-  if (present(j, "model")) p.model = string(j, "model");
-  if (chat) {
-    if (!present(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
-      throw bad("messages", "'messages' must be a non-empty array");
-    for (size_t i = 0; i < j["messages"].size(); ++i) {
-      const json& m = j["messages"][i];
-      const std::string where = "messages[" + std::to_string(i) + "]";
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-        throw bad(where, "each message needs a string 'role'");
-      std::string role = m["role"].get<std::string>();
-      if (role == "developer") role = "system";  // the newer name of the system role
-      if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-        throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant, tool)");
-      ChatMessage cm{role, content_of(m, where), {}};
-      if (role == "tool") {
-        p.tool_parts = true;
-        if (present(m, "tool_call_id") && !m["tool_call_id"].is_string())
-          throw bad(where + ".tool_call_id", "'tool_call_id' must be a string");
-      }
-      if (present(m, "tool_calls")) {
-        const ojson& calls = oj["messages"][i]["tool_calls"];
-        if (role != "assistant" || !calls.is_array())
-          throw bad(where + ".tool_calls", "'tool_calls' must be an array, on assistant messages only");
-        for (size_t k = 0; k < calls.size(); ++k) {
-          const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
-          const ojson& c = calls[k];
-          if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
-              !c["function"].contains("name") || !c["function"]["name"].is_string())
-            throw bad(at,
-                      "each tool call must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
-                      "\"arguments\"}}");
-          ChatToolCall call{c["function"]["name"].get<std::string>(), ojson::object()};
-          // The arguments as a JSON string (OpenAI's), parsed, as vLLM passes them to templates.
-          const ojson args = c["function"].value("arguments", ojson("{}"));
-          try {
-            call.arguments = args.is_string() ? ojson::parse(args.get<std::string>()) : args;
-          } catch (const nlohmann::json::exception&) {
-            throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
-          }
-          if (!call.arguments.is_object())
-            throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
-          cm.tool_calls.push_back(std::move(call));
-        }
-        if (!cm.tool_calls.empty()) p.tool_parts = true;
-      }
-      g.messages.push_back({role, cm.content});
-      p.chat.push_back(std::move(cm));
+// An assistant message's tool_calls, their arguments parsed (as vLLM passes them to templates).
+void tool_calls_of(const ojson& m, const std::string& where, const std::string& role, ChatMessage& cm) {
+  const ojson& calls = m["tool_calls"];
+  if (role != "assistant" || !calls.is_array())
+    throw bad(where + ".tool_calls", "'tool_calls' must be an array, on assistant messages only");
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string at = where + ".tool_calls[" + std::to_string(k) + "]";
+    const ojson& c = calls[k];
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].contains("name") || !c["function"]["name"].is_string())
+      throw bad(at,
+                "each tool call must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+                "\"arguments\"}}");
+    ChatToolCall call{c["function"]["name"].get<std::string>(), ojson::object()};
+    // The arguments as a JSON string (OpenAI's), parsed.
+    const ojson args = c["function"].value("arguments", ojson("{}"));
+    try {
+      call.arguments = args.is_string() ? ojson::parse(args.get<std::string>()) : args;
+    } catch (const nlohmann::json::exception&) {
+      throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
     }
-  } else {
-    if (!present(j, "prompt")) throw bad("prompt", "'prompt' is required");
-    const json& pr = j["prompt"];
-    if (pr.is_string()) {
-      g.prompt = pr.get<std::string>();
-    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
-      g.prompt = pr[0].get<std::string>();
-    } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
-      for (const json& t : pr) {
-        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-          throw bad("prompt", "token ids must be integers in [0, 2^31)");
-        g.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-      }
-      g.has_prompt_ids = true;
-    } else {
-      throw bad("prompt", "'prompt' must be a string, one string in an array, or an array of token ids");
-    }
-    if (!g.has_prompt_ids && g.prompt.empty()) throw bad("prompt", "'prompt' is empty");
-    g.raw = true;  // completions continue the text as it is: no chat template
+    if (!call.arguments.is_object())
+      throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
+    cm.tool_calls.push_back(std::move(call));
   }
+}
+
+// chat: messages, into the chat (for the template) and the Generate's messages.
+void messages_of(const ojson& j, ParsedRequest& p) {
+  if (!present(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
+    throw bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < j["messages"].size(); ++i) {
+    const ojson& m = j["messages"][i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw bad(where, "each message needs a string 'role'");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // the newer name of the system role
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant, tool)");
+    ChatMessage cm{role, content_of(m, where), {}};
+    if (role == "tool") {
+      p.tool_parts = true;
+      if (present(m, "tool_call_id") && !m["tool_call_id"].is_string())
+        throw bad(where + ".tool_call_id", "'tool_call_id' must be a string");
+    }
+    if (present(m, "tool_calls")) {
+      tool_calls_of(m, where, role, cm);
+      if (!cm.tool_calls.empty()) p.tool_parts = true;
+    }
+    p.body.messages.push_back({role, cm.content});
+    p.chat.push_back(std::move(cm));
+  }
+}
+
+// completions: the prompt, as text or token ids, continued as it is (no chat template).
+void prompt_of(const ojson& j, GenerateBody& g) {
+  if (!present(j, "prompt")) throw bad("prompt", "'prompt' is required");
+  const ojson& pr = j["prompt"];
+  if (pr.is_string()) {
+    g.prompt = pr.get<std::string>();
+  } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+    g.prompt = pr[0].get<std::string>();
+  } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
+    for (const ojson& t : pr) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        throw bad("prompt", "token ids must be integers in [0, 2^31)");
+      g.prompt_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+    g.has_prompt_ids = true;
+  } else {
+    throw bad("prompt", "'prompt' must be a string, one string in an array, or an array of token ids");
+  }
+  if (!g.has_prompt_ids && g.prompt.empty()) throw bad("prompt", "'prompt' is empty");
+  g.raw = true;
+}
+
+// How much to write and how: max_tokens, stop, n (and best_of), streaming, and rootspec's own
+// choice of decoder (rule, verifier, budget, stop_at_eos).
+void output_of(const ojson& j, ParsedRequest& p) {
+  GenerateBody& g = p.body;
   for (const char* key : {"max_tokens", "max_completion_tokens"})
     if (present(j, key)) {
       const int64_t n = integer(j, key, INT64_MIN, INT64_MAX);
       if (n <= 0) throw bad(key, std::string("'") + key + "' must be at least 1");
       g.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(n, 1 << 20));
     }
-  if (present(j, "temperature")) {
-    g.temperature = number(j, "temperature");
-    if (!(g.temperature >= 0)) throw bad("temperature", "'temperature' must be at least 0");
-  }
-  if (present(j, "seed")) g.seed = static_cast<uint64_t>(integer(j, "seed", 0, INT64_MAX));
   if (present(j, "stream")) p.stream = boolean(j, "stream");
   if (present(j, "stream_options")) {
-    const json& so = j["stream_options"];
+    const ojson& so = j["stream_options"];
     if (!so.is_object()) throw bad("stream_options", "'stream_options' must be an object");
     if (present(so, "include_usage")) p.include_usage = boolean(so, "include_usage");
   }
   if (present(j, "stop")) {
-    const json& s = j["stop"];
+    const ojson& s = j["stop"];
     if (s.is_string()) {
       g.stop.push_back(s.get<std::string>());
     } else if (s.is_array() && s.size() <= 16) {
-      for (const json& x : s) {
+      for (const ojson& x : s) {
         if (!x.is_string()) throw bad("stop", "'stop' must be a string or an array of strings");
         g.stop.push_back(x.get<std::string>());
       }
@@ -521,12 +516,20 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
   if (present(j, "verifier")) g.verifier = string(j, "verifier", kMaxNameBytes);
   if (present(j, "budget")) g.budget = static_cast<int32_t>(integer(j, "budget", 1, 1 << 20));
   if (present(j, "stop_at_eos")) g.stop_at_eos = boolean(j, "stop_at_eos");
-
   if (present(j, "n")) p.n = static_cast<int>(integer(j, "n", 1, kMaxChoices));
   // best_of k decodes k and returns the best n: rootspec returns every choice it decodes.
   if (present(j, "best_of") && integer(j, "best_of", 1, kMaxChoices) != p.n)
     throw bad("best_of", "'best_of' is not supported unless equal to n (every choice decoded is returned)");
-  // The processed target law (DESIGN §7): the target checks them too, under the same names.
+}
+
+// The sampling parameters (the processed target law, docs/design.md; the target checks them too,
+// under the same names), the seed, and the log-probabilities asked for.
+void sampling_of(const ojson& j, bool chat, GenerateBody& g) {
+  if (present(j, "temperature")) {
+    g.temperature = number(j, "temperature");
+    if (!(g.temperature >= 0)) throw bad("temperature", "'temperature' must be at least 0");
+  }
+  if (present(j, "seed")) g.seed = static_cast<uint64_t>(integer(j, "seed", 0, INT64_MAX));
   if (present(j, "top_p")) g.top_p = number_in(j, "top_p", 0, 1, /*open_lo=*/true);
   if (present(j, "min_p")) g.min_p = number_in(j, "min_p", 0, 1);
   for (const char* key : {"presence_penalty", "frequency_penalty"})
@@ -553,13 +556,37 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
   } else if (present(j, "logprobs")) {
     g.logprobs = static_cast<int32_t>(integer(j, "logprobs", 0, 20));
   }
-  g.constraint = constraint_of(j, oj);
-  if (chat) tools_of(j, oj, p);
   if (present(j, "logprobs_mode")) {
     g.logprobs_mode = string(j, "logprobs_mode", 16);
     if (g.logprobs_mode != "processed" && g.logprobs_mode != "raw")
       throw bad("logprobs_mode", "'logprobs_mode' must be \"processed\" or \"raw\"");
   }
+}
+
+}  // namespace
+
+ParsedRequest parse_request(Endpoint endpoint, const std::string& text) {
+  ojson j;
+  try {
+    j = ojson::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
+    throw HttpError(400, std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw HttpError(400, "the body must be a JSON object");
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  check_fields(j, chat);
+  ParsedRequest p;
+  p.endpoint = endpoint;
+  p.body.stream = true;  // the gateway always streams from the target: it needs the text
+  if (present(j, "model")) p.model = string(j, "model");
+  if (chat)
+    messages_of(j, p);
+  else
+    prompt_of(j, p.body);
+  output_of(j, p);
+  sampling_of(j, chat, p.body);
+  p.body.constraint = constraint_of(j);
+  if (chat) tools_of(j, p);
   return p;
 }
 

@@ -1,8 +1,8 @@
-// TargetChannel: the gateway's one connection to the target's client endpoint (DESIGN §5), a
-// DEALER socket that every HTTP request shares, each of its Generates under a request id of its
-// own. ZeroMQ sockets belong to one thread, so a thread of the channel's own owns it: it sends
-// what the gateway queues and hands every message it receives to the gateway's thread (the
-// io_context's), where the listener of that request id reads it.
+// TargetChannel: the gateway's one connection to the target's client endpoint
+// (docs/design.md#processes-and-messages), a DEALER socket that every HTTP request shares, each of
+// its Generates under a request id of its own. ZeroMQ sockets belong to one thread, so a thread of
+// the channel's own owns it: it sends what the gateway queues and hands every message it receives
+// to the gateway's thread (the io_context's), where the listener of that request id reads it.
 //
 // The socket is ZMQ_IMMEDIATE: while no target is connected a send fails at once (the listener
 // hears Unsent, and may send again) instead of queueing a Generate for a target that may come back

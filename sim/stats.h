@@ -1,5 +1,5 @@
 // Statistical tests for sampling laws: the seeded exactness tests compare empirical counts
-// with an exact law (DESIGN §6).
+// with an exact law (docs/design.md#exactness-tests).
 #pragma once
 
 #include <cstdint>

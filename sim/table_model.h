@@ -1,5 +1,5 @@
 // TableModel: a synthetic target/drafter pair over a tiny vocabulary, for exactness tests,
-// rootspec-sim and the simulation demo (DESIGN §6).
+// rootspec-sim and the simulation demo (docs/design.md#exactness-tests).
 //
 // JSON: {"vocab_size": V, "order": k, "context": [k ids], "target": {"a,b": [V probs], …},
 //        "draft": {…}} with one row for every one of the V^k keys; the row at any prefix is

@@ -1,7 +1,7 @@
 // DrafterConnection: the target server's side of the drafter process over the life of the
-// server (DESIGN §3): the DrafterLink while one is connected, what the server learns when it is
-// lost, and a new Hello until a drafter answers again. DrafterSession: one request's drafter as
-// its rounds see it (a RoundDrafter, round.h), over the connection.
+// server (docs/design.md#when-a-process-fails): the DrafterLink while one is connected, what the
+// server learns when it is lost, and a new Hello until a drafter answers again. DrafterSession: one
+// request's drafter as its rounds see it (a RoundDrafter, round.h), over the connection.
 //
 // A session never stops a round: a pool that does not come, or a Commit that cannot be sent,
 // gives the round an empty pool (selection from any pool keeps the target's law) and records the

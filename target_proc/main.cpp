@@ -1,4 +1,5 @@
-// rootspec-target: the target daemon (DESIGN §1, §3). Usually started by launch/rootspec.
+// rootspec-target: the target daemon (docs/design.md#processes-and-messages). Usually started by
+// launch/rootspec.
 //   rootspec-target --config configs/X.toml [--set section.key=value …]
 #include <spdlog/spdlog.h>
 #include <filesystem>

@@ -316,11 +316,12 @@ void TargetServer::finish(Decoding& d) {
   if (d.adaptive && !d.o.autoregressive) {
     const PolicyRequest& a = *d.adaptive;
     spdlog::debug(
-        "request {}: auto ran {} plain, {} root-draw and {} draft rounds; the policy runs {}; at T = {}: "
+        "request {}: auto ran {} plain, {} root-draw and {} draft rounds; the policy runs {} rounds; at T = "
+        "{}: "
         "{:.2f} tokens a root-draw round at B = 8, {:.2f} a draft one; a plain round of one {:.3f} ms, a "
         "speculative one of 9 tree rows {:.3f} ms; {} explorations, {:.1f}% of the time",
         d.req.id, a.rounds(Mode::Plain), a.rounds(Mode::RootDraw), a.rounds(Mode::Draft),
-        mode_name(policy_.shape()), d.o.temperature,
+        shape_name(policy_.shape()), d.o.temperature,
         policy_.expected_tokens(d.o.temperature, Mode::RootDraw, 8),
         policy_.expected_tokens(d.o.temperature, Mode::Draft, 8), policy_.round_ms(1, 1, 0, true),
         policy_.round_ms(1, 1, 9, false), policy_.explorations(),

@@ -1,13 +1,15 @@
-// TargetServer: the target process (DESIGN §1, §3). Clients (rootspec-client, the HTTP gateway,
-// the harness) send Generate messages; each is checked at once and answered with an Error or an
-// Accepted, then waits in a FIFO queue of at most [http] queue_depth requests (more are refused
-// with an Error on "queue"): the ClientQueue (client_queue.h), which the server reads between
-// rounds and while a round waits for the drafter's pools. Up to [target] max_batch requests decode at once,
-// the rest wait in arrival order: a request joins the batch at a round boundary (its prompt prefilled then),
-// and every round is run_batched_round() (round.h) over the whole batch (one root pass, each member's pool
-// from the drafter process behind a DrafterLink, one tree pass over every member's tree), streaming each
-// member's Deltas and ending each with its Done. A Cancel, a client gone, or the request's deadline ends a
-// queued or decoding request without disturbing the others; a Status is answered between rounds.
+// TargetServer: the target process (docs/design.md#processes-and-messages). Clients
+// (rootspec-client, the HTTP gateway, the harness) send Generate messages; each is checked at once
+// and answered with an Error or an Accepted, then waits in a FIFO queue of at most [http]
+// queue_depth requests (more are refused with an Error on "queue"): the ClientQueue
+// (client_queue.h), which the server reads between rounds and while a round waits for the drafter's
+// pools. Up to [target] max_batch requests decode at once, the rest wait in arrival order: a
+// request joins the batch at a round boundary (its prompt prefilled then), and every round is
+// run_batched_round() (round.h) over the whole batch (one root pass, each member's pool from the
+// drafter process behind a DrafterLink, one tree pass over every member's tree), streaming each
+// member's Deltas and ending each with its Done. A Cancel, a client gone, or the request's deadline
+// ends a queued or decoding request without disturbing the others; a Status is answered between
+// rounds.
 //
 // The drafter may die or stop answering: the requests in flight then continue with
 // plain decoding (ar) from their committed contexts, exact, and say so (a Delta's notice, the

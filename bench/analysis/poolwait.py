@@ -1,6 +1,6 @@
 import json, sys, statistics as st, collections
 print('Pool wait (ms) of root-draw against root-draw+ahead (the drafter drafts ahead), T = 0, rounds after a request\'s first, warm-up prompts left out;')
-print('from the traces of runs 1-8 of bench/results/auto-tuning-shipped-pair-epyc-2026-12-02/session-08 (commit eb045ab), 2-core AMD EPYC VM (Zen 5, family 26), AVX-512.')
+print('from the traces of runs 1-8 of session 8 of the auto tuning (commit eb045ab; folder removed, in git history), 2-core AMD EPYC VM (Zen 5, family 26), AVX-512.')
 print('run  B   root-draw: mean wait   +ahead: mean wait')
 allv=collections.defaultdict(list)
 for s in range(1,9):

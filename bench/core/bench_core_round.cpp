@@ -93,7 +93,7 @@ void BM_Verify(benchmark::State& state) {
 }
 BENCHMARK(BM_Verify)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
 
-// The rheo verifier on a Rheo pool (m = 1, sparse top-128 draft rows, paper 002 defaults).
+// The rheo verifier on a Rheo pool (m = 1, sparse top-128 draft rows, [Rheo] defaults).
 void BM_VerifyRheoPool(benchmark::State& state) {
   static const Pool pool = [] {
     RandomDrafter drafter(6);

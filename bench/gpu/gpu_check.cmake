@@ -68,8 +68,9 @@ endif()
 include(GoogleTest)
 enable_testing()
 
-add_subdirectory(common)  # base, spec, text, ipc, config
+add_subdirectory(base)
 add_subdirectory(kernels)
+add_subdirectory(common)  # grammar, spec, text, ipc, config
 add_subdirectory(common/model)
 add_subdirectory(target_proc)
 add_subdirectory(drafter_proc)

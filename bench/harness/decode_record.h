@@ -1,4 +1,4 @@
-// Pure pieces of rootspec-bench (paper 000 App. D.14), kept out of main.cpp so that
+// Pure pieces of rootspec-bench ([TPR] App. D.14), kept out of main.cpp so that
 // tests/bench/test_harness_record.cpp checks them without a running pair: the per-decode
 // sampling seed, the decode record built from the target's Done message, and the parsing of
 // comma-separated grid options. Header-only: the

@@ -1,4 +1,4 @@
-// rootspec-bench: the timing harness, with the protocol of paper 000 App. D.14.
+// rootspec-bench: the timing harness, with the protocol of [TPR] App. D.14.
 //
 //   rootspec-bench --launch configs/random-cpu.toml --out /tmp/run1
 //   rootspec-bench --endpoint tcp://127.0.0.1:5600 --limit-prompts 5 --max-new-tokens 32 --out /tmp/b
@@ -47,7 +47,7 @@
 #include <optional>
 #include <sstream>
 
-#include "../../tools/client/constraint_flags.h"
+#include "constraint_flags.h"
 #include "bench_order.h"
 #include "bench_stats.h"
 #include "concurrency.h"
@@ -424,7 +424,7 @@ struct BenchRun {
 // exit code where the run stops here: 0 after --help, 2 for bad options.
 std::optional<int> parse_command_line(int argc, char** argv, BenchRun& run) {
   CLI::App app{
-      "rootspec-bench: tokens/s of each decoder with paired bootstrap intervals (paper 000 App. D.14)"};
+      "rootspec-bench: tokens/s of each decoder with paired bootstrap intervals ([TPR] App. D.14)"};
   std::string decoders_s = "ar,draft,pearl,root-draw,root", temps_s = "0,1", budgets_s = "8,59",
               concurrency_s;
   int limit_prompts = 0;
@@ -790,7 +790,7 @@ int run_serving(const BenchRun& run, PairLauncher& launcher, TraceFile& trace) {
   return end.failures.empty() && !end.gone && !g_interrupted && end.fatal.empty() ? 0 : 1;
 }
 
-// ---- the paired run (paper 000 App. D.14) -------------------------------------------------
+// ---- the paired run ([TPR] App. D.14) -------------------------------------------------
 
 // Every decode of the rotated run order, one at a time, each a Generate that waits for its Done;
 // a progress line on stderr.

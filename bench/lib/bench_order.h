@@ -1,4 +1,4 @@
-// The run order of the timing harness (paper 000 App. D.14): "After warm-up decodes on two
+// The run order of the timing harness ([TPR] App. D.14): "After warm-up decodes on two
 // prompts, each prompt runs all sixteen combinations of decoder, T and B once, in an order
 // rotated by its position in a seeded prompt order, so resampling prompts also resamples the
 // timing noise of single decodes." Slow drifts (clock boost, thermal state, a noisy neighbour)
@@ -23,7 +23,7 @@ struct GridPoint {
 
 // The combination list, in this order: for each temperature, the autoregressive decoder once
 // (budget 0) if `decoders` names `ar`, then for each budget every other decoder in the given
-// order. Our choice: the paper's grid has 4 tree decoders × 2 T × 2 B = 16 combinations; we add
+// order. Our choice: [TPR]'s grid has 4 tree decoders × 2 T × 2 B = 16 combinations; we add
 // `ar` as the speed reference, once per temperature because B does not change it (running it
 // once per B would double its decodes for nothing), giving 18 with the default grid. Adjacent
 // combinations differ in decoder only, so same-setting comparisons run close in time.

@@ -272,7 +272,7 @@ std::optional<Gain> gain_from(const nlohmann::json& j) {
 nlohmann::json summary_to_json(const BenchSummary& s) {
   nlohmann::json j;
   j["protocol"] =
-      "paper 000 App. D.14: speed = summed tokens to first EOS / summed seconds from target "
+      "[TPR] App. D.14: speed = summed tokens to first EOS / summed seconds from target "
       "prefill start to last commit; gain = speed ratio - 1 on the same prompts; percentile "
       "intervals from paired bootstrap resamples of prompts";
   j["baseline"] = s.options.baseline;

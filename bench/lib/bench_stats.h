@@ -1,4 +1,4 @@
-// Timing statistics of the harness (DESIGN §6 "Speed"; paper 000 App. D.14): one record per
+// Timing statistics of the harness (docs/design.md#speed; [TPR] App. D.14): one record per
 // decode, run speed = summed tokens / summed seconds, gains of one decoder over another on the
 // same prompts with percentile intervals from paired bootstrap resamples of prompts, and the
 // CSV / JSON files a run leaves behind. Pure C++: nothing here measures time; the caller
@@ -37,8 +37,9 @@ struct DecodeRecord {
   // accepted_hist[k] = rounds that accepted k draft tokens. Optional (empty = not recorded);
   // it feeds the accepted-length histogram plot.
   std::vector<int64_t> accepted_hist;
-  // Milliseconds spent per stage over the whole decode, by stage name (DESIGN §2:
-  // "prefill", "root_pass", "pool_wait", "select", "tree_pass", "verify", "commit", …).
+  // Milliseconds spent per stage over the whole decode, by stage name
+  // (docs/design.md#the-round-in-code: "prefill", "root_pass", "pool_wait", "select", "tree_pass",
+  // "verify", "commit", …).
   std::map<std::string, double> stage_ms;
 };
 

@@ -1,4 +1,4 @@
-// The timing harness's prompt file (paper 000 App. D.14 decodes one fixed prompt
+// The timing harness's prompt file ([TPR] App. D.14 decodes one fixed prompt
 // set with every decoder): JSONL, one object a line,
 //   {"id": "math-03", "category": "math", "prompt": "…"}   or   {…, "prompt_ids": [1, 2, …]}
 // ids are strings or non-negative integers and are unique; blank lines are skipped; other keys

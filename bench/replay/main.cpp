@@ -268,8 +268,8 @@ int main(int argc, char** argv) {
             std::printf(
                 "%s T %g concurrency %d: estimated rates ar %.3f, root pass %.3f, draft only %.3f; %d "
                 "explorations; calibration root-draw %.3f, draft %.3f\n",
-                g.name.c_str(), T, n, policy.estimated_rate(Mode::Plain),
-                policy.estimated_rate(Mode::RootDraw), policy.estimated_rate(Mode::Draft),
+                g.name.c_str(), T, n, policy.estimated_rate(Shape::Plain),
+                policy.estimated_rate(Shape::RootPass), policy.estimated_rate(Shape::DraftOnly),
                 policy.explorations(), policy.calibration(T, Mode::RootDraw),
                 policy.calibration(T, Mode::Draft));
             // What auto's own rounds emitted, by mode and budget, beside the fixed runs' rounds.

@@ -193,11 +193,10 @@ async function run(from, to, reference, stats, onProgress, workers = clients) {
 
   // Warm-up: the first 20 %, four times as many clients at once, so that most threads of the
   // gateway's pool (queue_depth + 8) serve every kind of request and their stacks and malloc
-  // caches reach their size (they grow for thousands of requests otherwise: measured, and no leak
-  // under LeakSanitizer). The drafter is killed at 50 % and its successor measured after the same
-  // warm-up, from 70 %: with a batch of 16 the drafter's 16 sessions warm up over ~2000 requests
-  // (the first drafter: 216 → 222 MB by 3000 requests, then flat; its successor rebased at 60 %,
-  // 1000 requests after its start, still grew 2.06 % by the end and plateaued at the same 222 MB).
+  // caches reach their size before the baseline is taken: their growth until then is warm-up, not
+  // a leak. The drafter is killed at 50 % and its successor measured after the same warm-up, from
+  // 70 %: with a batch, the drafter's sessions warm up over thousands of requests too, and a
+  // shorter wait would count that as growth (bench/results/soak-10000-requests-2026-12-04/README.md).
   const warm = Math.round(total * 0.2), kill = Math.round(total * 0.5), rebase = kill + warm;
   const series = [];  // RSS (kB) of each process every 1000 requests, under load
   const progress = async (i) => {

@@ -1,5 +1,6 @@
 // DaemonConfig: what `rootspec-target` and `rootspec-drafter` run with, from a TOML file
-// (configs/*.toml) with `--set section.key=value` overrides (DESIGN §3).
+// (configs/*.toml) with `--set section.key=value` overrides
+// (docs/design.md#processes-and-messages).
 //
 //   [target]   model, device, dtype, threads, idle_drafter_threads (CPU: threads of the passes
 //              that run while the drafter waits: tree passes and `ar`; see cpu_workers.h),
@@ -10,7 +11,8 @@
 //              device: "tensor-core", the default, or "simple", the reference kernel)
 //   [drafter]  model, device, dtype, threads, cuda_graphs, attention, process_rows (default true:
 //              with a request's sampling parameters the drafter processes its draft rows the way
-//              the target processes its own, DESIGN §7, runtime_drafter.h; false: raw draft rows)
+//              the target processes its own, docs/design.md#the-processed-target-law,
+//              runtime_drafter.h; false: raw draft rows)
 //   [endpoints] client (target binds; clients connect), drafter (drafter binds; target connects),
 //              pool_transport ("auto": shared memory for the per-request messages and pools
 //              when the drafter endpoint is on this host, whatever devices the processes use
@@ -19,9 +21,9 @@
 //   [decoding] max_context, and a request's defaults (request.h: RequestOptions): max_new_tokens,
 //              rule, verifier, budget, temperature, stop_at_eos, logprobs_mode ("processed",
 //              the default: logprobs report the processed law p̃ that the tokens are drawn from,
-//              DESIGN §7; "raw": the target's own law at T = 1, nothing applied); auto_draft
-//              (default true: `auto` may choose draft, which skips the root pass; false:
-//              root-draw or ar only, decoding_policy.h)
+//              docs/design.md#the-processed-target-law; "raw": the target's own law at T = 1,
+//              nothing applied); auto_draft (default true: `auto` may choose draft, which skips the
+//              root pass; false: root-draw or ar only, decoding_policy.h)
 //   [pool]     kind ("topk" | "rheo"), top_k, depth, expand, rheo_m, sparse, adaptive_depth
 //              (default true: each pool as deep as the request's recent Commits suggest, within
 //              depth; runtime_drafter.h), draft_ahead (a request's default: the drafter grows the

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "grammar.h"
+#include "utf8_append.h"
 
 namespace rootspec::grammar {
 
@@ -91,24 +92,6 @@ Ranges complement_code_points(const Ranges& r) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 namespace {
 
 using Seqs = std::vector<std::vector<std::pair<uint8_t, uint8_t>>>;
@@ -137,8 +120,8 @@ void split_same_length(uint32_t lo, uint32_t hi, Seqs& out) {
     }
   }
   std::string a, b;
-  append_utf8(a, lo);
-  append_utf8(b, hi);
+  utf8_append(a, lo);
+  utf8_append(b, hi);
   std::vector<std::pair<uint8_t, uint8_t>> seq;
   for (int i = 0; i < n; ++i) seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   out.push_back(std::move(seq));

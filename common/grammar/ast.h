@@ -51,8 +51,6 @@ struct GrammarAst {
 Ranges normalize_ranges(Ranges r);
 // [0, kMaxCodePoint] minus r minus the surrogates.
 Ranges complement_code_points(const Ranges& r);
-// Appends the UTF-8 encoding of a code point.
-void append_utf8(std::string& out, uint32_t cp);
 // The UTF-8 byte sequences of the code points in [lo, hi] (surrogates removed): each sequence is a
 // list of byte ranges, one per byte, and the code points of [lo, hi] are exactly the union of the
 // sequences' byte strings (the splitting of RE2 / Rust regex-syntax's Utf8Sequences).

@@ -196,30 +196,13 @@ class GbnfParser : public TextReader {
       return Expr::seq(std::move(chars));
     }
     if (c == '[') {
-      ++pos_;
-      bool negated = false;
-      if (!eof() && peek() == '^') {
-        negated = true;
-        ++pos_;
-      }
-      Ranges ranges;
-      for (;;) {
-        if (eof()) fail(at, "unterminated character class");
-        if (peek() == ']') {
-          ++pos_;
-          break;
-        }
-        const uint32_t lo = parse_char();
-        uint32_t hi = lo;
-        if (pos_ + 1 < text_.size() && peek() == '-' && text_[pos_ + 1] != ']') {
-          ++pos_;
-          const size_t hi_at = pos_;
-          hi = parse_char();
-          if (hi < lo) fail(hi_at, "character range with its end below its start");
-        }
-        ranges.emplace_back(lo, hi);
-      }
-      return Expr::chars(negated ? complement_code_points(ranges) : ranges);
+      auto one_char = [this](Ranges* out) {
+        const uint32_t cp = parse_char();
+        *out = {{cp, cp}};
+        return false;  // GBNF has no class escapes: every member is one code point
+      };
+      return Expr::chars(
+          parse_class(one_char, "character range with its end below its start", /*at_dash=*/false));
     }
     if (c == '.') {
       ++pos_;

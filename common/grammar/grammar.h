@@ -1,6 +1,7 @@
-// Grammars over bytes (DESIGN §7): llama.cpp's GBNF, regular expressions and a choice among strings,
-// each compiled into one pushdown automaton (automaton.h) that a Matcher (matcher.h) runs byte by
-// byte and a TokenMasker (token_mask.h) turns into token masks.
+// Grammars over bytes (docs/design.md#the-processed-target-law): llama.cpp's GBNF, regular
+// expressions and a choice among strings, each compiled into one pushdown automaton (automaton.h)
+// that a Matcher (matcher.h) runs byte by byte and a TokenMasker (token_mask.h) turns into token
+// masks.
 //
 // Terminals are bytes. GBNF and regex character classes are over Unicode code points (as llama.cpp's
 // grammars/README.md and ECMA-262 define them) and compile into the UTF-8 byte sequences of those

@@ -180,7 +180,8 @@ class RegexParser : public TextReader {
         return inner;
       }
       case '[':
-        return parse_class();
+        return Expr::chars(parse_class([this](Ranges* out) { return class_atom(out); },
+                                       "range out of order in character class", /*at_dash=*/true));
       case '.':
         ++pos_;
         return Expr::chars(dot_ranges());
@@ -322,43 +323,6 @@ class RegexParser : public TextReader {
     const uint32_t cp = read_utf8();
     *out = {{cp, cp}};
     return false;
-  }
-
-  Expr parse_class() {
-    const size_t at = pos_;
-    ++pos_;  // [
-    bool negated = false;
-    if (!eof() && peek() == '^') {
-      negated = true;
-      ++pos_;
-    }
-    Ranges ranges;
-    for (;;) {
-      if (eof()) fail(at, "unterminated character class");
-      if (peek() == ']') {
-        ++pos_;
-        break;
-      }
-      Ranges a;
-      const bool a_set = class_atom(&a);
-      if (!eof() && peek() == '-' && pos_ + 1 < text_.size() && text_[pos_ + 1] != ']') {
-        const size_t dash = pos_;
-        ++pos_;
-        Ranges b;
-        const bool b_set = class_atom(&b);
-        if (a_set || b_set) {  // Annex B: `-` next to a class escape is literal
-          ranges.insert(ranges.end(), a.begin(), a.end());
-          ranges.emplace_back('-', '-');
-          ranges.insert(ranges.end(), b.begin(), b.end());
-          continue;
-        }
-        if (b[0].first < a[0].first) fail(dash, "range out of order in character class");
-        ranges.emplace_back(a[0].first, b[0].first);
-        continue;
-      }
-      ranges.insert(ranges.end(), a.begin(), a.end());
-    }
-    return Expr::chars(negated ? complement_code_points(ranges) : normalize_ranges(ranges));
   }
 };
 

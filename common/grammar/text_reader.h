@@ -1,5 +1,5 @@
-// Shared cursor of the GBNF and regex parsers: position, UTF-8 reading and errors with line:column.
-// Internal to rootspec_grammar.
+// Shared cursor of the GBNF and regex parsers: position, UTF-8 reading, bracketed character
+// classes, and errors with line:column. Internal to rootspec_grammar.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "ast.h"
 #include "grammar.h"
 
 namespace rootspec::grammar {
@@ -79,6 +80,49 @@ class TextReader {
     const uint32_t min = n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000;
     if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail(at, "ill-formed UTF-8");
     return cp;
+  }
+
+  // A bracketed character class at pos_ ('['): '^' negates it; members until ']', each read by
+  // `atom(&ranges)`, which returns true where the member is a set (a class escape such as \d)
+  // rather than one code point. `a-b` is a range of code points; beside a set the `-` is literal
+  // (ECMA-262 Annex B). A range whose end is below its start fails with `reversed`, at its dash or
+  // at its end (`at_dash`): each syntax's own wording.
+  template <class Atom>
+  Ranges parse_class(Atom atom, const char* reversed, bool at_dash) {
+    const size_t at = pos_;
+    ++pos_;  // [
+    bool negated = false;
+    if (!eof() && peek() == '^') {
+      negated = true;
+      ++pos_;
+    }
+    Ranges ranges;
+    for (;;) {
+      if (eof()) fail(at, "unterminated character class");
+      if (peek() == ']') {
+        ++pos_;
+        break;
+      }
+      Ranges a;
+      const bool a_set = atom(&a);
+      if (!eof() && peek() == '-' && pos_ + 1 < text_.size() && text_[pos_ + 1] != ']') {
+        const size_t dash = pos_++;
+        const size_t end_at = pos_;
+        Ranges b;
+        const bool b_set = atom(&b);
+        if (a_set || b_set) {
+          ranges.insert(ranges.end(), a.begin(), a.end());
+          ranges.emplace_back('-', '-');
+          ranges.insert(ranges.end(), b.begin(), b.end());
+          continue;
+        }
+        if (b[0].first < a[0].first) fail(at_dash ? dash : end_at, reversed);
+        ranges.emplace_back(a[0].first, b[0].first);
+        continue;
+      }
+      ranges.insert(ranges.end(), a.begin(), a.end());
+    }
+    return negated ? complement_code_points(ranges) : normalize_ranges(ranges);
   }
 
   std::string_view text_;

@@ -1,4 +1,5 @@
-// Token masks: which tokens of a vocabulary a matcher state accepts whole (DESIGN §7's mask_G).
+// Token masks: which tokens of a vocabulary a matcher state accepts whole (mask_G of
+// docs/design.md#the-processed-target-law).
 //
 // XGrammar's adaptive token mask cache (Dong et al., MLSys'25), over this library's automaton:
 //   - the vocabulary's byte strings form a trie (TokenVocabulary), walked depth-first so that a

@@ -38,8 +38,8 @@ void DrafterLink::begin_connect() {
   HelloBody hello{static_cast<int32_t>(getpid()), opt_.vocab, "", ""};
   // Pools over NCCL only when asked for: a pool is host data at both ends (encoded on the
   // drafter's host, selected from on the target's), so between processes of one host shared
-  // memory moves it with one copy where NCCL needs four (DESIGN §3); `auto` takes shared memory
-  // whatever devices the two processes use.
+  // memory moves it with one copy where NCCL needs four (docs/design.md#processes-and-messages);
+  // `auto` takes shared memory whatever devices the two processes use.
   const int target_device = cuda_device_index(opt_.target_device);
   const bool want_nccl = opt_.pool_transport == "nccl";
 #ifdef ROOTSPEC_WITH_NCCL

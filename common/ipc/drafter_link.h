@@ -1,5 +1,6 @@
-// DrafterLink: the target process's connection to its drafter process (DESIGN §3). It owns
-// the choice of transport and everything that follows from it:
+// DrafterLink: the target process's connection to its drafter process
+// (docs/design.md#processes-and-messages). It owns the choice of transport and everything that
+// follows from it:
 //   * ZeroMQ (DEALER → the drafter's ROUTER) always carries the Hello, the drafter's Ready and
 //     Errors, and whatever the faster transports cannot;
 //   * shared memory (shm_channel.h) carries every later target → drafter message and the Pools

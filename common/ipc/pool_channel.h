@@ -1,6 +1,7 @@
 // PoolChannel: the drafter's Pool messages over NCCL, device to device, when the two processes
-// sit on different GPUs (DESIGN §3). The NCCL unique id travels in the Hello message over
-// ZeroMQ; the Pool message on ZeroMQ then only announces how many bytes follow over NCCL.
+// sit on different GPUs (docs/design.md#processes-and-messages). The NCCL unique id travels in the
+// Hello message over ZeroMQ; the Pool message on ZeroMQ then only announces how many bytes follow
+// over NCCL.
 //
 // Two ranks: the drafter (rank 0) sends, the target (rank 1) receives. Constructing the channel
 // is collective: both processes must construct it (it blocks until both have joined).

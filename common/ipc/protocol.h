@@ -1,4 +1,5 @@
-// Protocol: the messages between target, drafter and clients (DESIGN §3), as msgpack maps.
+// Protocol: the messages between target, drafter and clients
+// (docs/design.md#processes-and-messages), as msgpack maps.
 //
 // Every message is {"v": version, "type": name, "request": id, "round": n, "body": {…}}.
 // Each body has one field table in protocol.cpp that drives its encoder, the decoder's
@@ -144,8 +145,9 @@ struct GenerateBody {
   int32_t deadline_ms = 0;        // > 0: the request ends this long after the target received it
                                   // (queued: Error "deadline"; decoding: Done "deadline")
   int32_t draft_ahead = -1;  // 1: the drafter drafts ahead (runtime_drafter.h), 0: not, −1: server default
-  // The processed target law's parameters (sampling.h, DESIGN §7); absent: the server's default
-  // (the config's [decoding], off unless it says otherwise). Ranges as check_sampling_params.
+  // The processed target law's parameters (sampling.h, docs/design.md#the-processed-target-law);
+  // absent: the server's default (the config's [decoding], off unless it says otherwise). Ranges as
+  // check_sampling_params.
   std::optional<int32_t> top_k;  // 0: off
   std::optional<double> top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty;
   // (token id, bias in [−100, 100]), ids ascending and unique; on the wire [[id, bias], …].

@@ -1,8 +1,8 @@
-// ShmChannel: the same-host fast path between the target and the drafter (DESIGN §3). Once the
-// drafter has the segment, every target → drafter message (Prefill, Commit, Cancel, Shutdown)
-// and the drafter's Pools travel through shared memory instead of ZeroMQ, whose path through
-// both processes' I/O threads costs a noticeable share of a round (rootspec-round-bench
-// --detail shows it). The Hello (which names the
+// ShmChannel: the same-host fast path between the target and the drafter
+// (docs/design.md#processes-and-messages). Once the drafter has the segment, every target → drafter
+// message (Prefill, Commit, Cancel, Shutdown) and the drafter's Pools travel through shared memory
+// instead of ZeroMQ, whose path through both processes' I/O threads costs a noticeable share of a
+// round (rootspec-round-bench --detail shows it). The Hello (which names the
 // segment), the drafter's Ready and Errors, and any message larger than a mailbox stay on
 // ZeroMQ.
 //

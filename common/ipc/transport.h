@@ -1,5 +1,6 @@
-// Transport: ZeroMQ plumbing shared by the target, the drafter and the client (DESIGN §3).
-// Messages are single frames of protocol.h bytes; ROUTER sockets add the peer identity frame.
+// Transport: ZeroMQ plumbing shared by the target, the drafter and the client
+// (docs/design.md#processes-and-messages). Messages are single frames of protocol.h bytes; ROUTER
+// sockets add the peer identity frame.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
-// BatchedPass: several sequences' passes as one PassBatch (the batched round, DESIGN §4): each
-// sequence's own batch (TreeKv::batch, in its own slots from 0) moved to its KV region, the
-// rows one after another, padded to the backend's bucket. Each row keeps its own sequence's
-// positions and ancestor bits (tree slot j of its own sequence); PassBatch::sequences says where
-// each sequence's KV starts, how long its committed prefix is and which rows are its.
+// BatchedPass: several sequences' passes as one PassBatch (the batched round,
+// docs/design.md#model-runtime): each sequence's own batch (TreeKv::batch, in its own slots from 0)
+// moved to its KV region, the rows one after another, padded to the backend's bucket. Each row
+// keeps its own sequence's positions and ancestor bits (tree slot j of its own sequence);
+// PassBatch::sequences says where each sequence's KV starts, how long its committed prefix is and
+// which rows are its.
 //
 // Regions: sequence q's KV lives in cache slots [kv_base, kv_base + TreeKv::capacity()), apart
 // from every other's, so a row never reads or writes another sequence's KV. Padded rows write

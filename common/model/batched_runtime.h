@@ -1,8 +1,9 @@
 // BatchedRuntime: the target's model runtime over several sequences at once (the batched round,
-// DESIGN §4): ModelRuntime::sequences() (one pass backend whose cache holds a KV region per
-// sequence) with open/close, and each pass over any set of them a ModelRuntime::run_shared (every
-// row under its own sequence's mask over its own KV). On a batch-invariant backend
-// (pass_backend.h) a sequence's rows are bit for bit those of a ModelRuntime holding it alone.
+// docs/design.md#model-runtime): ModelRuntime::sequences() (one pass backend whose cache holds a KV
+// region per sequence) with open/close, and each pass over any set of them a
+// ModelRuntime::run_shared (every row under its own sequence's mask over its own KV). On a
+// batch-invariant backend (pass_backend.h) a sequence's rows are bit for bit those of a
+// ModelRuntime holding it alone.
 //
 // BatchModelScorer: the BatchScorer (round.h) over it, so that run_batched_round scores every
 // member of a round in one root pass and one tree pass.

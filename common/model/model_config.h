@@ -1,5 +1,5 @@
 // ModelConfig: the decoder hyper-parameters read from a Hugging Face `config.json`
-// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; DESIGN §4).
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; docs/design.md#model-runtime).
 #pragma once
 
 #include <cstdint>

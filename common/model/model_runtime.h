@@ -1,5 +1,6 @@
-// ModelRuntime: one decoder with a static KV cache, and the passes a round needs (DESIGN §1,
-// §4): prefill, one-token root pass, tree pass under a tree mask, KV commit.
+// ModelRuntime: one decoder with a static KV cache, and the passes a round needs
+// (docs/design.md#one-round-in-order, docs/design.md#model-runtime): prefill, one-token root pass,
+// tree pass under a tree mask, KV commit.
 //
 // Two layers: TreeKv (tree_kv.h) keeps the books (committed length, the tree, slots, positions,
 // ancestor masks, commit checks); a PassBackend (pass_backend.h) does the arithmetic (TorchOps:

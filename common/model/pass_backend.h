@@ -1,5 +1,5 @@
-// PassBackend: the arithmetic of the model runtime (DESIGN §4). The runtime's tree-KV
-// bookkeeping (tree_kv.h) decides which tokens a pass scores, at which positions and cache
+// PassBackend: the arithmetic of the model runtime (docs/design.md#model-runtime). The runtime's
+// tree-KV bookkeeping (tree_kv.h) decides which tokens a pass scores, at which positions and cache
 // slots, and which keys each row sees; a backend holds the weights and the KV cache and runs the
 // pass. Backends:
 //   TorchOps  libtorch ops on any torch device and dtype: the reference (torch_ops_backend.cpp)

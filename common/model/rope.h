@@ -1,6 +1,6 @@
-// RoPE from one place (DESIGN §4): the inverse frequencies (Llama-3 rope scaling included) and
-// the cos/sin tables that every pass backend and the trainer build theirs from, so the runtime
-// and the trainer rotate by the same angles bit for bit. Torch-free.
+// RoPE from one place (docs/design.md#model-runtime): the inverse frequencies (Llama-3 rope scaling
+// included) and the cos/sin tables that every pass backend and the trainer build theirs from, so
+// the runtime and the trainer rotate by the same angles bit for bit. Torch-free.
 #pragma once
 
 #include <cstdint>

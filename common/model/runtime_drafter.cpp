@@ -40,7 +40,8 @@ void RuntimeDrafter::row_of(const Pool& pool, int v, const float* logits, float*
     return;
   }
   // T = 1 whatever the request's temperature: the pool ranks untempered draft probabilities
-  // (DESIGN §2); the cuts (top_k, top_p, min_p, the grammar's mask) apply to that row.
+  // (docs/design.md#pool-growth); the cuts (top_k, top_p, min_p, the grammar's mask) apply to that
+  // row.
   process_logits(logits, vocab_, *params_, 1.0, *committed_, path_.data(), static_cast<int>(path_.size()),
                  out, scratch_);
 }

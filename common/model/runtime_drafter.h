@@ -7,14 +7,14 @@
 // step extends it by that step's frontier: one tree pass); the tree is discarded when the
 // round's emitted tokens are appended with prefill().
 //
-// Processed draft rows (DESIGN §7): with a request's sampling parameters that process
-// rows, each draft row pool growth reads is the processed law (sampling.h: process_logits) of the
-// drafter's logits for the pool node's own path — C's statistics (the drafter's SamplingContext,
-// which follows the target's: the prompt prefilled, root token included, then each Commit's
-// tokens) and the node's pool ancestors and itself. The law is taken at T = 1: the pool ranks
-// untempered draft probabilities (DESIGN §2); the request's temperature stays the target's. The
-// drafter may propose from any law (exactness never depends on it); proposing from the law the
-// target's rows follow raises acceptance.
+// Processed draft rows (docs/design.md#the-processed-target-law): with a request's sampling
+// parameters that process rows, each draft row pool growth reads is the processed law (sampling.h:
+// process_logits) of the drafter's logits for the pool node's own path — C's statistics (the
+// drafter's SamplingContext, which follows the target's: the prompt prefilled, root token included,
+// then each Commit's tokens) and the node's pool ancestors and itself. The law is taken at T = 1:
+// the pool ranks untempered draft probabilities (docs/design.md#pool-growth); the request's
+// temperature stays the target's. The drafter may propose from any law (exactness never depends on
+// it); proposing from the law the target's rows follow raises acceptance.
 #pragma once
 
 #include <cstdint>
@@ -108,7 +108,7 @@ struct DraftAbandoned {};
 // C grew by (the prompt first, then each round's emitted tokens) and grows the pool below it.
 // Pool growth draws only from the session's own generator: the request's stays the target's.
 //
-// Draft-ahead (PEARL's post-verify taken into the pipelined deployment of paper 000
+// Draft-ahead (PEARL's post-verify taken into the pipelined deployment of [TPR]
 // App. D.14): once a round's pool is out, the drafter is idle until the Commit. draft_ahead()
 // guesses that Commit — a prefix of the pool's most probable chain (the highest draft
 // probability at each level), as long as the request's Commits that followed the chain mostly
@@ -124,7 +124,7 @@ struct DraftAbandoned {};
 // draft() appends every Commit as the same two calls. Either way a pool drafted ahead is bit
 // for bit the pool draft() would grow for that Commit from the same cache and generator state
 // (test_runtime_drafter checks it): the pool stays a function of the committed context and the
-// drafter's own stream, never of the target's draws (paper 000 §3), and a request decodes the
+// drafter's own stream, never of the target's draws ([TPR] §3), and a request decodes the
 // same whether a guess hit, missed or was abandoned.
 //
 // With sampling parameters that process rows (start()), the session keeps C's SamplingContext

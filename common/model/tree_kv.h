@@ -1,6 +1,6 @@
-// TreeKv: the model runtime's bookkeeping of its static KV cache (DESIGN §4), torch-free and
-// backend-free: the committed length, the current tree (parents, depths), the slots, positions
-// and ancestor masks of each pass, and the checks and slot moves of a commit.
+// TreeKv: the model runtime's bookkeeping of its static KV cache (docs/design.md#model-runtime),
+// torch-free and backend-free: the committed length, the current tree (parents, depths), the slots,
+// positions and ancestor masks of each pass, and the checks and slot moves of a commit.
 //
 // Cache layout: slots [0, length()) hold the committed context. Tree node i (parents first;
 // parent −1 = the committed context) sits at position length() + depth (depth 0 for a child of

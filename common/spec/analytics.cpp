@@ -76,7 +76,7 @@ double rule_value(Rule rule, const SelectionInputs& in) {
   };
   if (!rule_draws_first(rule) || rule == Rule::Root) return mass(select_tree(rule, in, -1), false);
   // Root-draw, pearl, pearl-top1: one for the drawn token plus, over every first token y the
-  // draw can give, the path mass kept beneath y (paper 000 App. D.2).
+  // draw can give, the path mass kept beneath y ([TPR] App. D.2).
   double value = 1.0;
   for (int y : level_one(pool)) value += mass(select_tree(rule, in, pool.token[y]), true);
   return value;

@@ -1,4 +1,4 @@
-// Analytics over recorded rounds (DESIGN §2 "Analytics"; paper 003 §3, paper 000 §4, App. C–D).
+// Analytics over recorded rounds (docs/design.md#analytics; [Exit] §3, [TPR] §4, App. C–D).
 #pragma once
 
 #include <cstdint>
@@ -16,14 +16,14 @@ namespace rootspec {
 std::vector<double> path_probs(const DraftTree& tree, const RowsView& rows);
 
 // V(T) = Σ_{u ∈ T} P(u): the expected accepted length of every saturated verifier
-// (paper 003 Theorem 1; paper 000 §4.1).
+// ([Exit] Theorem 1; [TPR] §4.1).
 double expected_accepted(const DraftTree& tree, const RowsView& rows);
 
-// Canonical exit law w(v) = P(v)·ρ(v), ρ(v) = 1 − Σ_children p_v(x_u) (paper 003 Lemma 1).
+// Canonical exit law w(v) = P(v)·ρ(v), ρ(v) = 1 − Σ_children p_v(x_u) ([Exit] Lemma 1).
 // Returns [1 + n]: the anchor first, then nodes in tree order; sums to 1.
 std::vector<double> exit_law(const DraftTree& tree, const RowsView& rows);
 
-// Probability that a scored set covers the next root (paper 000 §3, App. A.3): the next root's
+// Probability that a scored set covers the next root ([TPR] §3, App. A.3): the next root's
 // address (accepted path + continuation) is scored exactly when the exit node has a scored
 // child, outside the tree, labelled by the continuation. `scored_extra` holds, per tree
 // position (anchor = 0, node i = i + 1), the tokens of scored prefixes just below it that the
@@ -42,7 +42,7 @@ double oracle_value(const std::vector<double>& pool_path_probs, const Pool& pool
 
 // Expected acceptance of a rule's round on a pool, with exact target path probabilities of all
 // pool nodes (at the decoding temperature) and the root row. Root-based rules that draw y count
-// it as accepted (paper 000 App. D.2: "one for the drawn token plus the path mass … beneath
+// it as accepted ([TPR] App. D.2: "one for the drawn token plus the path mass … beneath
 // it"); draft, root and oracle give V of their tree.
 double rule_value(Rule rule, const SelectionInputs& in);
 

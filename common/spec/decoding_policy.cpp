@@ -10,8 +10,14 @@
 namespace rootspec {
 
 namespace {
-constexpr Mode kShapes[] = {Mode::Plain, Mode::RootDraw, Mode::Draft};
+constexpr Shape kAllShapes[] = {Shape::Plain, Shape::RootPass, Shape::DraftOnly};
 int index(Mode m) { return static_cast<int>(m); }
+int index(Shape s) { return static_cast<int>(s); }
+// The shape a first mode leads (PolicyOptions::first_mode): draft only where drafting is allowed.
+Shape shape_led_by(Mode mode, bool allow_draft) {
+  if (mode == Mode::Plain) return Shape::Plain;
+  return mode == Mode::Draft && allow_draft ? Shape::DraftOnly : Shape::RootPass;
+}
 // A speculative member's expected tree-pass rows at budget B: draft's anchor and B nodes;
 // root-draw's y (the anchor) and its B − 1 descendants, skipped where the draw leaves level one
 // (chance s).
@@ -21,7 +27,29 @@ double mode_rows(Mode mode, double skip, int budget) {
 // The exact part of E: root-draw's y and continuation, or y alone where it leaves level one
 // (2 − s); draft's continuation (1).
 double exact_tokens(Mode m, double skip) { return m == Mode::RootDraw ? 2.0 - skip : 1.0; }
+
+// Dinkelbach's iteration for the choice of the most tokens per unit of time (Σ E / time): at the
+// rate λ of the best choice so far (0 at first), `choose(λ, &tokens, &ms)` makes the choice that
+// maximises E − λ · time and gives its tokens and time; each choice whose rate beats λ is kept
+// (`keep()`) and becomes the next λ, until the rate stops rising (16 steps at most). Returns the
+// best rate, or −1 where a choice's time is unknown (ms ≤ 0): that choice is then the last made.
+template <class Choose, class Keep>
+double dinkelbach(Choose choose, Keep keep) {
+  double rate = 0;
+  for (int iteration = 0; iteration < 16; ++iteration) {
+    double tokens = 0, ms = 0;
+    choose(rate, &tokens, &ms);
+    if (ms <= 0) return -1;
+    const double r = tokens / ms;
+    if (r <= rate * (1 + 1e-9)) break;
+    rate = r;
+    keep();
+  }
+  return rate;
+}
 }  // namespace
+
+int temperature_key(double temperature) { return static_cast<int>(temperature * 100 + 0.5); }
 
 const char* mode_name(Mode mode) {
   switch (mode) {
@@ -33,6 +61,30 @@ const char* mode_name(Mode mode) {
       return "draft";
   }
   return "?";
+}
+
+const char* shape_name(Shape shape) {
+  switch (shape) {
+    case Shape::Plain:
+      return "plain";
+    case Shape::RootPass:
+      return "root-pass";
+    case Shape::DraftOnly:
+      return "draft-only";
+  }
+  return "?";
+}
+
+Mode lead_mode(Shape shape) {
+  switch (shape) {
+    case Shape::Plain:
+      return Mode::Plain;
+    case Shape::RootPass:
+      return Mode::RootDraw;
+    case Shape::DraftOnly:
+      return Mode::Draft;
+  }
+  return Mode::Plain;
 }
 
 void apply_regime(const CostRegime& g, RoundTimes& t) {
@@ -68,7 +120,7 @@ double DecodingPolicy::Acceptance::calibrated(Mode m, double tokens, double skip
 }
 
 DecodingPolicy::Acceptance& DecodingPolicy::acceptance(double temperature) {
-  Acceptance& a = acceptance_[static_cast<int>(temperature * 100 + 0.5)];
+  Acceptance& a = acceptance_[temperature_key(temperature)];
   if (a.skip.empty()) {
     const size_t n = opt_.budgets.size();
     for (auto& t : a.table) t.assign(n, 0.0);
@@ -79,7 +131,7 @@ DecodingPolicy::Acceptance& DecodingPolicy::acceptance(double temperature) {
 }
 
 bool DecodingPolicy::table(double temperature, Mode mode, int b, double* tokens, double* skip) const {
-  const auto it = acceptance_.find(static_cast<int>(temperature * 100 + 0.5));
+  const auto it = acceptance_.find(temperature_key(temperature));
   if (it == acceptance_.end() || it->second.table_n[index(mode)][b] == 0) return false;
   const Acceptance& a = it->second;
   *tokens = a.calibrated(mode, a.table[index(mode)][b], a.skip[b]);
@@ -156,7 +208,7 @@ PolicyRequest::PolicyRequest(DecodingPolicy& policy, double temperature, int bud
 
 // A request starts in the shape running: its first round's pool (or none) is asked for before
 // the round, and the shape is what the batch's estimates favour now.
-Mode DecodingPolicy::start_mode() const { return shape_; }
+Mode DecodingPolicy::start_mode() const { return lead_mode(shape_); }
 
 DecodingPolicy::DecodingPolicy(PolicyOptions options)
     : opt_(std::move(options)),
@@ -164,7 +216,7 @@ DecodingPolicy::DecodingPolicy(PolicyOptions options)
       base_(opt_.forgetting),
       tree_(opt_.forgetting),
       unhidden_(opt_.forgetting),
-      shape_(opt_.first_mode == Mode::Draft && !opt_.allow_draft ? Mode::RootDraw : opt_.first_mode) {
+      shape_(shape_led_by(opt_.first_mode, opt_.allow_draft)) {
   assert(!opt_.budgets.empty());
 }
 
@@ -187,12 +239,12 @@ double DecodingPolicy::expected_tokens(double temperature, Mode mode, int budget
 }
 
 double DecodingPolicy::calibration(double temperature, Mode mode) const {
-  const auto it = acceptance_.find(static_cast<int>(temperature * 100 + 0.5));
+  const auto it = acceptance_.find(temperature_key(temperature));
   return it == acceptance_.end() || mode == Mode::Plain ? 1.0 : it->second.calibration(mode);
 }
 
 int DecodingPolicy::member_rounds(double temperature, Mode mode) const {
-  auto it = member_rounds_.find(static_cast<int>(temperature * 100 + 0.5));
+  auto it = member_rounds_.find(temperature_key(temperature));
   return it == member_rounds_.end() ? 0 : it->second[index(mode)];
 }
 
@@ -222,70 +274,63 @@ double DecodingPolicy::member_value(const PolicyMember& m, Mode mode, double lam
   return best;
 }
 
-double DecodingPolicy::best_modes(const std::vector<PolicyMember>& members, Mode shape,
+double DecodingPolicy::best_modes(const std::vector<PolicyMember>& members, Shape shape,
                                   std::vector<Mode>& modes, double* round_ms_out) const {
   const int n = static_cast<int>(members.size());
   modes.clear();  // stays empty where an estimate is missing
   // The modes a member may take under the shape: plain only; beside a root pass root-draw, and in
   // a batch also plain or draft (members whose acceptance differs may differ); draft alone
   // without one. A lone member's shape is its mode.
-  std::vector<Mode> allowed;
-  if (shape == Mode::Plain) allowed = {Mode::Plain};
-  if (shape == Mode::RootDraw) allowed = {Mode::RootDraw};
-  if (shape == Mode::RootDraw && n > 1) allowed.push_back(Mode::Plain);
-  if (shape == Mode::RootDraw && n > 1 && opt_.allow_draft) allowed.push_back(Mode::Draft);
-  if (shape == Mode::Draft) allowed = {Mode::Draft};
+  std::vector<Mode> allowed = {lead_mode(shape)};
+  if (shape == Shape::RootPass && n > 1) allowed.push_back(Mode::Plain);
+  if (shape == Shape::RootPass && n > 1 && opt_.allow_draft) allowed.push_back(Mode::Draft);
   const double row_ms = std::max(0.0, tree_.slope()), root_row_ms = std::max(0.0, unhidden_.slope());
-  double rate = 0;
-  double lambda = 0;
-  for (int iteration = 0; iteration < 16; ++iteration) {
-    std::vector<Mode> trial(n, Mode::Plain);
-    double tokens = 0, tree_rows = 0;
-    int root_rows = 0;
-    bool all_plain = true;
-    for (int k = 0; k < n; ++k) {
-      const PolicyMember& m = members[k];
-      if (!m.request) {  // a fixed member: one token or its tree, as its rule says
-        tokens += 1.0;
-        if (m.plain)
-          ++root_rows;
-        else
-          tree_rows += m.budget + 1, all_plain = false;
-        continue;
-      }
-      double best = -INFINITY;
-      int b = 0, best_b = 0;
-      bool unknown = false;
-      for (Mode mode : allowed) {
-        const double v = member_value(m, mode, lambda, row_ms, root_row_ms, &b);
-        unknown = unknown || v == -INFINITY;
-        if (v > best) best = v, trial[k] = mode, best_b = b;
-      }
-      if (unknown) {  // a mode the shape offers was never measured at this member's temperature
-        modes.clear();
-        return 0.0;
-      }
-      const Mode mode = trial[k];
-      if (mode == Mode::Plain) {
-        tokens += 1.0, ++root_rows;
-        continue;
-      }
-      all_plain = false;
-      double e = 0, skip = 0;
-      table(m.request->temperature(), mode, best_b, &e, &skip);
-      tokens += e;
-      tree_rows += mode_rows(mode, skip, std::min(opt_.budgets[best_b], m.request->max_budget_));
-      if (mode == Mode::RootDraw) ++root_rows;
-    }
-    const double ms = round_ms(n, root_rows, tree_rows, all_plain);
-    if (ms <= 0) {
-      modes.clear();
-      return 0.0;
-    }
-    const double r = tokens / ms;
-    if (r <= rate * (1 + 1e-9)) break;
-    rate = r, modes = trial, lambda = r;
-    *round_ms_out = ms;
+  std::vector<Mode> trial;
+  double trial_ms = 0;
+  const double rate = dinkelbach(
+      [&](double lambda, double* tokens, double* ms) {
+        trial.assign(n, Mode::Plain);
+        double tree_rows = 0;
+        int root_rows = 0;
+        bool all_plain = true;
+        for (int k = 0; k < n; ++k) {
+          const PolicyMember& m = members[k];
+          if (!m.request) {  // a fixed member: one token or its tree, as its rule says
+            *tokens += 1.0;
+            if (m.plain)
+              ++root_rows;
+            else
+              tree_rows += m.budget + 1, all_plain = false;
+            continue;
+          }
+          double best = -INFINITY;
+          int b = 0, best_b = 0;
+          for (Mode mode : allowed) {
+            const double v = member_value(m, mode, lambda, row_ms, root_row_ms, &b);
+            if (v == -INFINITY) {  // a mode the shape offers was never measured at this temperature
+              *ms = -1;
+              return;
+            }
+            if (v > best) best = v, trial[k] = mode, best_b = b;
+          }
+          const Mode mode = trial[k];
+          if (mode == Mode::Plain) {
+            *tokens += 1.0, ++root_rows;
+            continue;
+          }
+          all_plain = false;
+          double e = 0, skip = 0;
+          table(m.request->temperature(), mode, best_b, &e, &skip);
+          *tokens += e;
+          tree_rows += mode_rows(mode, skip, std::min(opt_.budgets[best_b], m.request->max_budget_));
+          if (mode == Mode::RootDraw) ++root_rows;
+        }
+        *ms = trial_ms = round_ms(n, root_rows, tree_rows, all_plain);
+      },
+      [&] { modes = trial, *round_ms_out = trial_ms; });
+  if (rate < 0) {
+    modes.clear();
+    return 0.0;
   }
   return rate;
 }
@@ -297,17 +342,17 @@ void DecodingPolicy::before_round(const std::vector<PolicyMember>& members) {
   bool any = false;
   for (const PolicyMember& m : members) any = any || m.request;
   if (!any) return;
-  std::array<double, kModes> rate{}, ms{};  // each shape's estimated rate and round time
-  std::array<std::vector<Mode>, kModes> modes;
-  for (Mode s : kShapes)
-    if (s != Mode::Draft || opt_.allow_draft)
+  std::array<double, kShapes> rate{}, ms{};      // [shape] estimated rate and round time
+  std::array<std::vector<Mode>, kShapes> modes;  // [shape] each member's best mode under it
+  for (Shape s : kAllShapes)
+    if (s != Shape::DraftOnly || opt_.allow_draft)
       rate[index(s)] = best_modes(members, s, modes[index(s)], &ms[index(s)]);
   last_rates_ = rate;
   if (explore_left_ > 0) {
     shape_ = exploring_;
   } else {
-    Mode best = shape_;
-    for (Mode s : kShapes)
+    Shape best = shape_;
+    for (Shape s : kAllShapes)
       if (rate[index(s)] > rate[index(best)]) best = s;
     if (rate[index(shape_)] > 0 && rate[index(best)] > rate[index(shape_)] * (1 + opt_.margin)) shape_ = best;
     // Exploration: the shape the estimates know least about (never measured first, then the
@@ -315,11 +360,11 @@ void DecodingPolicy::before_round(const std::vector<PolicyMember>& members) {
     // time the running shape would take for their tokens.
     const double running = rate[index(shape_)];
     if (running > 0) {
-      Mode pick = shape_;
+      Shape pick = shape_;
       double pick_cost = 0;
       int pick_age = -1;
-      for (Mode s : kShapes) {
-        if (s == shape_ || (s == Mode::Draft && !opt_.allow_draft)) continue;
+      for (Shape s : kAllShapes) {
+        if (s == shape_ || (s == Shape::DraftOnly && !opt_.allow_draft)) continue;
         const bool unknown = rate[index(s)] <= 0;
         const double loss = unknown ? 0.0 : std::max(opt_.explore_min_loss, 1.0 - rate[index(s)] / running);
         const double cost = (opt_.explore_rounds + opt_.settle_rounds) * ms[index(s)] * loss;
@@ -336,8 +381,8 @@ void DecodingPolicy::before_round(const std::vector<PolicyMember>& members) {
     }
   }
   std::vector<Mode>& chosen = modes[index(shape_)];
-  if (chosen.size() != members.size()) {  // the shape's estimates are missing: its first mode
-    chosen.assign(members.size(), shape_);
+  if (chosen.size() != members.size()) {  // the shape's estimates are missing: its lead mode
+    chosen.assign(members.size(), lead_mode(shape_));
   }
   for (size_t k = 0; k < members.size(); ++k) {
     PolicyRequest* r = members[k].request;
@@ -348,26 +393,54 @@ void DecodingPolicy::before_round(const std::vector<PolicyMember>& members) {
     if (r->next_ == Mode::Plain)
       now = Mode::Plain;
     else if (now == Mode::Plain)
-      now = shape_ == Mode::Draft ? Mode::Draft : Mode::RootDraw;
+      now = shape_ == Shape::DraftOnly ? Mode::Draft : Mode::RootDraw;
     if ((now == Mode::Plain) != (r->mode_ == Mode::Plain)) r->settled_ = 0;
     r->mode_ = now;
     r->expected_ = 0;  // until choose_budgets
+    r->curves_ = {};
     r->next_ = chosen[k];
   }
+}
+
+// A speculating member's curves E(B) from its pool (and root row, for root-draw), kept on the
+// request for the acceptance table, and its tree rows at each candidate budget.
+void DecodingPolicy::pool_curves(PolicyRequest& r, const SelectionInputs& in, std::vector<double>& rows) {
+  const Acceptance& a = acceptance(r.temperature_);
+  PolicyRequest::PoolCurves& c = r.curves_;
+  draft_curve(a, in, c.draft);
+  for (double& guess : c.draft) guess += 1.0;  // E = 1 + Σ Π â(q)
+  c.root_draw.clear(), c.skip = 0;
+  if (r.mode_ == Mode::RootDraw) root_draw_curve(a, in, c.root_draw, c.skip);
+  const size_t n = r.mode_ == Mode::RootDraw ? c.root_draw.size() : c.draft.size();
+  rows.clear();
+  for (size_t b = 0; b < n; ++b)
+    rows.push_back(mode_rows(r.mode_, c.skip, std::min(opt_.budgets[b], r.max_budget_)));
+}
+
+void DecodingPolicy::learn_pool_curves(PolicyRequest& r) {
+  PolicyRequest::PoolCurves& c = r.curves_;
+  Acceptance& a = acceptance(r.temperature_);
+  auto learn = [&](Mode mode, int b, double e) {
+    std::vector<double>& t = a.table[index(mode)];
+    int& count = a.table_n[index(mode)][b];
+    t[b] = count == 0 ? e : t[b] + opt_.forgetting * (e - t[b]);
+    ++count;
+  };
+  for (size_t b = 0; b < c.draft.size(); ++b) learn(Mode::Draft, b, c.draft[b]);
+  for (size_t b = 0; b < c.root_draw.size(); ++b) {
+    learn(Mode::RootDraw, b, c.root_draw[b]);
+    a.skip[b] += a.table_n[index(Mode::RootDraw)][b] == 1 ? c.skip - a.skip[b]
+                                                          : opt_.forgetting * (c.skip - a.skip[b]);
+  }
+  c = {};
 }
 
 void DecodingPolicy::choose_budgets(const std::vector<PolicyMember>& members,
                                     const std::vector<SelectionInputs>& inputs) {
   assert(members.size() == inputs.size());
   const int n = static_cast<int>(members.size());
-  // Each speculating `auto` member's curve E(B) (its pool, and root row for root-draw), which
-  // also feeds the acceptance table; rows at each budget.
-  struct Curve {
-    std::vector<double> tokens, rows;  // [budget index] E (uncalibrated) and tree rows
-    std::vector<double> guess;         // [budget index] draft's Σ Π â(q)
-    double skip = 0;                   // root-draw's s
-  };
-  std::vector<Curve> curves(n);
+  // Each speculating `auto` member's E(B), calibrated, and tree rows; the others' tokens and rows.
+  std::vector<std::vector<double>> calibrated(n), rows(n);  // [member][budget index]
   double fixed_tokens = 0, fixed_rows = 0;
   int root_rows = 0;
   for (int k = 0; k < n; ++k) {
@@ -381,79 +454,50 @@ void DecodingPolicy::choose_budgets(const std::vector<PolicyMember>& members,
         ++root_rows;
       continue;
     }
-    const SelectionInputs& in = inputs[k];
-    Acceptance& a = acceptance(r->temperature_);
-    Curve& c = curves[k];
-    draft_curve(a, in, c.guess);
-    auto learn = [&](Mode mode, int b, double e) {
-      std::vector<double>& t = a.table[index(mode)];
-      int& count = a.table_n[index(mode)][b];
-      t[b] = count == 0 ? e : t[b] + opt_.forgetting * (e - t[b]);
-      ++count;
-    };
-    for (size_t b = 0; b < c.guess.size(); ++b) learn(Mode::Draft, b, 1.0 + c.guess[b]);
-    if (r->mode_ == Mode::RootDraw) {
-      ++root_rows;
-      double& skip = c.skip;
-      root_draw_curve(a, in, c.tokens, skip);
-      for (size_t b = 0; b < c.tokens.size(); ++b) {
-        learn(Mode::RootDraw, b, c.tokens[b]);
-        a.skip[b] += a.table_n[index(Mode::RootDraw)][b] == 1 ? skip - a.skip[b]
-                                                              : opt_.forgetting * (skip - a.skip[b]);
-        c.rows.push_back(mode_rows(Mode::RootDraw, skip, std::min(opt_.budgets[b], r->max_budget_)));
-      }
-    } else {
-      for (size_t b = 0; b < c.guess.size(); ++b) {
-        c.tokens.push_back(1.0 + c.guess[b]);
-        c.rows.push_back(mode_rows(Mode::Draft, 0.0, std::min(opt_.budgets[b], r->max_budget_)));
-      }
-    }
-  }
-  // Dinkelbach's iteration over the members' budgets at the batch's rate λ, each E calibrated.
-  std::vector<std::vector<double>> calibrated(n);  // [member][budget index]
-  for (int k = 0; k < n; ++k) {
-    PolicyRequest* r = members[k].request;
-    if (!r || r->mode_ == Mode::Plain) continue;
+    if (r->mode_ == Mode::RootDraw) ++root_rows;
+    pool_curves(*r, inputs[k], rows[k]);
     const Acceptance& a = acceptance(r->temperature_);
-    for (double e : curves[k].tokens) calibrated[k].push_back(a.calibrated(r->mode_, e, curves[k].skip));
+    const PolicyRequest::PoolCurves& c = r->curves_;
+    for (double e : r->mode_ == Mode::RootDraw ? c.root_draw : c.draft)
+      calibrated[k].push_back(a.calibrated(r->mode_, e, c.skip));
   }
+  // The members' budgets at the batch's rate λ.
   const double row_ms = std::max(0.0, tree_.slope());
-  std::vector<int> pick(n, -1);
-  double lambda = 0, rate = 0;
-  for (int iteration = 0; iteration < 16; ++iteration) {
-    std::vector<int> trial(n, -1);
-    double tokens = fixed_tokens, rows = fixed_rows;
-    for (int k = 0; k < n; ++k) {
-      const std::vector<double>& e = calibrated[k];
-      const std::vector<double>& r = curves[k].rows;
-      if (e.empty()) continue;
-      int best = 0;
-      for (size_t b = 1; b < e.size(); ++b)
-        if (e[b] - lambda * row_ms * r[b] > e[best] - lambda * row_ms * r[best]) best = b;
-      trial[k] = best;
-      tokens += e[best], rows += r[best];
-    }
-    const double ms = round_ms(n, root_rows, rows, false);
-    if (ms <= 0 || row_ms <= 0) {  // rows cost nothing measurable: the most E
-      pick = trial;
-      // Until the tree passes span a range of rows, every other round halves the budgets, or
-      // the line would never learn what a row costs.
-      if (!tree_.spans() && ++unspanned_rounds_ % 2 == 0)
-        for (int k = 0; k < n; ++k)
-          if (pick[k] > 0) pick[k] /= 2;
-      break;
-    }
-    const double r = tokens / ms;
-    if (r <= rate * (1 + 1e-9)) break;
-    rate = r, lambda = r, pick = trial;
+  std::vector<int> trial(n, -1), pick(n, -1);
+  const double rate = dinkelbach(
+      [&](double lambda, double* tokens, double* ms) {
+        trial.assign(n, -1);
+        *tokens = fixed_tokens;
+        double tree_rows = fixed_rows;
+        for (int k = 0; k < n; ++k) {
+          const std::vector<double>& e = calibrated[k];
+          const std::vector<double>& r = rows[k];
+          if (e.empty()) continue;
+          int best = 0;
+          for (size_t b = 1; b < e.size(); ++b)
+            if (e[b] - lambda * row_ms * r[b] > e[best] - lambda * row_ms * r[best]) best = b;
+          trial[k] = best;
+          *tokens += e[best], tree_rows += r[best];
+        }
+        *ms = row_ms > 0 ? round_ms(n, root_rows, tree_rows, false) : -1;
+      },
+      [&] { pick = trial; });
+  if (rate < 0) {  // rows cost nothing measurable: the most E
+    pick = trial;
+    // Until the tree passes span a range of rows, every other round halves the budgets, or the
+    // line would never learn what a row costs.
+    if (!tree_.spans() && ++unspanned_rounds_ % 2 == 0)
+      for (int k = 0; k < n; ++k)
+        if (pick[k] > 0) pick[k] /= 2;
   }
   for (int k = 0; k < n; ++k) {
     PolicyRequest* r = members[k].request;
     if (!r || r->mode_ == Mode::Plain) continue;
     const int b = pick[k] < 0 ? 0 : pick[k];
+    const PolicyRequest::PoolCurves& c = r->curves_;
     r->budget_ = std::min(opt_.budgets[b], r->max_budget_);
-    r->expected_ = curves[k].tokens[b];
-    r->exact_ = exact_tokens(r->mode_, curves[k].skip);
+    r->expected_ = (r->mode_ == Mode::RootDraw ? c.root_draw : c.draft)[b];
+    r->exact_ = exact_tokens(r->mode_, c.skip);
   }
 }
 
@@ -475,6 +519,8 @@ void DecodingPolicy::learn_tree(PolicyRequest& r, const Pool& pool, const DraftT
 
 void DecodingPolicy::after_round(const std::vector<PolicyMember>& members,
                                  const std::vector<const RoundRecord*>& records, RoundTimes t) {
+  for (const PolicyMember& m : members)
+    if (m.request) learn_pool_curves(*m.request);
   // c: the draft tokens each speculating member accepted against what was expected of them
   // (its emitted tokens beyond the exact part: y where followed into a tree pass, and the
   // continuation).
@@ -507,7 +553,7 @@ void DecodingPolicy::after_round(const std::vector<PolicyMember>& members,
   if (explore_left_ > 0) explore_ms_ += t.wall_ms;
   credit_ms_ += opt_.explore_share * t.wall_ms;  // exploration's budget grows with the time served
   // The shape this round ran (a switch shows a round late: modes are announced a round ahead).
-  Mode ran = Mode::Plain;
+  Shape ran = Shape::Plain;
   int first_mode = -1;
   bool mixed = false;
   for (const PolicyMember& m : members) {
@@ -515,11 +561,12 @@ void DecodingPolicy::after_round(const std::vector<PolicyMember>& members,
     PolicyRequest& r = *m.request;
     ++r.rounds_[index(r.mode_)];
     ++r.settled_;
-    ++member_rounds_[static_cast<int>(r.temperature_ * 100 + 0.5)][index(r.mode_)];
+    ++member_rounds_[temperature_key(r.temperature_)][index(r.mode_)];
     if (r.mode_ != Mode::Plain) ++budgets_chosen_[r.budget_];
     mixed = mixed || (first_mode >= 0 && first_mode != index(r.mode_));
     first_mode = index(r.mode_);
-    if (r.mode_ == Mode::RootDraw || (r.mode_ == Mode::Draft && ran == Mode::Plain)) ran = r.mode_;
+    if (r.mode_ == Mode::RootDraw) ran = Shape::RootPass;
+    if (r.mode_ == Mode::Draft && ran == Shape::Plain) ran = Shape::DraftOnly;
   }
   mixed_rounds_ += mixed;
   for (int& age : shape_age_) ++age;

@@ -3,12 +3,13 @@
 // by root-draw at a budget B, or by draft at a budget B, chosen to maximise the batch's
 // expected tokens per unit of time.
 //
-// Exactness (paper 000 §3): the output stays exact when the tree depends only on the emitted
-// history, the pool, the root row and past rounds, and verification is exact given the tree.
-// Every choice here reads only those (and what other requests did, which none of this request's
-// draws touch): a member's mode for the next round is fixed when the round starts
-// (before_round), its B once its pool and root row are in (choose_budgets), and what the round
-// did is learnt after it (after_round). The law tests run `auto` like every fixed rule.
+// Exactness ([TPR] §3, docs/design.md#selection-reads-only-the-past): the output stays exact when
+// the tree depends only on the emitted history, the pool, the root row and past rounds, and
+// verification is exact given the tree. Every choice here reads only those (and what other requests
+// did, which none of this request's draws touch): a member's mode for the next round is fixed when
+// the round starts (before_round), its B once its pool and root row are in (choose_budgets), and
+// what the round did is learnt after it (after_round). The law tests run `auto` like every fixed
+// rule.
 //
 // The model (each estimate per temperature where acceptance enters, per process where only the
 // machine does):
@@ -30,7 +31,7 @@
 //     else:               base(n) + [a root pass] unhidden(root rows) + tree(tree rows),
 //     n the members, tree rows Σ (1 − s) B over root-draw members (y and its B − 1 descendants)
 //     and Σ (B + 1) over draft ones (the anchor and B nodes), `unhidden` the root pass's time
-//     past every member's drafting (paper 000 App. D.14: it runs while the drafter drafts),
+//     past every member's drafting ([TPR] App. D.14: it runs while the drafter drafts),
 //     `base` the rest of a speculative round;
 //   the choice: the members' modes maximising Σ E / time (Dinkelbach's iteration: at the batch's
 //     rate λ each member takes the mode maximising E − λ · its marginal time, until λ stops
@@ -65,9 +66,21 @@ namespace rootspec {
 struct DraftTree;
 struct RoundRecord;
 
+// A member's mode in a round.
 enum class Mode : int8_t { Plain = 0, RootDraw = 1, Draft = 2 };
 constexpr int kModes = 3;
 const char* mode_name(Mode mode);
+
+// A round's shape, chosen for the whole batch before the round: every member plain; a root pass
+// (root-draw members, and in a batch plain or draft ones beside them); or no root pass (every
+// member drafts). The policy estimates each shape's rate and runs the best.
+enum class Shape : int8_t { Plain = 0, RootPass = 1, DraftOnly = 2 };
+constexpr int kShapes = 3;
+const char* shape_name(Shape shape);
+Mode lead_mode(Shape shape);  // the mode the shape is named after (a lone member's mode under it)
+
+// The key of a temperature in per-temperature tables: hundredths, rounded.
+int temperature_key(double temperature);
 
 // A machine's pass costs, for replay and deterministic tests (ms). A target pass of r rows costs
 // pass_ms + row_ms · r (root, plain and tree passes alike); drafting a round's pools costs
@@ -116,7 +129,7 @@ struct PolicyOptions {
   // so that shapes estimated equal are not re-measured every few rounds.
   double explore_min_loss = 0.05;
   bool allow_draft = true;             // false: plain or root-draw only ([decoding] auto_draft)
-  Mode first_mode = Mode::RootDraw;    // before anything is measured
+  Mode first_mode = Mode::RootDraw;    // before anything is measured (the shape it leads)
   const CostRegime* regime = nullptr;  // set: times come from it (replay, the law tests)
 };
 
@@ -137,6 +150,12 @@ class PolicyRequest {
 
  private:
   friend class DecodingPolicy;
+  // What this round's pool (and root row) gave, for the acceptance table once the round is over.
+  struct PoolCurves {
+    std::vector<double> draft;      // [budget index] draft's E (uncalibrated)
+    std::vector<double> root_draw;  // [budget index] root-draw's E (uncalibrated); empty: not root-draw
+    double skip = 0;                // root-draw's s
+  };
   DecodingPolicy* policy_;
   double temperature_;
   int max_budget_;
@@ -146,6 +165,7 @@ class PolicyRequest {
   std::array<int, kModes> rounds_{};
   double expected_ = 0;  // E of this round (uncalibrated: c = 1), and its exact part (c's input)
   double exact_ = 0;
+  PoolCurves curves_;  // this round's (choose_budgets), learnt by after_round
 };
 
 // One member of a round as the policy sees it.
@@ -165,13 +185,14 @@ class DecodingPolicy {
   // and for the next round, decided from past rounds for the batch's shape.
   void before_round(const std::vector<PolicyMember>& members);
   // The pools and root rows are in: each speculating `auto` member's B. `inputs[k]` is member
-  // k's (pool, its request's B, and the root row for root-draw); ignored for others.
+  // k's (pool, its request's B, and the root row for root-draw); ignored for others. It learns
+  // nothing: what the pools gave enters the acceptance table in after_round.
   void choose_budgets(const std::vector<PolicyMember>& members, const std::vector<SelectionInputs>& inputs);
   // A verified tree of `request`: what each node whose parent was reached did teaches â(q).
   void learn_tree(PolicyRequest& request, const Pool& pool, const DraftTree& tree,
                   const std::vector<int32_t>& accepted_nodes);
-  // The round is over: its times and each member's record (its emitted tokens calibrate c;
-  // null: no record).
+  // The round is over: its times, each member's record (its emitted tokens calibrate c; null: no
+  // record), and what its pool gave (the acceptance table).
   void after_round(const std::vector<PolicyMember>& members, const std::vector<const RoundRecord*>& records,
                    RoundTimes times);
 
@@ -182,9 +203,9 @@ class DecodingPolicy {
   double time_ms() const { return time_ms_; }        // every round's time so far (the regime's with one)
   double explore_ms() const { return explore_ms_; }  // …of which explorations
   int explorations() const { return explorations_; }
-  Mode shape() const { return shape_; }  // the shape running: plain, root pass, or draft only
+  Shape shape() const { return shape_; }  // the shape running
   // Each shape's estimated rate (tokens per ms) for the last round's batch; 0: not estimated.
-  double estimated_rate(Mode shape) const { return last_rates_[static_cast<int>(shape)]; }
+  double estimated_rate(Shape shape) const { return last_rates_[static_cast<int>(shape)]; }
   bool measured(Mode mode) const;
   // What the policy did: `auto` member-rounds per temperature and mode, rounds whose `auto`
   // members' modes differed, and the budgets it chose.
@@ -212,6 +233,9 @@ class DecodingPolicy {
   // temperature's acceptance would mislead, a greedy target accepting far more than a sampled one).
   bool table(double temperature, Mode mode, int budget_index, double* tokens, double* skip) const;
   Mode start_mode() const;  // a new request's first mode
+  // Each speculating member's pool curves and their tree rows at each candidate budget.
+  void pool_curves(PolicyRequest& r, const SelectionInputs& in, std::vector<double>& rows);
+  void learn_pool_curves(PolicyRequest& r);  // the acceptance table learns a round's curves
   // E(B) of root-draw at every candidate ≤ in.budget from the pool and root row, and s.
   void root_draw_curve(const Acceptance& a, const SelectionInputs& in, std::vector<double>& tokens,
                        double& skip) const;
@@ -219,7 +243,7 @@ class DecodingPolicy {
   int budget_index_limit(int max_budget) const;  // candidates ≤ max_budget
   // The best modes for `members` under `shape` and their rate (tokens per ms; 0: unknown).
   // *round_ms: the round's estimated time.
-  double best_modes(const std::vector<PolicyMember>& members, Mode shape, std::vector<Mode>& modes,
+  double best_modes(const std::vector<PolicyMember>& members, Shape shape, std::vector<Mode>& modes,
                     double* round_ms) const;
   double member_value(const PolicyMember& m, Mode mode, double lambda, double row_ms, double root_row_ms,
                       int* budget_index) const;
@@ -227,18 +251,17 @@ class DecodingPolicy {
   PolicyOptions opt_;
   ForgettingLine plain_, base_, tree_, unhidden_;  // ms against members, members, rows, root rows
   std::map<int, Acceptance> acceptance_;           // by temperature in hundredths
-  Mode shape_;
-  Mode exploring_ = Mode::Plain;  // the shape an exploration measures
-  int explore_left_ = 0;          // its measured rounds still to run (0: none under way)
-  Mode explore_from_ = Mode::Plain;
-  std::array<int, kModes> shape_age_{};  // rounds since each shape last ran measured
-  double credit_ms_ = 0;                 // exploration's budget not yet spent
+  Shape shape_;
+  Shape exploring_ = Shape::Plain;  // the shape an exploration measures
+  int explore_left_ = 0;            // its measured rounds still to run (0: none under way)
+  Shape explore_from_ = Shape::Plain;
+  std::array<int, kShapes> shape_age_{};  // rounds since each shape last ran measured
+  double credit_ms_ = 0;                  // exploration's budget not yet spent
   double time_ms_ = 0, explore_ms_ = 0;
-  int64_t last_end_ns_ = 0;  // …and its end
+  int64_t last_end_ns_ = 0;  // the last round's end (monotonic clock; 0: none yet)
   int explorations_ = 0;
-  int unspanned_rounds_ = 0;
-  std::array<double, kModes>
-      last_rates_{};  // rounds whose budgets were chosen before the tree line spanned rows
+  int unspanned_rounds_ = 0;  // rounds whose budgets were chosen before the tree line spanned rows
+  std::array<double, kShapes> last_rates_{};              // [shape] the last round's estimated rates
   std::map<int, std::array<int, kModes>> member_rounds_;  // by temperature in hundredths
   int mixed_rounds_ = 0;
   std::map<int, int> budgets_chosen_;

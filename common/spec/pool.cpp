@@ -160,7 +160,7 @@ void keep_row(Pool& pool, int u, const std::vector<int>& leads, const std::vecto
 }
 
 // Adds the top_k children of `parent` from its draft row: the top-k tokens, or for a Rheo
-// pool the m leads, one token drawn from the tail with its proxy, and fill tokens (paper 002
+// pool the m leads, one token drawn from the tail with its proxy, and fill tokens ([Rheo]
 // §3.2). Returns the new pool indices.
 std::vector<int> add_children(Pool& pool, int parent, const float* row, int vocab, const PoolShape& shape,
                               Rng* rng) {

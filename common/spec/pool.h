@@ -1,5 +1,5 @@
 // Pool: the drafter's candidate trie below the committed context C, grown in EAGLE-3's shape
-// (paper 000 App. C; DESIGN §2 "Pool growth").
+// ([TPR] App. C; docs/design.md#pool-growth).
 //
 // Flat arrays indexed by pool index; a node's parent always has a smaller index, and the
 // committed context itself (the root) is kRoot = −1. Nodes are appended in creation order:
@@ -24,7 +24,7 @@ struct Pool {
   std::vector<double> cum_logq;   // [n] Σ log q along the path (−inf where some q = 0)
   std::vector<uint8_t> expanded;  // [n] 1 when the drafter forwarded this node
 
-  // RheoSampling pools (paper 002 §3.2); for top-k pools `sampled` is all 0 and no rows kept.
+  // RheoSampling pools ([Rheo] §3.2); for top-k pools `sampled` is all 0 and no rows kept.
   std::vector<uint8_t> sampled;  // [n] 1 = drawn from the draft tail; its logq is the proxy
   std::vector<float> q_true;     // [n] q̃(x) of a sampled node: its true sampling probability
   int rheo_m = -1;               // lead tokens per expansion; −1 for a top-k pool
@@ -49,7 +49,7 @@ struct Pool {
 Pool pool_subset(const Pool& pool, const std::vector<uint8_t>& keep);
 
 // The candidate order every rule starts from: higher cumulative draft log-probability first,
-// then smaller depth, then smaller pool index (paper 000 App. C). Scores are non-increasing
+// then smaller depth, then smaller pool index ([TPR] App. C). Scores are non-increasing
 // along a path, so the top B of this order are ancestor-closed.
 bool ranks_before(const Pool& pool, int a, int b);
 std::vector<int> ranked(const Pool& pool);                        // all pool indices, best first
@@ -61,13 +61,13 @@ struct PoolShape {
   int top_k = 10;   // children added per forwarded node (and depth-1 candidates)
   int depth = 8;    // deepest level
   int expand = 10;  // nodes forwarded per step
-  // Sparse draft rows (paper 002 §3.2): keep the `sparse` most probable tokens of every draft
+  // Sparse draft rows ([Rheo] §3.2): keep the `sparse` most probable tokens of every draft
   // row and renormalise (= truncating logits before softmax); 0 keeps the full row.
   int sparse = 0;
-  // RheoSampling (paper 002 §3.2): per expansion the top `rheo_m` tokens, one token drawn from
+  // RheoSampling ([Rheo] §3.2): per expansion the top `rheo_m` tokens, one token drawn from
   // the tail q̃ with proxy min{q(x_m), z} (m = 0: q(x₁) + ε), then fill tokens; −1 = top-k.
   int rheo_m = -1;
-  // Analysis only (paper 002 Table 1): a fixed proxy for the sampled token instead of Rheo's.
+  // Analysis only ([Rheo] Table 1): a fixed proxy for the sampled token instead of Rheo's.
   // It breaks losslessness; tests use it to show the exactness tests would notice. 0 = off.
   double adhoc_proxy = 0.0;
   // Each pool only as deep as the request's recent Commits suggest a tree reaches, within
@@ -83,7 +83,7 @@ struct PoolShape {
 // mean Commit length⌉ (a new Commit weighs kNewCommitWeight), within [kMinDepth, depth]; the
 // mean starts at depth + 1, so the first pools are full. The depth is a function of the
 // emitted history only, so the pool stays independent of the target's draws and the output
-// exact (paper 000 §3; AdaptiveDepthExactness in tests/core/test_exactness.cpp). The constants
+// exact ([TPR] §3; AdaptiveDepthExactness in tests/core/test_exactness.cpp). The constants
 // come from measurements on the shipped pair (docs/decisions/comment-evidence.md).
 class AdaptivePoolDepth {
  public:

@@ -68,7 +68,7 @@ OptionProblem check_request_options(const RequestOptions& options, int vocab = 0
 uint64_t draw_drafter_seed(const RequestOptions& options, const PoolShape& shape, Rng& request_rng);
 
 // Tokens emitted before the first EOS, the EOS excluded; all of them when there is none.
-// Paper 000 App. D.14 times "tokens emitted up to the first end-of-sequence token": this is the
+// [TPR] App. D.14 times "tokens emitted up to the first end-of-sequence token": this is the
 // count every speed in rootspec divides by (a round may emit tokens past an EOS; they do not
 // count).
 int tokens_to_first_eos(const std::vector<int32_t>& tokens, const std::vector<int32_t>& eos_ids);

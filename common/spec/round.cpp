@@ -81,7 +81,7 @@ RowsView TargetScorer::tree_rows_processed(const TreePassInput&, const RowProces
 
 namespace {
 
-// A round that emits `token` alone: plain decoding, or y outside the rule's tree (paper 000
+// A round that emits `token` alone: plain decoding, or y outside the rule's tree ([TPR]
 // App. D.14: y is then the round's continuation and the tree pass is skipped).
 RoundOutcome single_token(int32_t token) {
   RoundOutcome out;
@@ -308,7 +308,7 @@ void BatchRound::decide_modes() {
   }
 }
 
-// Root pass on the root tokens while the drafters grow the pools (paper 000 App. D.14); plain
+// Root pass on the root tokens while the drafters grow the pools ([TPR] App. D.14); plain
 // decoding's one pass and draw.
 void BatchRound::root_pass() {
   std::vector<BatchScorer::Root> roots;

@@ -1,19 +1,29 @@
-// One speculative round (DESIGN §1–2), written once, over a batch of requests
+// One speculative round (docs/design.md#the-round-in-code), written once, over a batch of requests
 // (run_batched_round; a single request is the batch of one, run_round). The daemon (target_proc),
 // the one-process reference decoder (generate()) and the table simulator behind the seeded law
 // tests (table_decode(), table_decode_batch()) all call it; they differ only in the scorer and
-// drafters they pass. The stages, in order:
+// drafters they pass. The stages, in order (round.cpp's BatchRound, one method each; the
+// policy's stages run only when the batch has `auto` members, decoding_policy.h):
 //
-//   root pass       TargetScorer::root_row        p(· | C) while the drafter grows the pool
-//   Drafter         RoundDrafter::wait_pool       the round's pool below C
-//   TreeSelector    plan_round (selection.h)      the rule's tree; root-based rules draw y first
-//   tree pass       TargetScorer::tree_rows       rows at the anchor and every tree node
-//   Verifier        verify (verifier.h)           accepted path + continuation
-//   Commit          RoundDrafter::round_done      the drafter appends the emitted tokens
-//   KvCommit        TargetScorer::commit          the target keeps the anchor and accepted path
+//   modes           DecodingPolicy::before_round    each `auto` member's mode: plain, root-draw or draft
+//   root pass       BatchScorer::root_rows          p(· | C) of every member that needs it, while the
+//                                                   drafters grow the pools; plain members draw and finish
+//   Drafter         RoundDrafter::wait_pool         each speculating member's pool below C
+//   budgets         DecodingPolicy::choose_budgets  each `auto` member's B from its pool and root row
+//   TreeSelector    plan_round (selection.h)        the rule's tree; root-based rules draw y first
+//   tree pass       BatchScorer::tree_rows          rows at the anchor and every tree node, one pass
+//   Verifier        verify (verifier.h)             accepted path + continuation; `auto` learns from
+//                                                   the verified tree (DecodingPolicy::learn_tree)
+//   Commit          RoundDrafter::round_done        the drafter appends the emitted tokens
+//   KvCommit        BatchScorer::commit             the target keeps the anchor and accepted path
+//   learning        DecodingPolicy::after_round     `auto` learns the round's times and tokens
 //
-// Exactness (paper 000 §3–4): selection reads the pool, the root row and past rounds, never the
-// verifier's draws; each draw happens in the order above from the request's one generator.
+// A single request's TargetScorer (root_row, tree_rows, commit) is the batch of one through
+// EachOwnScorer.
+//
+// Exactness ([TPR] §3–4, docs/design.md#why-it-is-exact): selection reads the pool, the root row
+// and past rounds, never the verifier's draws; each draw happens in the order above from the
+// request's one generator.
 #pragma once
 
 #include <cstdint>
@@ -282,20 +292,21 @@ struct BatchMember {
   RoundOutcome outcome;  // out
 };
 
-// One round for every member of `batch`, written once (DESIGN §1–2): the root pass over all of
-// them, each speculating member's pool, selection per member (its own pool, root row, history
-// and generator), one tree pass over every member's tree, verification and the Commit per
-// member, the KV commit per member. A member decodes plainly when options->autoregressive (a
+// One round for every member of `batch`, written once (docs/design.md#the-round-in-code): the root
+// pass over all of them, each speculating member's pool, selection per member (its own pool, root
+// row, history and generator), one tree pass over every member's tree, verification and the Commit
+// per member, the KV commit per member. A member decodes plainly when options->autoregressive (a
 // root pass and a draw) or when its `auto` says so; `auto` members (options->auto_rule) share
 // one DecodingPolicy, which decides their modes as the round starts, their budgets from the
 // pools and root rows, and learns from the round at its end (decoding_policy.h). Each member's
-// law is the target's whatever shares its round (paper 000 §3–4: nothing of another member
+// law is the target's whatever shares its round ([TPR] §3–4: nothing of another member
 // enters a member's selection or verification).
 //
 // A member whose sampling parameters need more than a temperature (SamplingParams::
 // processes_rows) gets raw logit rows from the scorer (kLogitRows), and each row it reads — the
-// root row and every tree-pass row — is processed for its own node's path (DESIGN §7): the
-// committed context, then y where drawn, then the node's ancestors and the node.
+// root row and every tree-pass row — is processed for its own node's path
+// (docs/design.md#the-processed-target-law): the committed context, then y where drawn, then the
+// node's ancestors and the node.
 void run_batched_round(std::vector<BatchMember>& batch, BatchScorer& target,
                        const RoundHooks* hooks = nullptr);
 

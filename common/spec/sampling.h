@@ -1,7 +1,7 @@
-// The processed target law (DESIGN §7): the sampling parameters a client sends, applied to a
-// target row as one function of the row's own context, so that every rule and verifier stays
-// exact under them (paper 000 §3: exactness needs only that the target's next-token law is a
-// function of the context).
+// The processed target law (docs/design.md#the-processed-target-law): the sampling parameters a
+// client sends, applied to a target row as one function of the row's own context, so that every
+// rule and verifier stays exact under them ([TPR] §3: exactness needs only that the target's
+// next-token law is a function of the context).
 //
 // For a context c = committed context C + a tree path, and the raw logits ℓ(c):
 //   0. grammar:             ℓ[x] = −∞ for every x the grammar does not allow after c's generated

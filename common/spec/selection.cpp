@@ -30,13 +30,13 @@ std::vector<int> take_top(int pool_size, int budget, Better better) {
   return order;
 }
 
-// Draft selection: the B highest-ranked candidates (paper 000 App. C).
+// Draft selection: the B highest-ranked candidates ([TPR] App. C).
 std::vector<int> draft_tree_nodes(const SelectionInputs& in) {
   const Pool& pool = *in.pool;
   return take_top(pool.size(), in.budget, [&](int a, int b) { return ranks_before(pool, a, b); });
 }
 
-// Root selection: the first draft factor q(x₁) replaced by the root row's p(x₁) (paper 000
+// Root selection: the first draft factor q(x₁) replaced by the root row's p(x₁) ([TPR]
 // §5.1). Score = log p(x₁) + Σ log q over the edges below depth 1; ties → depth, pool index.
 std::vector<int> root_tree_nodes(const SelectionInputs& in) {
   const Pool& pool = *in.pool;
@@ -137,19 +137,19 @@ std::vector<int> select_tree(Rule rule, const SelectionInputs& in, int32_t first
     case Rule::Oracle:
       return oracle_tree_nodes(in);
     case Rule::RootDraw: {
-      // y plus its B − 1 highest-ranked pool descendants (paper 000 App. D.2).
+      // y plus its B − 1 highest-ranked pool descendants ([TPR] App. D.2).
       const int y = level_one_node(pool, level_one(pool), first_token);
       return y < 0 ? std::vector<int>{} : with_descendants(pool, y, in.budget, nullptr);
     }
     case Rule::Pearl: {
-      // The part of draft selection's B-node tree beneath y (paper 000 App. D.2).
+      // The part of draft selection's B-node tree beneath y ([TPR] App. D.2).
       const std::vector<int> draft = draft_tree_nodes(in);
       const int y = level_one_node(pool, draft, first_token);
       return y < 0 ? std::vector<int>{} : with_descendants(pool, y, in.budget, &draft);
     }
     case Rule::PearlTop1: {
       // The drafter commits to its top first token x* and its B − 1 best descendants; a draw
-      // other than x* is verified alone (paper 000 App. D.2, the variant closer to PEARL).
+      // other than x* is verified alone ([TPR] App. D.2, the variant closer to PEARL).
       const int top = top_first_node(pool);
       if (top < 0 || pool.token[top] != first_token) return {};
       return with_descendants(pool, top, in.budget, nullptr);

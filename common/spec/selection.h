@@ -1,12 +1,12 @@
 // Selection rules: which ancestor-closed B-node subset of the pool becomes the round's tree
-// (paper 000 §5.1, App. C, D.2, D.14; DESIGN §2 "Selection rules").
+// ([TPR] §5.1, App. C, D.2, D.14; docs/design.md#selection-rules).
 //
 // Root-based rules (root, root-draw, pearl, pearl-top1) hold the root row p(· | C) from the
 // root pass and draw the first token y from it before the tree pass: y is the first step of
-// exhaustive target sampling, taken early (paper 000 App. D.14). If y is where the rule needs
+// exhaustive target sampling, taken early ([TPR] App. D.14). If y is where the rule needs
 // it, y is accepted and the tree pass scores y and the selected nodes below it; otherwise y
 // alone is the round's continuation and the tree pass is skipped. Selection never looks at
-// the verifier's later draws, so every rule × verifier pair stays exact (paper 000 §4.2).
+// the verifier's later draws, so every rule × verifier pair stays exact ([TPR] §4.2).
 #pragma once
 
 #include <cstdint>

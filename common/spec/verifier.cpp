@@ -33,7 +33,7 @@ void fill_path(const DraftTree& tree, int exit, VerifyResult& out) {
 }
 
 // Draws from `row` with the tokens of v's children removed, renormalised (the residual row
-// p_v^res of paper 003 Lemma 1).
+// p_v^res of [Exit] Lemma 1).
 int32_t sample_residual(const DraftTree& tree, const std::vector<int>& kids, const float* row, int vocab,
                         Rng& rng) {
   thread_local std::vector<float> scratch;  // [vocab]
@@ -83,7 +83,7 @@ VerifyResult verify_greedy(const DraftTree& tree, const RowsView& rows) {
 
 namespace {
 // Sequential residual over `kids` in order under the residual row r ([vocab], unnormalised;
-// paper 000 App. C): accept child x with r(x)/Σr, else zero r(x) and go on. Returns the
+// [TPR] App. C): accept child x with r(x)/Σr, else zero r(x) and go on. Returns the
 // accepted child, or −1 with r left as the final residual (every child zeroed).
 int try_children(const DraftTree& tree, const std::vector<int>& kids, std::vector<float>& r, Rng& rng) {
   double total = 0.0, kids_mass = 0.0;
@@ -146,7 +146,7 @@ VerifyResult verify_rheo(const DraftTree& tree, const RowsView& rows, const Pool
     const bool have_row = rheo_tail_row(*pool, source, rows.vocab, q_tilde);
     assert(have_row && "a sampled node's parent keeps its draft row");
     (void)have_row;
-    // Accept u_s with min(1, p(u_s)/q̃(u_s)) (paper 002 Algorithm 1).
+    // Accept u_s with min(1, p(u_s)/q̃(u_s)) ([Rheo] Algorithm 1).
     const int32_t y = tree.token[s];
     if (rng.uniform() * q_tilde[y] < r[y]) return s;
     // Rejected: r = max(0, p − q̃), left unnormalised (try_children and sampling renormalise).

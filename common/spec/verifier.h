@@ -1,9 +1,9 @@
 // Verifiers: walk a fixed tree with target rows; return the accepted path and one
-// continuation token. All are exact and path-aligned (DESIGN §2 "Verifiers").
+// continuation token. All are exact and path-aligned (docs/design.md#verifiers).
 //
 // Input rows are probability rows at the decoding temperature (rows.h): [1 + n, vocab], row 0
 // at the anchor, row i+1 at tree node i. residual, predraw and tev share one law on a fixed
-// tree (paper 003 Theorem 1): expected accepted length = V(T) = Σ target path probabilities.
+// tree ([Exit] Theorem 1): expected accepted length = V(T) = Σ target path probabilities.
 #pragma once
 
 #include <cstdint>
@@ -33,21 +33,21 @@ struct VerifyResult {
 // greedy: follow the child labelled by the row's argmax; the argmax labelling no child is the
 // continuation.
 VerifyResult verify_greedy(const DraftTree& tree, const RowsView& rows);
-// residual (EAGLE sequential residual, paper 000 App. C): at each reached node try the
+// residual (EAGLE sequential residual, [TPR] App. C): at each reached node try the
 // distinct children in tree order, accept child x with probability r(x) under the current
 // residual row r, else zero r(x) and renormalise; if all are rejected, draw the continuation
 // from what remains.
 VerifyResult verify_residual(const DraftTree& tree, const RowsView& rows, Rng& rng);
-// predraw (DDTree predraw-and-follow, paper 003 App. A.4.1): draw R_v ~ p_v at every node
+// predraw (DDTree predraw-and-follow, [Exit] App. A.4.1): draw R_v ~ p_v at every node
 // (anchor first, then tree order), follow the child labelled R_v; R_v at the exit is the
 // continuation.
 VerifyResult verify_predraw(const DraftTree& tree, const RowsView& rows, Rng& rng);
-// tev (Tree Exit Verification, paper 003 §4 / App. B Algorithm 1): exit mass w(v) = P(v)ρ(v)
+// tev (Tree Exit Verification, [Exit] §4 / App. B Algorithm 1): exit mass w(v) = P(v)ρ(v)
 // with ρ(v) = 1 − Σ_children p_v(x_u); draw one exit node from w, then the continuation from
 // p_v with the children's tokens removed and renormalised.
 VerifyResult verify_tev(const DraftTree& tree, const RowsView& rows, Rng& rng);
 
-// rheo (RheoSampling's OT verifier, paper 002 §3.3 / Algorithm 1): at a node whose children
+// rheo (RheoSampling's OT verifier, [Rheo] §3.3 / Algorithm 1): at a node whose children
 // hold the pool's sampled token u_s, accept u_s with min(1, p(u_s)/q̃(u_s)) (q̃: its true
 // sampling law, the tail of the node's kept draft row); on rejection continue with the
 // residual r = norm(max(0, p − q̃)) and recursive rejection over the other children under r;

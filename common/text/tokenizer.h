@@ -1,4 +1,4 @@
-// Text <-> token ids for a model folder (DESIGN §4).
+// Text <-> token ids for a model folder (docs/design.md#model-runtime).
 //
 // Which tokenizer a model folder gets (load_tokenizer):
 //   1. config.json has "rootspec_tokenizer": "bytes"  -> ByteTokenizer (byte_tokenizer.h): ids 0-255 are

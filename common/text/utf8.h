@@ -6,12 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "utf8_append.h"
+
 namespace rootspec {
 
 constexpr uint32_t k_utf8_replacement = 0xFFFD;
 
-// Appends the UTF-8 encoding of code point cp (must be a scalar value).
-void utf8_append(std::string& out, uint32_t cp);
+// utf8_append (utf8_append.h): the encoder, shared with the grammars.
 
 // Decodes the code point at s[i] of VALID UTF-8 and advances i past it.
 uint32_t utf8_next(std::string_view s, size_t& i);

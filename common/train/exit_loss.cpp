@@ -53,7 +53,7 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target,
                                double temperature) {
   ExitExample ex;
   ex.context = context;
-  // 1. The inference-time pool and draft selection at budget B (DESIGN §2).
+  // 1. The inference-time pool and draft selection at budget B (docs/design.md#selection-rules).
   TrainModelDrafter dm(drafter, context);
   Pool pool;
   grow_pool(dm, shape, pool);
@@ -73,7 +73,7 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target,
     for (int i = 0; i < n; ++i)
       probs_from_logits(rows.row(i), V, temperature, probs.data() + int64_t(i + 1) * V);
   }
-  // 3. The canonical exit law with the core library (paper 003 Lemma 1).
+  // 3. The canonical exit law with the core library ([Exit] Lemma 1).
   RowsView pv{probs.data(), 1 + n, V};
   ex.exit = exit_weights(ex.tree, pv);
   ex.reach = path_probs(ex.tree, pv);
@@ -128,7 +128,7 @@ torch::Tensor weighted_node_nll(const TrainModel& drafter, const ExitExample& ex
 }  // namespace
 
 torch::Tensor exit_loss(const TrainModel& drafter, const ExitExample& ex) {
-  // Paper 003 §5: L_exit = − Σ_{v ≠ root} w(v) log q_θ(x_v | c, π(parent(v))).
+  // [Exit] §5: L_exit = − Σ_{v ≠ root} w(v) log q_θ(x_v | c, π(parent(v))).
   return weighted_node_nll(drafter, ex, std::vector<double>(ex.exit.begin() + 1, ex.exit.end()));
 }
 
@@ -139,7 +139,7 @@ torch::Tensor prefix_weighted_loss(const TrainModel& drafter, const ExitExample&
   double exit_total = 0.0, reach_total = 0.0;
   for (size_t i = 1; i < ex.exit.size(); ++i) exit_total += ex.exit[i];
   for (double p : ex.reach) reach_total += p;
-  std::vector<double> w(ex.reach.size(), 0.0);  // [n] P(v) · Σw / ΣP (paper 003 §6.2)
+  std::vector<double> w(ex.reach.size(), 0.0);  // [n] P(v) · Σw / ΣP ([Exit] §6.2)
   if (reach_total > 0.0)
     for (size_t i = 0; i < w.size(); ++i) w[i] = ex.reach[i] * exit_total / reach_total;
   return weighted_node_nll(drafter, ex, w);

@@ -1,10 +1,10 @@
-// ExitTrain (paper 003 §5): one training context's realised inference tree, its canonical exit
+// ExitTrain ([Exit] §5): one training context's realised inference tree, its canonical exit
 // law under the frozen target, and the exit-weighted draft log-likelihood.
 //
 // For a context c the current drafter q_θ grows the inference-time pool (grow_pool, the same
 // EAGLE-3 shape), draft selection keeps the top B (select_tree, Rule::Draft), the frozen target
 // scores the anchor and every node under its actual tree-parent context (ModelRuntime prefill +
-// tree pass), and analytics.h's exit_law gives w(v) = P(v)·ρ(v) (paper 003 Lemma 1). The tree's
+// tree pass), and analytics.h's exit_law gives w(v) = P(v)·ρ(v) ([Exit] Lemma 1). The tree's
 // structure is then held fixed for the update.
 #pragma once
 
@@ -59,14 +59,14 @@ ExitExample build_exit_example(const TrainModel& drafter, ModelRuntime& target,
 torch::Tensor tree_node_logq(const TrainModel& drafter, const std::vector<int32_t>& context,
                              const DraftTree& tree);
 
-// The ExitTrain loss of one context (paper 003 §5):
+// The ExitTrain loss of one context ([Exit] §5):
 //   L_exit(θ; c) = − Σ_{v ∈ T̂_θ(c), v ≠ root} w(v) · log q_θ(x_v | c, π(parent(v)))
 // with w the canonical exit law of the realised tree T̂_θ(c) under the frozen target (held
 // fixed: no gradient flows through the tree or w). The anchor's own exit mass w(root) has no
 // incoming draft token and carries no term. Scalar tensor.
 torch::Tensor exit_loss(const TrainModel& drafter, const ExitExample& example);
 
-// The prefix-weighted control of paper 003 §6.2: w(v) replaced by P(v), rescaled so the non-root
+// The prefix-weighted control of [Exit] §6.2: w(v) replaced by P(v), rescaled so the non-root
 // weights sum to the same total Σ_{v ≠ root} w(v) (same loss denominator). It separates credit
 // for reachability from credit for exit boundaries. Scalar tensor.
 torch::Tensor prefix_weighted_loss(const TrainModel& drafter, const ExitExample& example);

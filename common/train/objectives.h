@@ -1,10 +1,10 @@
 // The drafter objectives of rootspec-train on a batch of training windows, shared by distill,
 // exittrain and the one-step check:
 //   next_token_loss — plain next-token cross-entropy (pretrain; the token-only control of
-//                     paper 003 §6.2);
+//                     [Exit] §6.2);
 //   distill_kl      — KL(target ‖ drafter) at every position of the windows (distill; the
 //                     KL-only control of the mixed objective);
-//   mean_tree_loss  — the exit-weighted loss of paper 003 §5 (or its prefix-weighted control,
+//   mean_tree_loss  — the exit-weighted loss of [Exit] §5 (or its prefix-weighted control,
 //                     §6.2), averaged over the contexts' realised trees;
 //   mixed_loss      — KL + λ · exit on the same contexts: the KL term holds the
 //                     drafter to the target everywhere, the exit term reallocates its tree.
@@ -39,7 +39,7 @@ std::vector<ExitExample> build_exit_examples(const TrainModel& drafter, ModelRun
                                              const torch::Tensor& x, const PoolShape& shape, int budget,
                                              double temperature);
 
-// Mean over `examples` of exit_loss (paper 003 §5), or of prefix_weighted_loss (§6.2) when
+// Mean over `examples` of exit_loss ([Exit] §5), or of prefix_weighted_loss (§6.2) when
 // prefix_weighted. Scalar tensor; throws on an empty list.
 torch::Tensor mean_tree_loss(const TrainModel& drafter, const std::vector<ExitExample>& examples,
                              bool prefix_weighted = false);

@@ -1,5 +1,5 @@
-// The one-step check of paper 003 App. C.1: does one small step on the exit term
-// raise the target coverage V(T) = Σ_v P(v) (paper 003 Theorem 1) of the trees the drafter then
+// The one-step check of [Exit] App. C.1: does one small step on the exit term
+// raise the target coverage V(T) = Σ_v P(v) ([Exit] Theorem 1) of the trees the drafter then
 // builds? The exit loss is a tree-allocation surrogate (§5): the top-B builder is discrete, so
 // the step's effect on V is measured, not derived.
 //
@@ -36,7 +36,7 @@ struct OneStepOptions {
   double temperature = 1.0;                       // target temperature of the exit law
   std::vector<double> temperatures = {0.0, 1.0};  // target temperatures of V
   PoolShape shape;
-  // "exit" (paper 003 §5), "kl" (KL(target ‖ drafter)), "token" (next-token, §6.2),
+  // "exit" ([Exit] §5), "kl" (KL(target ‖ drafter)), "token" (next-token, §6.2),
   // "prefix" (prefix-weighted, §6.2), "mixed" (KL + mixed_lambda · exit).
   std::vector<std::string> arms = {"exit", "kl", "token"};
   double mixed_lambda = 1.0;

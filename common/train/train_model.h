@@ -1,11 +1,11 @@
-// TrainModel: a trainable Llama-family decoder with exactly the runtime's math (DESIGN §4:
-// RMSNorm in fp32, RoPE on rotated halves, GQA, SwiGLU, optional q/k/v bias and Qwen3 q/k
-// norm, tied or separate head), as plain leaf tensors named like the Hugging Face weights so
-// that a checkpoint is a model folder ModelRuntime loads as it is.
+// TrainModel: a trainable Llama-family decoder with exactly the runtime's math
+// (docs/design.md#model-runtime: RMSNorm in fp32, RoPE on rotated halves, GQA, SwiGLU, optional
+// q/k/v bias and Qwen3 q/k norm, tied or separate head), as plain leaf tensors named like the
+// Hugging Face weights so that a checkpoint is a model folder ModelRuntime loads as it is.
 //
 // The forward takes a whole batch of sequences with an explicit attention mask and explicit
 // positions, so one code path serves causal language modelling (pretrain, distill, token-only)
-// and tree-parent contexts (ExitTrain, paper 003 §5: each tree node sees the context and its
+// and tree-parent contexts (ExitTrain, [Exit] §5: each tree node sees the context and its
 // own ancestors, at position |C| + depth − 1).
 #pragma once
 

@@ -301,7 +301,7 @@ TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
   const char* what = exit_mode_name(mode);
   // All arms read the same windows x [b, seq + 1]. The tree-weighted losses, the KL term and
   // the mixed objective use the first seq tokens as the contexts (the KL term at every prefix
-  // of them, the trees below the whole); the token-only control (paper 003 §6.2) takes the
+  // of them, the trees below the whole); the token-only control ([Exit] §6.2) takes the
   // plain next-token loss over the whole window.
   auto loss = [&](int64_t step) {
     auto x = corpus.batch(o.seed, step, o.batch, o.seq + 1);  // [b, seq + 1]
@@ -313,7 +313,7 @@ TrainResult run_exittrain(const LoopOptions& o, const ExitOptions& e) {
     return mean_tree_loss(model, ex, mode == ExitMode::PrefixWeighted);
   };
   // Held-out: the drafter's bits per byte, its KL to the target (nats per position), and V(T)
-  // (expected accepted draft tokens per round, paper 003 Theorem 1) of its realised trees on
+  // (expected accepted draft tokens per round, [Exit] Theorem 1) of its realised trees on
   // the first held-out contexts.
   auto eval = [&]() {
     const double bpb = bits_per_byte(model, corpus, o.seq, o.eval_windows);

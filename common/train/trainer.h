@@ -1,8 +1,8 @@
 // The three trainings of rootspec-train, torch-free entry points:
 //   pretrain   — a byte-level Llama-family target, next-token cross-entropy;
 //   distill    — a smaller drafter, KL(target ‖ drafter) on the same corpus windows;
-//   exittrain  — drafter fine-tuning with the exit-weighted loss of paper 003 §5, its controls
-//                (token-only and prefix-weighted, paper 003 §6.2), the mixed objective
+//   exittrain  — drafter fine-tuning with the exit-weighted loss of [Exit] §5, its controls
+//                (token-only and prefix-weighted, [Exit] §6.2), the mixed objective
 //                KL(target ‖ drafter) + λ · exit or its KL-only control, all on the
 //                same contexts and steps.
 // All share one loop: AdamW, warmup + cosine (schedule.h), gradient clipping, periodic held-out
@@ -64,14 +64,14 @@ struct ExitOptions {
   int budget = 8;
   int top_k = 10, depth = 8, expand = 10;  // pool shape (pool.h PoolShape; EAGLE-3 defaults)
   double temperature = 1.0;                // target rows for the exit law (0 = greedy)
-  bool token_only = false;                 // paper 003 §6.2 control: plain next-token loss
-  bool prefix_weighted = false;            // paper 003 §6.2 control: P(v) instead of w(v)
+  bool token_only = false;                 // [Exit] §6.2 control: plain next-token loss
+  bool prefix_weighted = false;            // [Exit] §6.2 control: P(v) instead of w(v)
   bool kl_only = false;                    // mixed objective's control: KL(target ‖ drafter) alone
   std::optional<double> mixed_lambda;      // KL + λ · exit (set = mixed objective)
 };
 
 // The objective an ExitOptions selects. At most one of token_only, prefix_weighted, kl_only and
-// mixed_lambda may be set (none: the pure exit-weighted loss of paper 003 §5).
+// mixed_lambda may be set (none: the pure exit-weighted loss of [Exit] §5).
 enum class ExitMode { Exit, TokenOnly, PrefixWeighted, KlOnly, Mixed };
 
 // Throws, naming the flags, if more than one objective is chosen or λ is negative or not finite.

@@ -1,6 +1,6 @@
 // Held-out tree value of a drafter: V(T) = Σ_v P(v), the expected accepted draft tokens of one
-// round (paper 003 Theorem 1), of the tree the drafter would realise at inference, scored by the
-// frozen target. Used to compare ExitTrain with its token-only control (paper 003 §6.2).
+// round ([Exit] Theorem 1), of the tree the drafter would realise at inference, scored by the
+// frozen target. Used to compare ExitTrain with its token-only control ([Exit] §6.2).
 //
 // Per context the pool is grown once (grow_pool, the inference-time shape); draft selection then
 // keeps the top B for every budget, and one target tree pass per budget gives the rows at every

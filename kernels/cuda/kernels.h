@@ -1,9 +1,9 @@
-// kernels/cuda: raw-pointer CUDA kernels of the decoder layer (DESIGN §4). The residual stream,
-// q, the products' outputs and every accumulation are float32; what feeds a product (normed rows,
-// SiLU·up, attention output) and the KV caches are in the pass's element type (Elem: the
-// weights' dtype, bf16 / fp16 / fp32). Each launcher enqueues on `stream`, never synchronises
-// (so a pass can be captured into a CUDA graph) and returns the launch's cudaError_t. Each has a
-// CPU reference that tests/kernels/test_cuda_kernels.cpp compares it with on a GPU:
+// kernels/cuda: raw-pointer CUDA kernels of the decoder layer (docs/design.md#model-runtime). The
+// residual stream, q, the products' outputs and every accumulation are float32; what feeds a
+// product (normed rows, SiLU·up, attention output) and the KV caches are in the pass's element type
+// (Elem: the weights' dtype, bf16 / fp16 / fp32). Each launcher enqueues on `stream`, never
+// synchronises (so a pass can be captured into a CUDA graph) and returns the launch's cudaError_t.
+// Each has a CPU reference that tests/kernels/test_cuda_kernels.cpp compares it with on a GPU:
 //   embed_rows      a gather loop
 //   add_bias_rows   a loop
 //   convert_elements, fill_uniform  (weight upload and device-made random weights) a loop

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rootspec-bench end to end on the random pair (real processes): a paired run (paper 000 App.
+# rootspec-bench end to end on the random pair (real processes): a paired run ([TPR] App.
 # D.14) and a serving run at two concurrency levels, each started with --launch and stopped at
 # the end, must exit 0 and write their outputs with one record per decode.
 # Usage: test_bench_runs.sh BUILD_DIR SOURCE_DIR

@@ -1,4 +1,4 @@
-// Paired bootstrap of run speeds and gains (paper 000 App. D.14): exact small cases and the
+// Paired bootstrap of run speeds and gains ([TPR] App. D.14): exact small cases and the
 // coverage of the 95% interval on synthetic paired data with a known true ratio.
 #include <gtest/gtest.h>
 

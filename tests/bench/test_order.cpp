@@ -1,4 +1,4 @@
-// The rotated run order of paper 000 App. D.14: warm-up first, then every combination exactly
+// The rotated run order of [TPR] App. D.14: warm-up first, then every combination exactly
 // once per prompt, rotated by the prompt's position in a seeded order.
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ TEST(BenchOrder, DefaultGridHasArOncePerTemperature) {
   EXPECT_EQ(ar, 2);
   for (size_t i = 0; i < g.size(); ++i)
     for (size_t j = 0; j < i; ++j) EXPECT_FALSE(g[i] == g[j]);
-  // Without ar: the paper's sixteen.
+  // Without ar: [TPR]'s sixteen.
   EXPECT_EQ(expand_grid({"draft", "pearl", "root-draw", "root"}, {0, 1}, {8, 59}).size(), 16u);
   EXPECT_EQ(expand_grid({"ar"}, {0, 1}, {}).size(), 2u);
   EXPECT_THROW(expand_grid({"root", "root"}, {0}, {8}), std::invalid_argument);

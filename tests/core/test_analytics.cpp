@@ -1,4 +1,4 @@
-// Analytics: paper 000 App. B.1's uniform binary example, exit law, coverage, oracle.
+// Analytics: [TPR] App. B.1's uniform binary example, exit law, coverage, oracle.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -314,7 +314,7 @@ TEST(DecodingPolicy, ARequestStartsInTheShapeRunningAndAnnouncesItsPlainRoundsAh
   EXPECT_TRUE(first.speculates_next());  // nothing measured: the first mode, root-draw
   const HandPool pool;
   for (int i = 0; i < 200; ++i) policy_round(policy, {&first}, pool);
-  ASSERT_EQ(policy.shape(), Mode::Plain);
+  ASSERT_EQ(policy.shape(), Shape::Plain);
   PolicyRequest next(policy, 1.0, 4);
   EXPECT_FALSE(next.speculates_next());
   // A request announced plain decodes plainly in its round whatever the policy now chooses (its
@@ -407,8 +407,8 @@ TEST(DecodingPolicy, InABatchMembersWhoseTreesPayKeepThemAndTheOthersShrink) {
   for (int i = 0; i < 100 && (good.mode() != Mode::RootDraw || poor.mode() != Mode::RootDraw); ++i)
     policy_round(policy, {&good, &poor}, {&h, &flat});
   std::printf("  modes %s %s, budgets %d %d; rates: plain %.3f, root pass %.3f\n", mode_name(good.mode()),
-              mode_name(poor.mode()), good.budget(), poor.budget(), policy.estimated_rate(Mode::Plain),
-              policy.estimated_rate(Mode::RootDraw));
+              mode_name(poor.mode()), good.budget(), poor.budget(), policy.estimated_rate(Shape::Plain),
+              policy.estimated_rate(Shape::RootPass));
   ASSERT_EQ(good.mode(), Mode::RootDraw);
   ASSERT_EQ(poor.mode(), Mode::RootDraw);
   EXPECT_GT(good.budget(), poor.budget());

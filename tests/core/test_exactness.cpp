@@ -1,5 +1,6 @@
-// Seeded statistical exactness tests (DESIGN §6): for every selection rule × verifier
-// × temperature × budget, the law of the first 3 emitted tokens equals the exact target joint.
+// Seeded statistical exactness tests (docs/design.md#exactness-tests): for every selection rule ×
+// verifier × temperature × budget, the law of the first 3 emitted tokens equals the exact target
+// joint.
 //
 // Model: TableModel::random(V = 5, order 2): 125 cells for 3 tokens. Pool: top_k 3 (< V, so
 // first draws can leave the pool), depth 4, expand 3: 30 candidates. Sample size: 12 000

@@ -1,4 +1,4 @@
-// Pool growth in EAGLE-3's shape (paper 000 App. C) and the candidate ranking.
+// Pool growth in EAGLE-3's shape ([TPR] App. C) and the candidate ranking.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// RheoSampling (paper 002): Rheo pools and the rheo verifier stay exact; paper 002 Table 1's
+// RheoSampling ([Rheo]): Rheo pools and the rheo verifier stay exact; [Rheo] Table 1's
 // example; planted bugs that the exactness test catches.
 //
 // Exactness: same model, threshold and sample size as test_exactness.cpp (V = 5, order 2,
@@ -86,7 +86,7 @@ TEST(RheoPool, OneSampledChildPerExpansionAtRankMPlusOne) {
   }
 }
 
-// Paper 002 Table 1: draft row A .5, B .3, C .2 with m = 1, so q̃ = (B .6, C .4) and the pool
+// [Rheo] Table 1: draft row A .5, B .3, C .2 with m = 1, so q̃ = (B .6, C .4) and the pool
 // keeps R = 2 of {A, Y, fill}. Rheo's proxy min{q(A), z} = .5 keeps Y at rank 2 whatever Y is;
 // an ad-hoc proxy .25 lets Y survive only when Y = B, so verifying Y against q̃ is wrong.
 nlohmann::json table1_model() {

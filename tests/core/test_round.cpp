@@ -1,6 +1,6 @@
-// run_round() (round.h): the stages run in DESIGN §1's order against recording fakes, what the
-// scorer is asked to score and commit, the plain-decoding round, and RequestOutput's contract
-// (tokens kept, the end of a request, tokens before the first EOS).
+// run_round() (round.h): the stages run in the order of docs/design.md#the-round-in-code against
+// recording fakes, what the scorer is asked to score and commit, the plain-decoding round, and
+// RequestOutput's contract (tokens kept, the end of a request, tokens before the first EOS).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,10 +1,11 @@
-// Seeded law tests under the processed target law (sampling.h, DESIGN §7): with logit_bias, the
-// penalties, top_k, top_p and min_p — each alone and all together — every rule × verifier's first
-// three tokens follow the exact processed joint (computed by enumeration, each prefix's row
-// processed for its own generated tokens), single and in mixed batches; greedy decoding under
-// penalties and biases emits the processed argmax chain for every rule and budget. Same model,
-// pool shape, sample size and threshold as test_exactness.cpp; the planted bugs that these
-// tests must catch are in test_planted_bugs.cpp (PlantedSamplingBug).
+// Seeded law tests under the processed target law (sampling.h,
+// docs/design.md#the-processed-target-law): with logit_bias, the penalties, top_k, top_p and min_p
+// — each alone and all together — every rule × verifier's first three tokens follow the exact
+// processed joint (computed by enumeration, each prefix's row processed for its own generated
+// tokens), single and in mixed batches; greedy decoding under penalties and biases emits the
+// processed argmax chain for every rule and budget. Same model, pool shape, sample size and
+// threshold as test_exactness.cpp; the planted bugs that these tests must catch are in
+// test_planted_bugs.cpp (PlantedSamplingBug).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Selection rules on a hand-built pool, and paper 000's claims on random pools.
+// Selection rules on a hand-built pool, and [TPR]'s claims on random pools.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,7 +103,7 @@ TEST(Selection, PlanSkipsTheTreePassWhenTheDrawLeavesThePool) {
   EXPECT_EQ(draft.verify_tree.size(), 3);
 }
 
-// Paper 000 App. D.2: root-draw keeps, below every first token, a superset of what pearl keeps
+// [TPR] App. D.2: root-draw keeps, below every first token, a superset of what pearl keeps
 // under the same cap, so its value is at least pearl's in every round; and under greedy
 // decoding root selection never accepts fewer tokens than draft selection (§5.4).
 TEST(PaperClaims, RootDrawValueAtLeastPearlAndGreedyRootAtLeastDraft) {

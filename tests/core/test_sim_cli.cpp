@@ -1,4 +1,4 @@
-// rootspec-sim as a user runs it: JSON output, paper 000 App. B.1 through `analyze`, and bad
+// rootspec-sim as a user runs it: JSON output, [TPR] App. B.1 through `analyze`, and bad
 // input → exit code 2 with one line on stderr naming the problem.
 #include <gtest/gtest.h>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Verifiers on fixed trees: hand-computed greedy walks, and the shared law of residual,
-// predraw and tev (paper 003 Theorem 1): mean accepted length = V(T) within a 99% interval,
+// predraw and tev ([Exit] Theorem 1): mean accepted length = V(T) within a 99% interval,
 // and the exit node follows the canonical exit law w(v).
 #include <gtest/gtest.h>
 

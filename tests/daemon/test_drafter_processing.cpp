@@ -1,11 +1,11 @@
-// The drafter processes its rows by the request's sampling parameters (DESIGN §7,
-// runtime_drafter.h), or not ([drafter] process_rows = false; rootspec-generate's
-// --drafter-unprocessed), and the output is exact either way: greedy output under penalties,
-// biases and cuts is plain processed decoding's with the switch on and off, through generate()
-// and through the daemon pair. Seeded sampling through the daemon is generate()'s with the same
-// switch, while the two switches' outputs differ: the Prefill carried the parameters and the
-// daemon's drafter processed its pools as generate()'s does. Real processes on the random tiny
-// pair (tests/support/pair_fixture.h).
+// The drafter processes its rows by the request's sampling parameters
+// (docs/design.md#the-processed-target-law, runtime_drafter.h), or not ([drafter] process_rows =
+// false; rootspec-generate's --drafter-unprocessed), and the output is exact either way: greedy
+// output under penalties, biases and cuts is plain processed decoding's with the switch on and off,
+// through generate() and through the daemon pair. Seeded sampling through the daemon is
+// generate()'s with the same switch, while the two switches' outputs differ: the Prefill carried
+// the parameters and the daemon's drafter processed its pools as generate()'s does. Real processes
+// on the random tiny pair (tests/support/pair_fixture.h).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -101,7 +101,8 @@ TEST(GpuPair, GreedyOutputOnTwoGpusWithPoolsOverNcclEqualsPlainDecoding) {
 }
 
 // On two GPUs the pool still travels by shared memory unless NCCL is asked for: a pool is host
-// data at both ends, so on one host a memcpy beats device copies and NCCL (DESIGN §3).
+// data at both ends, so on one host a memcpy beats device copies and NCCL
+// (docs/design.md#processes-and-messages).
 TEST(GpuPair, TwoGpusOnOneHostSendPoolsBySharedMemoryUnlessNcclIsAskedFor) {
   SKIP_WITHOUT_GPUS(2);
   Pair pair({"target.device=cuda:0", "drafter.device=cuda:1"});

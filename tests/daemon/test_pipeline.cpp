@@ -247,9 +247,10 @@ namespace {
 
 using namespace rootspec::testing;
 
-// Plain greedy decoding of the processed law by hand (DESIGN §7), the independent reference:
-// the target's raw logits after each token, processed for the context so far (sampling.h),
-// argmax. `raw_logprobs` gets each chosen token's log-probability under the raw law (T = 1).
+// Plain greedy decoding of the processed law by hand (docs/design.md#the-processed-target-law), the
+// independent reference: the target's raw logits after each token, processed for the context so far
+// (sampling.h), argmax. `raw_logprobs` gets each chosen token's log-probability under the raw law
+// (T = 1).
 std::vector<int32_t> processed_greedy(const std::vector<int32_t>& prompt, const SamplingParams& params, int n,
                                       std::vector<double>* raw_logprobs = nullptr) {
   set_torch_threads(1);

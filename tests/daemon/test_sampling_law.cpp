@@ -1,12 +1,13 @@
-// The processed target law through the real daemon pair (sampling.h, DESIGN §7): under top_k,
-// top_p, min_p, the presence and frequency penalties, and all of them with a repetition penalty
-// and a logit_bias, the law of the first two tokens of root-draw, draft and auto equals plain
-// decoding's (ar) at T = 1. Two-sample chi-square tests (tests/support/two_sample_chi_square.h)
-// on seeded samples, seed i for sample i and the same seeds for every decoder, threshold
-// p > 1e-4 as the core law tests (tests/core/test_sampling_law.cpp, which check every rule ×
-// verifier against the exact law of table models; this file checks that the daemons apply the
-// parameters a Generate carries the same way). The control shows that the test can fail: ar with
-// a parameter against root-draw without it is rejected, for every parameter set.
+// The processed target law through the real daemon pair (sampling.h,
+// docs/design.md#the-processed-target-law): under top_k, top_p, min_p, the presence and frequency
+// penalties, and all of them with a repetition penalty and a logit_bias, the law of the first two
+// tokens of root-draw, draft and auto equals plain decoding's (ar) at T = 1. Two-sample chi-square
+// tests (tests/support/two_sample_chi_square.h) on seeded samples, seed i for sample i and the same
+// seeds for every decoder, threshold p > 1e-4 as the core law tests
+// (tests/core/test_sampling_law.cpp, which check every rule × verifier against the exact law of
+// table models; this file checks that the daemons apply the parameters a Generate carries the same
+// way). The control shows that the test can fail: ar with a parameter against root-draw without it
+// is rejected, for every parameter set.
 //
 // Two tokens, not one: the penalties count generated tokens, so they change the second token's
 // law only, and a speculative round emits its second token from a tree node's row, processed for

@@ -1,4 +1,4 @@
-// ExitTrain (paper 003 §5): the node weights of a hand-made tree are the canonical exit law
+// ExitTrain ([Exit] §5): the node weights of a hand-made tree are the canonical exit law
 // w(v) = P(v)·ρ(v) and sum to 1; the loss is −Σ_{v≠root} w(v) log q(x_v | c, path(parent(v)))
 // with each log q equal to a plain causal forward of that parent context. The mixed objective
 // is KL(target ‖ drafter) over the same contexts + λ · the mean exit loss.
@@ -131,7 +131,7 @@ TEST(ExitLoss, BuiltExampleUsesRealisedDraftTreeAndItsExitLaw) {
     sum += w;
   }
   EXPECT_NEAR(sum, 1.0, 1e-6);
-  // V(T) = Σ_v P(v) equals the expected exit depth Σ_v w(v)·depth(v) (paper 003 §3.2).
+  // V(T) = Σ_v P(v) equals the expected exit depth Σ_v w(v)·depth(v) ([Exit] §3.2).
   for (int i = 0; i < ex.tree.size(); ++i) pv += ex.exit[i + 1] * ex.tree.depth[i];
   EXPECT_NEAR(ex.accepted, pv, 1e-6);
 }
@@ -180,7 +180,7 @@ TEST(MixedLoss, EqualsKlPlusLambdaTimesMeanExitLossOnHandCase) {
         kl += (logp.exp() * (logp - logq)).sum().item<double>() / 8.0;
       }
   }
-  // Independent exit losses (paper 003 §5) of the hand tree: b (token 0), c (token 1) below the
+  // Independent exit losses ([Exit] §5) of the hand tree: b (token 0), c (token 1) below the
   // context, d (token 2) below b.
   auto exit_of = [&](const ExitExample& e) {
     auto with0 = e.context;

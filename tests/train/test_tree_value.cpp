@@ -1,7 +1,7 @@
 // Held-out tree values (the ExitTrain comparison): tree_values() equals the exit example's
 // V(T) at the same budget and temperature, is 0 … B, grows with B, and evaluate_tree_values()
 // reports a zero paired difference for a drafter against itself and passes over the first
-// --skip contexts; the one-step check (paper 003 App. C.1) starts from the V(T) the tree-value
+// --skip contexts; the one-step check ([Exit] App. C.1) starts from the V(T) the tree-value
 // evaluation measures and pairs after with before.
 #include <filesystem>
 #include <map>

@@ -1,5 +1,6 @@
 // rootspec-generate: the one-process reference decoder. Target and drafter in one process,
-// no pipelining, rounds from the core library (DESIGN §1); the daemon must match its output.
+// no pipelining, rounds from the core library (docs/design.md#the-round-in-code); the daemon must
+// match its output.
 //
 //   rootspec-generate --target T --drafter D --prompt-ids 1,2,3 --max-new-tokens 32
 //       --rule root-draw --verifier tev --budget 59 --temperature 1 --seed 7 --json
@@ -15,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../client/constraint_flags.h"
+#include "constraint_flags.h"
 #include "generate.h"
 #include "grammar_vocabulary.h"
 #include "token_ids.h"

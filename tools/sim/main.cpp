@@ -47,7 +47,7 @@ void add_pool_options(CLI::App* cmd, DecodeOptions& o) {
   cmd->add_option("--top-k", o.top_k, "children added per forwarded node (default: min(10, vocab_size))");
   cmd->add_option("--depth", o.depth, "deepest pool level")->capture_default_str();
   cmd->add_option("--expand", o.expand, "nodes forwarded per step")->capture_default_str();
-  cmd->add_option("--pool", o.pool, "topk (EAGLE-3) or rheo (RheoSampling, paper 002)")
+  cmd->add_option("--pool", o.pool, "topk (EAGLE-3) or rheo (RheoSampling, [Rheo])")
       ->capture_default_str();
   cmd->add_option("--rheo-m", o.rheo_m, "rheo: lead tokens before the sampled one")->capture_default_str();
   cmd->add_option("--sparse", o.sparse, "keep the top K draft probabilities (0: all)")->capture_default_str();

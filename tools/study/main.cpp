@@ -1,4 +1,4 @@
-// rootspec-study: paper 000's offline analysis on a real pair.
+// rootspec-study: [TPR]'s offline analysis on a real pair.
 //
 //   rootspec-study record --target T --drafter D --prompts P.jsonl --contexts 300 --temperatures 0,1
 //       --pool-shape 10,8,10 --out DIR        contexts along the target's own generations
@@ -31,7 +31,7 @@ void write_file(const std::string& path, const std::string& text) {
 int main(int argc, char** argv) {
   using namespace rootspec;
   CLI::App app{
-      "rootspec-study: selection rules compared on the same pools and target rows (paper 000 §5, App. C–D)"};
+      "rootspec-study: selection rules compared on the same pools and target rows ([TPR] §5, App. C–D)"};
   app.require_subcommand(1);
 
   RecordOptions rec;

@@ -1,4 +1,4 @@
-// One recorded context of `rootspec-study` (paper 000 §5.1 and App. C: every rule is
+// One recorded context of `rootspec-study` ([TPR] §5.1 and App. C: every rule is
 // compared on the same pool and the same target rows at a shared context).
 //
 // A context C is a prompt plus a prefix of the target's own generation at the temperature. At C
@@ -39,7 +39,7 @@ StudyContext context_from_json(const nlohmann::json& j);
 std::vector<double> pool_path_probs(const StudyContext& c);
 
 // The context with its pool cut to the M highest-ranked candidates (pool.h `ranked`; the cut is
-// ancestor-closed because scores fall along a path), nodes renumbered in pool order (paper 000
+// ancestor-closed because scores fall along a path), nodes renumbered in pool order ([TPR]
 // Table 11). M ≥ pool size returns the context unchanged.
 StudyContext restrict_to_top(const StudyContext& c, int m);
 

@@ -32,7 +32,7 @@ struct RecordOptions {
   bool quiet = false;    // no progress lines
 };
 
-// The walk (paper 000 App. C: rounds along the target's own outputs): for each temperature, the
+// The walk ([TPR] App. C: rounds along the target's own outputs): for each temperature, the
 // target generates `new_tokens` from every prompt (plain decoding, its own law at T); the
 // contexts are prompt + the first j generated tokens for j = 0, stride, 2·stride, …, taken
 // position by position across prompts until `contexts` are found. At each, the drafter grows

@@ -86,7 +86,8 @@ std::string tables_markdown(const json& tables) {
 
     md << "\n### Table 8: emitted tokens per round (accepted + continuation)\n\n"
           "Our decoder emits a drawn first token that its rule's tree lacks alone, without a tree pass; the\n"
-          "paper's columns (App. D.2) verify it as a one-node tree and also count its continuation.\n\n"
+          "(paper) columns follow [TPR] App. D.2: they verify it as a one-node tree and also count its\n"
+          "continuation.\n\n"
           "| B | draft | root | root-draw | PEARL-style | root-draw (paper) | PEARL-style (paper) | root "
           "over draft | root-draw over PEARL-style |\n"
           "|---|---|---|---|---|---|---|---|---|\n";

@@ -159,8 +159,8 @@ json temperature_tables(const std::vector<const StudyContext*>& group, const Tab
     const auto root_draw = column(cv, [&](const ContextValues& v) { return v.root_draw[k]; });
     const auto pearl = column(cv, [&](const ContextValues& v) { return v.pearl[k]; });
     const auto pearl_top1 = column(cv, [&](const ContextValues& v) { return v.pearl_top1[k]; });
-    // Table 12 compares root-draw with the stronger of the two PEARL-style decoders (paper 000
-    // §D.2: pearl-top1 lies below pearl in every run of the paper).
+    // Table 12 compares root-draw with the stronger of the two PEARL-style decoders ([TPR]
+    // App. D.2: pearl-top1 lies below pearl in every one of its runs).
     const bool top1_stronger = bs.mean(pearl_top1, -1) > bs.mean(pearl, -1);
     const auto& pearl_style = top1_stronger ? pearl_top1 : pearl;
     const auto pearl_skip = column(
@@ -195,7 +195,7 @@ json temperature_tables(const std::vector<const StudyContext*>& group, const Tab
                    {"nodes_pearl", bs.mean(pearl_nodes, -1)}});
 
     // Emitted per round = accepted + the continuation. Ours: a drawn y missing from the rule's
-    // tree is emitted alone without a tree pass; the paper's convention (App. D.2) verifies y
+    // tree is emitted alone without a tree pass; [TPR]'s convention (App. D.2) verifies y
     // alone and so also counts its continuation.
     std::vector<double> emit_draft(cv.size()), emit_root(cv.size()), emit_rd(cv.size()),
         emit_pearl(cv.size());

@@ -1,4 +1,4 @@
-// `rootspec-study tables`: paper 000's offline tables from recorded contexts.
+// `rootspec-study tables`: [TPR]'s offline tables from recorded contexts.
 //
 //   Table 2   V(T) of draft, root, root-draw, PEARL-style, depth-two and oracle selection per
 //             budget, with paired intervals of each gain over draft selection
@@ -14,7 +14,7 @@
 //
 // Intervals: 95% percentile intervals of a cluster bootstrap that resamples prompts (the
 // contexts of one prompt share a generation), paired: every estimate of a resample reads the
-// same contexts. Ratios (shares, relative gains) are ratios of means, as in the paper.
+// same contexts. Ratios (shares, relative gains) are ratios of means, as in [TPR].
 #pragma once
 
 #include <cstdint>

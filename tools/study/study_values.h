@@ -1,4 +1,4 @@
-// What one recorded context gives each selection rule (paper 000 §5.1, App. C–D.2), computed from
+// What one recorded context gives each selection rule ([TPR] §5.1, App. C–D.2), computed from
 // its pool, root row and pool edge probabilities (study_context.h). Torch-free; the tables
 // (study_tables.h) aggregate these over contexts.
 #pragma once
@@ -11,7 +11,7 @@
 namespace rootspec {
 
 // Candidate orders whose top B is the tree of a rule, scored with exact target probabilities on
-// the edges through `exact_depth` and draft probabilities below (paper 000 Fig. 2): 0 = draft
+// the edges through `exact_depth` and draft probabilities below ([TPR] Fig. 2): 0 = draft
 // selection (pool.h `ranked`), 1 = root selection (selection.cpp's score and ties), 2 = depth-two
 // selection; kExactAll = oracle selection (path probabilities, ties → depth, index). Every prefix
 // of these orders is ancestor-closed: each factor is ≤ 1 and ties go to the shallower node.
@@ -29,7 +29,7 @@ SelectionInputs selection_inputs(const StudyContext& c, const std::vector<double
 // for root, y outside root selection's tree.
 double skip_probability(Rule rule, const SelectionInputs& in);
 
-// Expected tree-pass nodes of a rule's round below the committed context, y included (paper 000
+// Expected tree-pass nodes of a rule's round below the committed context, y included ([TPR]
 // Table 12's tree sizes): B-capped tree size for draft, root and oracle; Σ_y p(y)·|tree(y)| for
 // root-draw, pearl and pearl-top1.
 double expected_tree_nodes(Rule rule, const SelectionInputs& in);
@@ -37,7 +37,7 @@ double expected_tree_nodes(Rule rule, const SelectionInputs& in);
 // Expected accepted tokens of one round of our decoder (round.h RoundRecord::accepted: y counts
 // when followed into a tree pass): rule_value (analytics.h) for draft, root and oracle; for
 // root-draw, pearl and pearl-top1 rule_value − skip_probability, because rule_value counts y
-// as accepted even when the tree holds y alone (paper 000 App. D.2), where our round skips the
+// as accepted even when the tree holds y alone ([TPR] App. D.2), where our round skips the
 // tree pass and emits y as the continuation.
 double expected_accepted_online(Rule rule, const SelectionInputs& in);
 

@@ -1,5 +1,5 @@
 // rootspec-train: pretrain a byte-level target, distill a drafter from it, and fine-tune the
-// drafter with ExitTrain (paper 003 §5), its controls (§6.2), or the mixed objective
+// drafter with ExitTrain ([Exit] §5), its controls (§6.2), or the mixed objective
 // KL + λ · exit with its KL-only control.
 //
 //   rootspec-train pretrain  --corpus $(tools/train/corpus.sh) --out models/small-target …
@@ -9,7 +9,7 @@
 //   rootspec-train eval      --model DIR --corpus …        (held-out bits per byte)
 //   rootspec-train vt        --target T --drafter D1 --drafter D2 --corpus …  (held-out V(T))
 //   rootspec-train onestep   --target T --drafter D --corpus … --lr 1e-4 --budget 8
-//                            (paper 003 App. C.1: V before and after one step per objective)
+//                            ([Exit] App. C.1: V before and after one step per objective)
 #include <unistd.h>
 
 #include <cstdio>
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   }
   CLI::App app{
-      "rootspec-train: byte-level target pretraining, drafter distillation, ExitTrain (paper 003 §5)"};
+      "rootspec-train: byte-level target pretraining, drafter distillation, ExitTrain ([Exit] §5)"};
   app.require_subcommand(1);
   LoopOptions loop;
   ModelShape shape;
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
 
   auto* ext =
       app.add_subcommand("exittrain",
-                         "fine-tune a drafter with the exit-weighted loss (paper 003 §5), a control of "
+                         "fine-tune a drafter with the exit-weighted loss ([Exit] §5), a control of "
                          "§6.2, or the mixed objective KL + λ · exit");
   add_loop(ext, loop);
   ext->add_option("--target", ex.target_dir, "frozen target model folder")->required();
@@ -142,9 +142,9 @@ int main(int argc, char** argv) {
   ext->add_option("--depth", ex.depth, "pool: deepest level");
   ext->add_option("--expand", ex.expand, "pool: nodes forwarded per step");
   ext->add_option("--temperature", ex.temperature, "target temperature of the exit law (0 = greedy)");
-  ext->add_flag("--token-only", ex.token_only, "control of paper 003 §6.2: plain next-token fine-tuning");
+  ext->add_flag("--token-only", ex.token_only, "control of [Exit] §6.2: plain next-token fine-tuning");
   ext->add_flag("--prefix-weighted", ex.prefix_weighted,
-                "control of paper 003 §6.2: weight nodes by P(v), not w(v)");
+                "control of [Exit] §6.2: weight nodes by P(v), not w(v)");
   ext->add_flag("--kl-only", ex.kl_only,
                 "control of the mixed objective: KL(target ‖ drafter) alone on the same contexts and steps");
   double mixed_lambda = 0.0;
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   TreeValueOptions tv;
   std::string tv_json;
   auto* vt = app.add_subcommand(
-      "vt", "held-out V(T) of drafters' draft trees, with 95% intervals (paper 003 Thm 1)");
+      "vt", "held-out V(T) of drafters' draft trees, with 95% intervals ([Exit] Thm 1)");
   vt->add_option("--target", tv.target_dir, "frozen target model folder")->required();
   vt->add_option("--drafter", tv.drafter_dirs, "drafter folder (repeat; the first is the paired baseline)")
       ->required();
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   OneStepOptions os;
   std::string os_json;
   auto* one = app.add_subcommand(
-      "onestep", "paper 003 App. C.1: held-out V(T) before and after one small step per objective");
+      "onestep", "[Exit] App. C.1: held-out V(T) before and after one small step per objective");
   one->add_option("--target", os.target_dir, "frozen target model folder")->required();
   one->add_option("--drafter", os.drafter_dir, "drafter model folder every arm steps from")->required();
   one->add_option("--corpus", os.corpus, "corpus text files")->required();

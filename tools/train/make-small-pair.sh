@@ -9,7 +9,7 @@
 #   1. pretrain   the target: byte-level Llama, 4 layers × 256 hidden (3.2M parameters),
 #                 3000 steps of 16 × 256 bytes, on the Python 3.11 docs (tools/train/corpus.sh)
 #   2. distill    the drafter: 2 layers × 128 hidden (0.44M parameters), KL to the target's rows
-#   3. exittrain  the drafter fine-tuned with paper 003 §5's exit-weighted loss at the shipped
+#   3. exittrain  the drafter fine-tuned with [Exit] §5's exit-weighted loss at the shipped
 #                 config's budget and pool shape (configs/small-cpu.toml); the token-only and
 #                 prefix-weighted controls of §6.2 with the same steps and data are trained too,
 #                 and the mixed objective KL(target ‖ drafter) + 0.3 · exit at lr 1e-4
@@ -51,7 +51,7 @@ fine_tune=("${fine_tune_at[@]}" --lr 3e-4)
 stage "$work/small-drafter-exit" exittrain "${fine_tune[@]}"
 stage "$work/small-drafter-token" exittrain --token-only "${fine_tune[@]}"
 stage "$work/small-drafter-prefix" exittrain --prefix-weighted "${fine_tune[@]}"
-# The mixed objective at paper 003's lr (tools/train/README.md, "Mixed objective": the
+# The mixed objective at [Exit]'s lr (tools/train/README.md, "Mixed objective": the
 # best arm of its λ sweep at this pool shape).
 stage "$work/small-drafter-mixed" exittrain --mixed-lambda 0.3 "${fine_tune_at[@]}" --lr 1e-4
 
@@ -97,10 +97,10 @@ best=$(jq -r '[.results[] | select(.budget == 8 and .temperature == 0)] | max_by
 distilled="A byte-level Llama (2 layers, hidden 128, 2 heads, SwiGLU 352, tied embeddings; 0.44M parameters) distilled from small-target on KL(target ‖ drafter) for 3000 steps of 16 × 256 bytes (\`rootspec-train distill\`)"
 case "$best" in
   */small-drafter-kl) how="$distilled. None of the four 200-step fine-tunings (ExitTrain, token-only, prefix-weighted, mixed) raised its held-out V(T) at B = 8, T = 0, so it ships as distilled." ;;
-  */small-drafter-exit) how="$distilled, then fine-tuned for 200 steps with ExitTrain (paper 003 §5) at B = 8 on the pool shape of configs/small-cpu.toml." ;;
-  */small-drafter-token) how="$distilled, then fine-tuned for 200 steps on the next-token loss (the token-only control of paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
-  */small-drafter-mixed) how="$distilled, then fine-tuned for 200 steps at lr 1e-4 on the mixed objective KL(target ‖ drafter) + 0.3 · the exit-weighted loss of paper 003 §5 (\`rootspec-train exittrain --mixed-lambda 0.3\`) at B = 8 on the pool shape of configs/small-cpu.toml, which gave the highest held-out V(T) at B = 8, T = 0." ;;
-  */small-drafter-prefix) how="$distilled, then fine-tuned for 200 steps with the prefix-weighted loss (paper 003 §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
+  */small-drafter-exit) how="$distilled, then fine-tuned for 200 steps with ExitTrain ([Exit] §5) at B = 8 on the pool shape of configs/small-cpu.toml." ;;
+  */small-drafter-token) how="$distilled, then fine-tuned for 200 steps on the next-token loss (the token-only control of [Exit] §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
+  */small-drafter-mixed) how="$distilled, then fine-tuned for 200 steps at lr 1e-4 on the mixed objective KL(target ‖ drafter) + 0.3 · the exit-weighted loss of [Exit] §5 (\`rootspec-train exittrain --mixed-lambda 0.3\`) at B = 8 on the pool shape of configs/small-cpu.toml, which gave the highest held-out V(T) at B = 8, T = 0." ;;
+  */small-drafter-prefix) how="$distilled, then fine-tuned for 200 steps with the prefix-weighted loss ([Exit] §6.2), which gave the highest held-out V(T) at B = 8, T = 0." ;;
   *) echo "make-small-pair: no drafter in $work/vt.json" >&2; exit 1 ;;
 esac
 table=$(printf '\n## Held-out V(T) of the candidates (`rootspec-train vt`)\n\n```\n%s\n```\n' "$(sed "s|$work/||g" "$work/vt.txt")")

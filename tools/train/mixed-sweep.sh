@@ -1,10 +1,10 @@
 #!/bin/bash
 # The λ sweep of the mixed ExitTrain objective (tools/train/README.md, "Mixed objective"): from
-# the shipped pair, 200 steps of 8 contexts × 128 bytes at lr 1e-4 (paper 003)
+# the shipped pair, 200 steps of 8 contexts × 128 bytes at lr 1e-4 ([Exit])
 # for the KL-only control, KL + λ · exit for λ ∈ {0.1, 0.3, 1} and the pure exit loss, at the
 # shipped pool shape (top-k 2, depth 7, expand 3, B = 8) and a wider one (top-k 4, depth 7,
 # expand 3, B = 32); then held-out V(T) (`vt`, the KL-only control first, then the shipped
-# drafter first), bits per byte (`eval`) and the one-step check (`onestep`, paper 003 App. C.1).
+# drafter first), bits per byte (`eval`) and the one-step check (`onestep`, [Exit] App. C.1).
 #
 # One training job at a time, one thread each (the box has 2 cores). Outputs under $OUT
 # (default .cache/exit-sweep, gitignored); a rerun skips finished runs and resumes the others.
