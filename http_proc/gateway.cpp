@@ -126,7 +126,8 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
     }
     last_heard_ns_ = monotonic_ns();
     if (e.kind == TargetEvent::Kind::TargetGone)
-      return fail(openai::error_from_target(p_.endpoint, {"target", "the target went away; the request was lost"}));
+      return fail(
+          openai::error_from_target(p_.endpoint, {"target", "the target went away; the request was lost"}));
     const Message& m = *e.message;
     try {
       switch (m.header().type) {
@@ -154,7 +155,8 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
           g_.channel_->forget(ids_[i]);
           // A cancel the gateway did not ask for: the target is shutting down.
           if (done_[i]->stop_reason == "cancelled")
-            return fail(openai::error_from_target(p_.endpoint, {"shutdown", "the request was cancelled by the server"}));
+            return fail(openai::error_from_target(p_.endpoint,
+                                                  {"shutdown", "the request was cancelled by the server"}));
           if (++finished_ == p_.n) finish();
           return;
         }
@@ -174,7 +176,8 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
                             {"X-Request-Id", std::to_string(ids_.front())}});
     streaming_ = true;
     if (p_.endpoint == Endpoint::ChatCompletions)
-      for (int i = 0; i < p_.n; ++i) write(openai::sse(openai::chunk(p_.endpoint, response_ids_, i, "", true)));
+      for (int i = 0; i < p_.n; ++i)
+        write(openai::sse(openai::chunk(p_.endpoint, response_ids_, i, "", true)));
     auto early = std::move(early_);
     for (auto& [i, d] : early) delta(i, d);
   }
@@ -203,7 +206,9 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
   void finish() {
     bool deadline = false;
     for (const auto& d : done_) deadline |= d->stop_reason == "deadline";
-    if (deadline) return fail(HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout"));
+    if (deadline)
+      return fail(
+          HttpError(504, "the request ran past http.request_timeout_s", "server_error", "", "timeout"));
     end();
     const Endpoint ep = p_.endpoint;
     const bool logprobs = p_.body.logprobs >= 0;
@@ -213,7 +218,8 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
       std::vector<openai::Choice> choices;
       for (int i = 0; i < p_.n; ++i) {
         choices.push_back({texts_[i], done[i], std::nullopt});
-        if (p_.parse_calls()) choices.back().answer = openai::parse_tool_calls(p_.tool_format, texts_[i], p_.tools);
+        if (p_.parse_calls())
+          choices.back().answer = openai::parse_tool_calls(p_.tool_format, texts_[i], p_.tools);
       }
       return send_json(*ex_, 200, openai::response(ep, response_ids_, choices, logprobs),
                        {{"X-Request-Id", std::to_string(ids_.front())}});
@@ -221,9 +227,11 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
     for (int i = 0; i < p_.n; ++i) {
       std::string finish = openai::finish_reason(done[i].stop_reason);
       if (p_.parse_calls()) {
-        const openai::Choice c{texts_[i], done[i], openai::parse_tool_calls(p_.tool_format, texts_[i], p_.tools)};
+        const openai::Choice c{texts_[i], done[i],
+                               openai::parse_tool_calls(p_.tool_format, texts_[i], p_.tools)};
         const json lp = logprobs ? openai::logprobs_json(ep, entries_[i]) : json(nullptr);
-        for (const json& piece : openai::answer_chunks(response_ids_, i, *c.answer, lp)) write(openai::sse(piece));
+        for (const json& piece : openai::answer_chunks(response_ids_, i, *c.answer, lp))
+          write(openai::sse(piece));
         finish = openai::choice_finish_reason(c);
       }
       json last = openai::chunk(ep, response_ids_, i, "", false, finish);
@@ -250,7 +258,8 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
 
   void client_gone() {
     if (ended_) return;
-    spdlog::info("request {}: the client went away{}; cancelled", ids_.front(), streaming_ ? " mid-stream" : "");
+    spdlog::info("request {}: the client went away{}; cancelled", ids_.front(),
+                 streaming_ ? " mid-stream" : "");
     cancel_unfinished();
     end();
   }
@@ -275,11 +284,11 @@ class Gateway::GenerateCall : public std::enable_shared_from_this<GenerateCall> 
   std::shared_ptr<HttpExchange> ex_;
   openai::ParsedRequest p_;
   openai::ResponseIds response_ids_;
-  std::vector<uint64_t> ids_;                    // [n] the Generates' request ids
-  std::vector<bool> accepted_;                   // [n]
-  std::vector<std::optional<DoneBody>> done_;    // [n]
-  std::vector<std::string> texts_;               // [n] what a whole answer collects
-  std::vector<size_t> offsets_;                  // [n] completions' text_offset: bytes of the tokens sent
+  std::vector<uint64_t> ids_;                       // [n] the Generates' request ids
+  std::vector<bool> accepted_;                      // [n]
+  std::vector<std::optional<DoneBody>> done_;       // [n]
+  std::vector<std::string> texts_;                  // [n] what a whole answer collects
+  std::vector<size_t> offsets_;                     // [n] completions' text_offset: bytes of the tokens sent
   std::vector<std::vector<LogprobEntry>> entries_;  // [n] a whole answer's logprobs
   std::vector<std::pair<int, DeltaBody>> early_;    // a stream's Deltas before its header went out
   int n_accepted_ = 0, finished_ = 0;
@@ -303,18 +312,9 @@ Gateway::Gateway(const DaemonConfig& config)
   } catch (const std::exception& e) {
     spdlog::warn("no chat template for tools ({})", e.what());
   }
-  if (chat_template_)
-    tokenizer_ = std::async(std::launch::async, [model = config.target.model] {
-                   return std::shared_ptr<const Tokenizer>(load_tokenizer(model));
-                 }).share();
 }
 
 Gateway::~Gateway() = default;
-
-std::shared_ptr<const Tokenizer> Gateway::tokenizer() {
-  if (!tokenizer_.valid()) throw std::runtime_error("the model has no chat template");
-  return tokenizer_.get();  // rethrows a load's failure
-}
 
 void Gateway::ask_status(int timeout_ms, std::function<void(std::optional<StatusBody>)> done) {
   const uint64_t id = next_id_++;
@@ -367,7 +367,8 @@ void Gateway::handle(const std::shared_ptr<HttpExchange>& ex) {
                                 : st->drafter_alive ? "ok"
                                                     : "degraded"},
                      {"target", st.has_value()}};
-        if (st) body.update({{"drafter", st->drafter_alive}, {"waiting", st->waiting}, {"running", st->running}});
+        if (st)
+          body.update({{"drafter", st->drafter_alive}, {"waiting", st->waiting}, {"running", st->running}});
         send_json(*ex, st ? 200 : 503, body);
       });
     case Route::Metrics:
@@ -384,7 +385,8 @@ void Gateway::handle(const std::shared_ptr<HttpExchange>& ex) {
 
 void Gateway::generate(const std::shared_ptr<HttpExchange>& ex, int endpoint) {
   const Endpoint ep = static_cast<Endpoint>(endpoint);
-  if (stopping_) return send_error(*ex, openai::error_from_target(ep, {"shutdown", "the gateway is stopping"}));
+  if (stopping_)
+    return send_error(*ex, openai::error_from_target(ep, {"shutdown", "the gateway is stopping"}));
   openai::ParsedRequest p;
   try {
     p = openai::parse_request(ep, ex->request().body());
@@ -392,20 +394,11 @@ void Gateway::generate(const std::shared_ptr<HttpExchange>& ex, int endpoint) {
   } catch (const HttpError& e) {
     return send_error(*ex, e);
   }
-  if (p.tool_parts) {  // rendered here: the target decodes from the ids as they are
-    try {
-      p.body.prompt_ids = tokenizer()->encode(p.body.prompt, /*add_special=*/false);
-    } catch (const std::exception& e) {
-      return send_error(*ex, HttpError{400, std::string("the gateway cannot tokenize the conversation: ") + e.what(),
-                                       "invalid_request_error", "messages"});
-    }
-    p.body.has_prompt_ids = true;
-    p.body.prompt.clear();
-  }
   if (!p.model.empty() && p.model != model_name_)
     return send_error(
-        *ex, HttpError{404, "The model '" + p.model + "' does not exist (this server has '" + model_name_ + "')",
-                       "invalid_request_error", "model", "model_not_found"});
+        *ex,
+        HttpError{404, "The model '" + p.model + "' does not exist (this server has '" + model_name_ + "')",
+                  "invalid_request_error", "model", "model_not_found"});
   const int64_t deadline_ms = static_cast<int64_t>(config_.http.request_timeout_s * 1000);
   p.body.deadline_ms = static_cast<int32_t>(std::min<int64_t>(deadline_ms, 7LL * 24 * 3600 * 1000));
   auto call = std::make_shared<GenerateCall>(*this, ex, std::move(p));

@@ -24,7 +24,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +36,6 @@
 #include "metrics.h"
 #include "protocol.h"
 #include "target_channel.h"
-#include "tokenizer.h"
 
 namespace rootspec {
 
@@ -57,7 +55,6 @@ class Gateway {
   void ask_status(int timeout_ms, std::function<void(std::optional<StatusBody>)> done);
   void housekeep();  // the requests' accept and silence deadlines
   void stop();
-  std::shared_ptr<const Tokenizer> tokenizer();
 
   const DaemonConfig& config_;
   boost::asio::io_context io_;
@@ -71,12 +68,9 @@ class Gateway {
   uint64_t next_id_ = 1;
   bool stopping_ = false;
   std::unordered_map<GenerateCall*, std::shared_ptr<GenerateCall>> calls_;  // in progress
-  // Requests with tools are rendered here (the protocol's chat turns carry no calls): the model's
-  // chat template (null: target.model has none the gateway can read) and its tokenizer, which
-  // turns the rendered text into the ids the target decodes from (loaded in the background from
-  // the start, when there is a template).
+  // The model's chat template (null: target.model has none the gateway can read): the target
+  // applies it; the gateway reads its tool-call format, to force calls and to parse them.
   std::unique_ptr<ChatTemplate> chat_template_;
-  std::shared_future<std::shared_ptr<const Tokenizer>> tokenizer_;
 };
 
 }  // namespace rootspec

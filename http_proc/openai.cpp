@@ -404,7 +404,7 @@ void check_fields(const ojson& j, bool chat) {
 }
 
 // An assistant message's tool_calls, their arguments parsed (as vLLM passes them to templates).
-void tool_calls_of(const ojson& m, const std::string& where, const std::string& role, ChatMessage& cm) {
+void tool_calls_of(const ojson& m, const std::string& where, const std::string& role, ChatTurn& turn) {
   const ojson& calls = m["tool_calls"];
   if (role != "assistant" || !calls.is_array())
     throw bad(where + ".tool_calls", "'tool_calls' must be an array, on assistant messages only");
@@ -416,21 +416,22 @@ void tool_calls_of(const ojson& m, const std::string& where, const std::string& 
       throw bad(at,
                 "each tool call must be {\"id\", \"type\": \"function\", \"function\": {\"name\", "
                 "\"arguments\"}}");
-    ChatToolCall call{c["function"]["name"].get<std::string>(), ojson::object()};
-    // The arguments as a JSON string (OpenAI's), parsed.
+    // The arguments as a JSON string (OpenAI's; an object is taken too), checked here to be an
+    // object's, so that a bad one is the client's 400 naming it.
     const ojson args = c["function"].value("arguments", ojson("{}"));
+    ojson arguments;
     try {
-      call.arguments = args.is_string() ? ojson::parse(args.get<std::string>()) : args;
+      arguments = args.is_string() ? ojson::parse(args.get<std::string>()) : args;
     } catch (const nlohmann::json::exception&) {
       throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
     }
-    if (!call.arguments.is_object())
+    if (!arguments.is_object())
       throw bad(at + ".function.arguments", "'arguments' must be the JSON text of an object");
-    cm.tool_calls.push_back(std::move(call));
+    turn.tool_calls.push_back({c["function"]["name"].get<std::string>(), arguments.dump()});
   }
 }
 
-// chat: messages, into the chat (for the template) and the Generate's messages.
+// chat: messages, into the Generate's turns (the target renders them through the chat template).
 void messages_of(const ojson& j, ParsedRequest& p) {
   if (!present(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
     throw bad("messages", "'messages' must be a non-empty array");
@@ -443,18 +444,17 @@ void messages_of(const ojson& j, ParsedRequest& p) {
     if (role == "developer") role = "system";  // the newer name of the system role
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       throw bad(where + ".role", "role '" + role + "' is not supported (system, user, assistant, tool)");
-    ChatMessage cm{role, content_of(m, where), {}};
+    ChatTurn turn{role, content_of(m, where), {}};
     if (role == "tool") {
       p.tool_parts = true;
       if (present(m, "tool_call_id") && !m["tool_call_id"].is_string())
         throw bad(where + ".tool_call_id", "'tool_call_id' must be a string");
     }
     if (present(m, "tool_calls")) {
-      tool_calls_of(m, where, role, cm);
-      if (!cm.tool_calls.empty()) p.tool_parts = true;
+      tool_calls_of(m, where, role, turn);
+      if (!turn.tool_calls.empty()) p.tool_parts = true;
     }
-    p.body.messages.push_back({role, cm.content});
-    p.chat.push_back(std::move(cm));
+    p.body.messages.push_back(std::move(turn));
   }
 }
 
@@ -603,16 +603,7 @@ void resolve_tools(ParsedRequest& p, const ChatTemplate* tmpl) {
               "this model's chat template (" + tmpl->name() +
                   ") defines no tool-call format: tools, tool messages and tool_calls are not supported "
                   "for it (templates with one: Llama-3.1/3.2, Qwen2.5, Qwen3)");
-  ChatOptions opt;
-  opt.enable_thinking = false;  // as the target renders chats (generate_request.cpp)
-  opt.tools = p.tools_json;
-  try {
-    p.body.prompt = tmpl->apply(p.chat, opt);
-  } catch (const std::invalid_argument& e) {
-    throw bad("messages", e.what());
-  }
-  p.body.messages.clear();
-  p.body.raw = true;
+  if (!p.tools_json.is_null()) p.body.tools = p.tools_json.dump();  // the target renders them
   p.tool_format = tmpl->tool_format();
   if (p.tool_choice != ToolChoice::Required && p.tool_choice != ToolChoice::Named) return;
   if (p.body.constraint.active())

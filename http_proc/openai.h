@@ -53,10 +53,9 @@ struct ParsedRequest {
   // prompt itself (no prefix sharing yet).
   int n = 1;
   // Tools (chat): set when the request has `tools`, or tool messages / assistant tool_calls in its
-  // history. Such a request is rendered by the gateway (resolve_tools), since the protocol's chat
-  // turns carry no calls; `chat` holds its messages with their calls.
+  // history. The target renders them with the conversation (body.messages, body.tools); the gateway
+  // needs the template's tool format (resolve_tools) to force and to parse calls.
   bool tool_parts = false;
-  std::vector<ChatMessage> chat;
   nlohmann::ordered_json tools_json;  // `tools` as the client sent them (null: none)
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice = ToolChoice::None;
@@ -67,12 +66,13 @@ struct ParsedRequest {
   bool parse_calls() const { return !tools.empty() && tool_choice != ToolChoice::None; }
 };
 
-// A request with tool parts, through the model's chat template `tmpl` (null: the gateway could not
-// read it): the rendered conversation in body.prompt (raw: the gateway tokenizes it), the
-// template's tool format, and for tool_choice "required" or a named function the call grammar in
-// body.constraint. Throws HttpError 400 naming `tools` for a template without a tool format,
-// `messages` for a history it cannot render, `tools[i].function.parameters` for a schema the
-// grammar refuses, `response_format` with a forced call. Nothing to do without tool parts.
+// A request with tool parts, against the model's chat template `tmpl` (null: the gateway could not
+// read it): the tools for the target to render (body.tools), the template's tool format, and for
+// tool_choice "required" or a named function the call grammar in body.constraint. Throws
+// HttpError 400 naming `tools` (or `messages`) for a template without a tool format,
+// `tools[i].function.parameters` for a schema the grammar refuses, `response_format` with a forced
+// call. Nothing to do without tool parts. (A history the template cannot render is the target's
+// 400 on `messages`.)
 void resolve_tools(ParsedRequest& request, const ChatTemplate* tmpl);
 
 // The Generate of choice `index` (its seed derived as ParsedRequest::n says).

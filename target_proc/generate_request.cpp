@@ -4,6 +4,44 @@ namespace rootspec {
 
 namespace {
 
+// A conversation through the model's chat template (the one process that applies it): its turns
+// with their tool calls, and the tools it offers. A history the template cannot render (a tool
+// call where it has no tool-call format, arguments that are no JSON object) is the client's error.
+std::string render_chat(const GenerateBody& b, const ChatTemplate& chat) {
+  std::vector<ChatMessage> turns;
+  for (size_t i = 0; i < b.messages.size(); ++i) {
+    const ChatTurn& t = b.messages[i];
+    ChatMessage m{t.role, t.content, {}};
+    for (size_t k = 0; k < t.tool_calls.size(); ++k) {
+      const std::string field =
+          "messages[" + std::to_string(i) + "].tool_calls[" + std::to_string(k) + "].arguments";
+      ChatToolCall call{t.tool_calls[k].name, {}};
+      try {
+        call.arguments = nlohmann::ordered_json::parse(t.tool_calls[k].arguments);
+      } catch (const nlohmann::json::exception&) {
+        throw ProtocolError(field, "not JSON text");
+      }
+      if (!call.arguments.is_object()) throw ProtocolError(field, "not the JSON text of an object");
+      m.tool_calls.push_back(std::move(call));
+    }
+    turns.push_back(std::move(m));
+  }
+  ChatOptions options{true, false, ""};  // enable_thinking off: the answer is the reply
+  if (!b.tools.empty()) {
+    try {
+      options.tools = nlohmann::ordered_json::parse(b.tools);
+    } catch (const nlohmann::json::exception&) {
+      throw ProtocolError("tools", "not JSON text");
+    }
+    if (!options.tools.is_array()) throw ProtocolError("tools", "not the JSON text of an array");
+  }
+  try {
+    return chat.apply(turns, options);
+  } catch (const std::invalid_argument& e) {
+    throw ProtocolError("messages", e.what());
+  }
+}
+
 // The request's constraint over the target's vocabulary (sampling.h step 0).
 std::shared_ptr<const grammar::TokenConstraint> compile_constraint(
     const grammar::OutputConstraint& c, const std::shared_ptr<const grammar::TokenVocabulary>& vocab) {
@@ -66,9 +104,7 @@ ResolvedRequest resolve_request(const GenerateBody& b, const DaemonConfig& confi
     std::string text = b.prompt;
     if (!b.messages.empty()) {  // a conversation: always through the chat template
       if (!chat) throw ProtocolError(field, "this model has no chat template: send a prompt");
-      std::vector<ChatMessage> turns;
-      for (const ChatTurn& t : b.messages) turns.push_back({t.role, t.content});
-      text = chat->apply(turns, ChatOptions{true, false, ""});
+      text = render_chat(b, *chat);
     } else if (b.prompt.empty()) {
       throw ProtocolError(field, "empty");
     } else if (!b.raw && chat) {

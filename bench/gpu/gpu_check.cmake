@@ -70,7 +70,7 @@ enable_testing()
 
 add_subdirectory(base)
 add_subdirectory(kernels)
-add_subdirectory(common)  # grammar, spec, text, ipc, config
+add_subdirectory(common)  # grammar, speculation, text, ipc, config
 add_subdirectory(common/model)
 add_subdirectory(target_proc)
 add_subdirectory(drafter_proc)

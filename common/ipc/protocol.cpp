@@ -704,14 +704,25 @@ const Fields<ErrorBody>& error_fields() {
   return f;
 }
 
+const Fields<ToolCallWire>& tool_call_fields() {
+  static const Fields<ToolCallWire> f = Fields<ToolCallWire>()
+                                            .string("name", &ToolCallWire::name, 256)
+                                            .string("arguments", &ToolCallWire::arguments, 16u << 20);
+  return f;
+}
+
 const Fields<ChatTurn>& chat_turn_fields() {
   static const Fields<ChatTurn> f =
       Fields<ChatTurn>()
           .string("role", &ChatTurn::role, 32)
           .string("content", &ChatTurn::content, 16u << 20)
+          .map_array("tool_calls", &ChatTurn::tool_calls, tool_call_fields(), 128)
+          .optional([](const ChatTurn& t) { return !t.tool_calls.empty(); })
           .check([](const MapReader& r, ChatTurn& t) {
-            if (t.role != "system" && t.role != "user" && t.role != "assistant")
-              throw ProtocolError(r.at("role"), "must be system, user or assistant");
+            if (t.role != "system" && t.role != "user" && t.role != "assistant" && t.role != "tool")
+              throw ProtocolError(r.at("role"), "must be system, user, assistant or tool");
+            if (!t.tool_calls.empty() && t.role != "assistant")
+              throw ProtocolError(r.at("tool_calls"), "only assistant turns make tool calls");
           });
   return f;
 }
@@ -745,6 +756,8 @@ const Fields<GenerateBody>& generate_fields() {
           .optional()
           .map_array("messages", &G::messages, chat_turn_fields(), 1024)
           .optional([](const G& b) { return !b.messages.empty(); })
+          .string("tools", &G::tools, 16u << 20)
+          .optional([](const G& b) { return !b.tools.empty(); })
           .string_array("stop", &G::stop, 16, 1024)
           .optional([](const G& b) { return !b.stop.empty(); })
           .integer("deadline_ms", &G::deadline_ms, 0, 7 * 24 * 3600 * 1000)
@@ -777,6 +790,8 @@ const Fields<GenerateBody>& generate_fields() {
                                   "give exactly one of prompt (text), prompt_ids and messages");
             if (r.has("messages") && b.messages.empty())
               throw ProtocolError(r.at("messages"), "must hold at least one message");
+            if (r.has("tools") && !r.has("messages"))
+              throw ProtocolError(r.at("tools"), "tools are rendered with messages only");
             for (size_t i = 0; i < b.stop.size(); ++i)
               if (b.stop[i].empty())
                 throw ProtocolError(r.element("stop", static_cast<uint32_t>(i)), "empty");

@@ -123,9 +123,15 @@ struct ErrorBody {
 };
 
 // client → target. Absent options take the server's defaults (config).
-// One turn of a chat (role system, user or assistant).
+// A call an assistant turn made: the function's name and its arguments, the JSON text of an object.
+struct ToolCallWire {
+  std::string name, arguments;
+};
+// One turn of a chat: role system, user, assistant (with the tool calls it made, if any) or tool
+// (a call's result).
 struct ChatTurn {
   std::string role, content;
+  std::vector<ToolCallWire> tool_calls;  // assistant turns only
 };
 struct GenerateBody {
   // Exactly one of prompt, prompt_ids and messages.
@@ -133,6 +139,7 @@ struct GenerateBody {
   std::vector<int32_t> prompt_ids;  // or token ids (used as they are)
   bool has_prompt_ids = false;
   std::vector<ChatTurn> messages;  // or a conversation, through the model's chat template
+  std::string tools;  // with messages: OpenAI's `tools` array as JSON text, rendered by the template
   bool raw = false;
   int32_t max_new_tokens = -1;  // −1: server default
   double temperature = -1;      // −1: server default

@@ -10,8 +10,8 @@
 //   rms_norm        cpu_rms_norm (kernels/cpu/cpu_attention.h)
 //   silu_mul        cpu_silu_mul
 //   add_in_place    a loop
-//   tempered_rows   probs_from_logits (common/spec/rows.h)
-//   processed_rows  process_logits (common/spec/sampling.h)
+//   tempered_rows   probs_from_logits (common/speculation/rows.h)
+//   processed_rows  process_logits (common/speculation/sampling.h)
 //   move_kv_rows    reference_move_kv_rows (reference.h)
 //   rope_kv_write   reference_rope_kv_write (reference.h); both references chained against cpu_attention
 //   tree_attention  reference_tree_attention (reference.h), itself checked against cpu_attention;
@@ -77,11 +77,11 @@ constexpr int kMaxTopK = 32;
 // logits [rows, vocab]; tokens, probs [rows, k]; 1 ≤ k ≤ min(kMaxTopK, vocab); rows and
 // workspace as tempered_rows'. Several blocks per row, each its part's best 32 (a warp-wide
 // bitonic sort and merge), merged by one warp per row. CPU reference: top_k_of_logits
-// (common/spec/rows.h).
+// (common/speculation/rows.h).
 cudaError_t top_k_rows(const float* logits, int rows, int vocab, int k, int32_t* tokens, float* probs,
                        void* workspace, cudaStream_t stream);
 
-// One request's processed law (common/spec/sampling.h, steps 1–7) as processed_rows reads it:
+// One request's processed law (common/speculation/sampling.h, steps 1–7) as processed_rows reads it:
 // its parameters, and its committed context C's statistics as short lists in device memory (a
 // request's prompt and output, not the vocabulary). Off values as in SamplingParams.
 struct RowLaw {

@@ -1,4 +1,4 @@
-// Decoder `auto` (common/spec/decoding_policy.h): the expected tokens of each mode on a
+// Decoder `auto` (common/speculation/decoding_policy.h): the expected tokens of each mode on a
 // hand-computed pool, the budget of the highest rate, the modes each machine's costs call for,
 // exploration within its share of the time, batches, and that over table models it runs every
 // mode and several budgets (its exactness is in test_exactness.cpp and test_batched_round.cpp).

@@ -512,6 +512,46 @@ TEST(Protocol, GenerateAndPrefillCarryTheConstraintOnlyWhenActive) {
   EXPECT_NE(encode(header(MessageType::Generate), g).find("grammar"), std::string::npos);
 }
 
+// A conversation with tool calls and tool results travels whole, with the tools it offers, so
+// that the target (the one process that applies the chat template) renders it; a call on a turn
+// other than an assistant's, and tools without messages, are refused by name.
+TEST(Protocol, GenerateCarriesToolCallsToolTurnsAndTools) {
+  GenerateBody g;
+  g.messages = {{"user", "weather in Paris?", {}},
+                {"assistant", "", {{"get_weather", R"({"city":"Paris"})"}, {"get_time", "{}"}}},
+                {"tool", R"({"temp":21})", {}}};
+  g.tools = R"([{"type":"function","function":{"name":"get_weather"}}])";
+  const GenerateBody got = parse(encode(header(MessageType::Generate), g)).generate();
+  ASSERT_EQ(got.messages.size(), 3u);
+  EXPECT_EQ(got.messages[2].role, "tool");
+  EXPECT_EQ(got.messages[2].content, R"({"temp":21})");
+  ASSERT_EQ(got.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(got.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(got.messages[1].tool_calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(got.messages[1].tool_calls[1].name, "get_time");
+  EXPECT_TRUE(got.messages[0].tool_calls.empty());
+  EXPECT_EQ(got.tools, g.tools);
+  GenerateBody plain;
+  plain.messages = {{"user", "hi", {}}};
+  EXPECT_EQ(encode(header(MessageType::Generate), plain).find("tool"), std::string::npos);
+
+  auto field_of = [](const GenerateBody& b) {
+    try {
+      parse(encode(header(MessageType::Generate), b)).generate();
+    } catch (const ProtocolError& e) {
+      return e.field;
+    }
+    return std::string("accepted");
+  };
+  GenerateBody call_by_user = g;
+  call_by_user.messages[0].tool_calls = {{"get_weather", "{}"}};
+  EXPECT_EQ(field_of(call_by_user), "body.messages[0].tool_calls");
+  GenerateBody tools_without_messages;
+  tools_without_messages.prompt = "hi";
+  tools_without_messages.tools = g.tools;
+  EXPECT_EQ(field_of(tools_without_messages), "body.tools");
+}
+
 TEST(Protocol, BadConstraintsNameTheirField) {
   auto generate_with = [](const std::function<void(Packer&)>& constraint) {
     return raw_with_header(kProtocolVersion, "generate", [&](Packer& pk) {

@@ -181,17 +181,19 @@ TEST(ToolRequest, TemplateWithoutToolFormatRefusesTools) {
   EXPECT_EQ(refusal(Endpoint::ChatCompletions, chat_with(kWeatherTools), nullptr).param, "tools");
 }
 
-TEST(ToolRequest, AutoRendersToolsWithoutConstraint) {
+// The target renders the conversation with the tools (test_tool_rendering.cpp): the gateway passes
+// the turns on, and the tools as the client sent them, in its order.
+TEST(ToolRequest, AutoPassesTheToolsToTheTargetWithoutConstraint) {
   const ChatTemplate t = qwen25();
   ParsedRequest p = parse_request(Endpoint::ChatCompletions, chat_with(kWeatherTools));
   resolve_tools(p, &t);
   EXPECT_EQ(p.tool_choice, ToolChoice::Auto);
   EXPECT_TRUE(p.parse_calls());
   EXPECT_FALSE(p.body.constraint.active());
-  EXPECT_TRUE(p.body.messages.empty());
-  EXPECT_NE(p.body.prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""),
-            std::string::npos)
-      << p.body.prompt;
+  ASSERT_EQ(p.body.messages.size(), 1u);
+  EXPECT_TRUE(p.body.prompt.empty());
+  EXPECT_EQ(p.body.tools.find(R"([{"type":"function","function":{"name":"get_weather","description")"), 0u)
+      << p.body.tools;
   ParsedRequest none = parse_request(Endpoint::ChatCompletions,
                                      chat_with(std::string(kWeatherTools) + R"(, "tool_choice": "none")"));
   resolve_tools(none, &t);

@@ -24,7 +24,7 @@ LAYERS = [
     ["kernels/cuda_on_cpu"],                    # the CPU execution of the CUDA runtime
     ["kernels/cpu", "kernels/cuda"],            # our kernels
     ["common/grammar"],                         # structured output
-    ["common/spec", "common/text"],             # the speculative core; tokenizers
+    ["common/speculation", "common/text"],             # the speculative core; tokenizers
     ["common/ipc", "common/config"],            # protocol and transports; config and shared flags
     ["common/model"],                           # the model runtime and its pass backends
     ["common/train", "sim"],                    # the trainer; table models
@@ -108,8 +108,8 @@ def self_test():
     tree = {
         "base/clock.h": "",
         "kernels/cpu/spin_user.cpp": '#include "clock.h"\n',
-        "kernels/cpu/climbs.cpp": '#include "round.h"\n',              # kernels → common/spec
-        "common/spec/round.h": '#include "clock.h"\n',
+        "kernels/cpu/climbs.cpp": '#include "round.h"\n',              # kernels → common/speculation
+        "common/speculation/round.h": '#include "clock.h"\n',
         "tools/client/flags.h": "",
         "tools/generate/main.cpp": '#include "../client/flags.h"\n',   # a tool → another tool
         "tests/core/test_round.cpp": '#include "round.h"\n#include "flags.h"\n',
@@ -120,7 +120,7 @@ def self_test():
             with open(os.path.join(root, path), "w") as out:
                 out.write(text)
         problems = check(root, sorted(tree))
-    expected = ["kernels/cpu/climbs.cpp:1: includes common/spec/round.h from a higher layer",
+    expected = ["kernels/cpu/climbs.cpp:1: includes common/speculation/round.h from a higher layer",
                 "tools/generate/main.cpp:1: includes tools/client/flags.h from tools/client"]
     found = all(any(p.startswith(e) for p in problems) for e in expected)
     if not found or len(problems) != len(expected):
