@@ -75,6 +75,8 @@ add_subdirectory(common/model)
 add_subdirectory(target_proc)
 add_subdirectory(drafter_proc)
 add_subdirectory(tests/kernels)
+include(${PROJECT_SOURCE_DIR}/tests/support/programs.cmake)
+rootspec_test_programs_library()
 add_executable(model_test_cuda_backend ${PROJECT_SOURCE_DIR}/tests/model/test_cuda_backend.cpp)
 target_link_libraries(model_test_cuda_backend PRIVATE rootspec_model GTest::gtest GTest::gtest_main)
 target_include_directories(model_test_cuda_backend PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
@@ -82,10 +84,8 @@ target_include_directories(model_test_cuda_backend PRIVATE ${PROJECT_SOURCE_DIR}
 add_subdirectory(bench/gpu)
 foreach(name pipeline gpu_pair)
   add_executable(daemon_test_${name} ${PROJECT_SOURCE_DIR}/tests/daemon/test_${name}.cpp)
-  target_link_libraries(daemon_test_${name} PRIVATE rootspec_model rootspec_ipc rootspec_config GTest::gtest
-                        GTest::gtest_main)
+  target_link_libraries(daemon_test_${name} PRIVATE rootspec_model rootspec_ipc rootspec_config
+                        rootspec_test_programs GTest::gtest GTest::gtest_main)
   target_include_directories(daemon_test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
-  target_compile_definitions(daemon_test_${name} PRIVATE ROOTSPEC_TARGET_BIN="$<TARGET_FILE:rootspec-target>"
-                                                         ROOTSPEC_DRAFTER_BIN="$<TARGET_FILE:rootspec-drafter>")
   add_dependencies(daemon_test_${name} rootspec-target rootspec-drafter)
 endforeach()

@@ -47,15 +47,16 @@
 #include <optional>
 #include <sstream>
 
-#include "constraint_flags.h"
 #include "bench_order.h"
 #include "bench_stats.h"
 #include "concurrency.h"
+#include "constraint_flags.h"
 #include "daemon_config.h"
 #include "decode_record.h"
 #include "pair_launcher.h"
 #include "prompt_set.h"
 #include "protocol.h"
+#include "source_tree.h"
 #include "transport.h"
 
 using namespace rootspec;
@@ -398,7 +399,7 @@ void print_concurrency_table(std::ostream& out, const std::vector<ConcurrencyRow
 struct BenchRun {
   std::string endpoint, launch_config, prompts_path, out_dir = "bench-out", baseline = "draft", verifier,
                                                      sampling, build_dir, run_dir,
-                                                     root_dir = ROOTSPEC_SOURCE_DIR;
+                                                     root_dir = rootspec::source_dir();
   std::vector<std::string> sets;
   int max_new_tokens = -1, warmup = 2, resamples = 2000, repeats = 1;
   uint64_t seed = 0;

@@ -22,6 +22,7 @@
 #include "daemon_config.h"
 #include "option_lists.h"
 #include "runtime_drafter.h"
+#include "source_tree.h"
 
 using namespace rootspec;
 
@@ -97,8 +98,8 @@ int time_drafter(const DaemonConfig& config, const std::vector<int>& batches, in
 
 int main(int argc, char** argv) {
   CLI::App app{"rootspec-batch-cost: the target's pass time against the rows a batch puts in one pass"};
-  std::string config_path = std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml",
-              batches_s = "1,2,4,8,16", budgets_s = "4,8";
+  std::string config_path = rootspec::source_dir() + "/configs/small-cpu.toml", batches_s = "1,2,4,8,16",
+              budgets_s = "4,8";
   int context = 128, repeats = 200;
   bool roots_only = false;
   app.add_option("--config", config_path, "the pair's config (its [target])")->capture_default_str();

@@ -25,6 +25,7 @@
 #include "daemon_config.h"
 #include "model_runtime.h"
 #include "option_lists.h"
+#include "source_tree.h"
 
 using namespace rootspec;
 
@@ -81,7 +82,7 @@ RuntimeOptions target_options(const DaemonConfig& config, int context, int max_t
 
 int main(int argc, char** argv) {
   CLI::App app{"rootspec-row-cost: the target's pass time against its memory floor and against its rows"};
-  std::string config_path = std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu-membound.toml",
+  std::string config_path = rootspec::source_dir() + "/configs/small-cpu-membound.toml",
               rows_s = "1,9,17,33,65", compare_to;
   int context = 128, repeats = 30;
   app.add_option("--config", config_path, "the pair's config (its [target])")->capture_default_str();

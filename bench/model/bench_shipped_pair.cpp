@@ -18,6 +18,7 @@
 #include "model_runtime.h"
 #include "pool.h"
 #include "runtime_drafter.h"
+#include "source_tree.h"
 
 namespace {
 
@@ -25,8 +26,7 @@ using namespace rootspec;
 
 // configs/small-cpu.toml: the pair's folders and the pool shape the launcher runs.
 const DaemonConfig& shipped_config() {
-  static const DaemonConfig c =
-      DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  static const DaemonConfig c = DaemonConfig::load(rootspec::source_dir() + "/configs/small-cpu.toml", {});
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "prompt_set.h"
+#include "source_tree.h"
 
 namespace rootspec {
 namespace {
@@ -67,7 +68,7 @@ TEST(PromptSet, ErrorsNameTheLine) {
 
 // The shipped set: ≥ 70 prompts over seven categories, each with ≥ 10, short.
 TEST(PromptSet, ShippedSetIsValid) {
-  const auto p = load_prompt_set(std::string(ROOTSPEC_SOURCE_DIR) + "/bench/prompts/prompts.jsonl");
+  const auto p = load_prompt_set(rootspec::source_dir() + "/bench/prompts/prompts.jsonl");
   EXPECT_GE(p.size(), 70u);
   std::map<std::string, int> per;
   for (const auto& x : p) {

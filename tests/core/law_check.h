@@ -81,10 +81,10 @@ inline LawCase law_test_config(Rule rule, Verifier verifier, double T, int B) {
 }
 
 // Decodes of one exactness case (of `full` in the optimised build). The sanitizer build
-// (ROOTSPEC_SANITIZED: ASan + UBSan with the fuzzers' coverage, where the law tests run far
-// slower) runs a sixth: every rule's and verifier's code is exercised on each decode alike, and
-// the law is still tested at the same threshold, with less power; the optimised build's run
-// keeps the full power.
+// (ROOTSPEC_SANITIZED: ASan + UBSan, where the law tests run several times slower) runs a
+// sixth: every rule's and verifier's code is exercised on each decode alike, and the law is
+// still tested at the same threshold, with less power; the optimised build's run keeps the
+// full power.
 // Planted-bug tests keep `full`: they assert that the sample rejects.
 constexpr int exactness_runs(int full) {
 #ifdef ROOTSPEC_SANITIZED

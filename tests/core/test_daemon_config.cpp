@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon_config.h"
+#include "source_tree.h"
 
 namespace rootspec {
 namespace {
@@ -107,7 +108,7 @@ TEST(DaemonConfig, IntegersOutsideIntAreErrorsNotNarrowed) {
 }
 
 TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {
-  const DaemonConfig c = DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  const DaemonConfig c = DaemonConfig::load(rootspec::source_dir() + "/configs/small-cpu.toml", {});
   EXPECT_NO_THROW(c.validate());
   EXPECT_EQ(c.target.device, "cpu");
   EXPECT_EQ(c.target.idle_drafter_threads, 2);
@@ -116,7 +117,7 @@ TEST(DaemonConfig, ShippedCpuConfigLendsTheDrafterCore) {
 
 // Every shipped config loads and validates; the GPU ones put the pair where their names say.
 TEST(DaemonConfig, EveryShippedConfigLoadsAndTheGpuOnesNameTheirDevices) {
-  const std::string dir = std::string(ROOTSPEC_SOURCE_DIR) + "/configs/";
+  const std::string dir = rootspec::source_dir() + "/configs/";
   int gpu_configs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".toml") continue;

@@ -9,6 +9,7 @@
 #include <msgpack.hpp>
 
 #include "protocol.h"
+#include "source_tree.h"
 #include "table_decode.h"
 
 namespace rootspec {
@@ -670,7 +671,7 @@ TEST(Protocol, MessagesOfAnotherVersionAreRefusedOnVNamingTheOlderSide) {
 // decoding with the accessor of its type, so fuzzing starts past the version check; the
 // `generate-older-version` seed is the one refused, on "v".
 TEST(Protocol, FuzzSeedsAreOfThisVersionAndDecode) {
-  const std::string dir = std::string(ROOTSPEC_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_protocol/";
+  const std::string dir = rootspec::source_dir() + "/tests/fuzz/corpus/fuzz_protocol/";
   auto bytes_of = [&](const std::string& name) {
     std::ifstream f(dir + name, std::ios::binary);
     EXPECT_TRUE(f) << name;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include "programs.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ std::string temp_path(const std::string& name) {
 
 SimRun run_sim(const std::string& args) {
   const std::string err_path = temp_path("stderr.txt");
-  const std::string cmd = std::string(ROOTSPEC_SIM_BIN) + " " + args + " 2>" + err_path;
+  const std::string cmd = rootspec::testing::program_path("rootspec-sim") + " " + args + " 2>" + err_path;
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;

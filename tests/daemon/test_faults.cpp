@@ -10,6 +10,8 @@
 #include <msgpack.hpp>
 
 #include "pair_fixture.h"
+#include "programs.h"
+#include "source_tree.h"
 
 namespace rootspec {
 namespace {
@@ -117,10 +119,10 @@ TEST(Faults, StoppedDrafterPastPeerTimeoutIsKilledAndTheRequestFinishesWithArExa
 TEST(Faults, KilledTargetIsNoticedByTheClientAndTheDrafter) {
   Pair pair;
   const std::string log = pair.dir() + "/client.log";
-  const pid_t client =
-      spawn({ROOTSPEC_CLIENT_BIN, "--endpoint", pair.client_endpoint, "--prompt-ids", "10,20,30",
-             "--max-new-tokens", "240", "--budget", "59", "--temperature", "1", "--no-stop-at-eos", "--ids"},
-            log);
+  const pid_t client = spawn({rootspec::testing::program_path("rootspec-client"), "--endpoint",
+                              pair.client_endpoint, "--prompt-ids", "10,20,30", "--max-new-tokens", "240",
+                              "--budget", "59", "--temperature", "1", "--no-stop-at-eos", "--ids"},
+                             log);
   // Wait until tokens stream, then kill the target.
   const auto start = Clock::now();
   while (read_file(log).empty() && seconds_since(start) < 20)
@@ -251,9 +253,9 @@ struct LaunchedPair {
   explicit LaunchedPair(const std::vector<std::string>& options = {}) {
     const std::string config = write_pair_config(dir);
     setenv("ROOTSPEC_SKIP_SETUP", "1", 1);
-    setenv("ROOTSPEC_BUILD_DIR", ROOTSPEC_BUILD_DIR, 1);
+    setenv("ROOTSPEC_BUILD_DIR", rootspec::testing::build_dir().c_str(), 1);
     setenv("ROOTSPEC_RUN_DIR", (dir + "/run").c_str(), 1);
-    std::vector<std::string> argv = {"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "up",
+    std::vector<std::string> argv = {"/bin/bash", rootspec::source_dir() + "/launch/rootspec", "up",
                                      "--config", config};
     argv.insert(argv.end(), options.begin(), options.end());
     const pid_t pid = spawn(argv, log);
@@ -301,8 +303,8 @@ struct LaunchedPair {
     }
   }
   void down() const {
-    const pid_t d = spawn({"/bin/bash", std::string(ROOTSPEC_SOURCE_DIR) + "/launch/rootspec", "down"},
-                          dir + "/down.log");
+    const pid_t d =
+        spawn({"/bin/bash", rootspec::source_dir() + "/launch/rootspec", "down"}, dir + "/down.log");
     EXPECT_EQ(wait_exit(d, 20), 0) << read_file(dir + "/down.log");
     EXPECT_EQ(wait_exit(launcher, 20), 0) << read_file(log);
   }

@@ -27,6 +27,8 @@
 
 #include "constraint.h"
 #include "pair_fixture.h"
+#include "programs.h"
+#include "source_tree.h"
 
 namespace rootspec {
 namespace {
@@ -131,8 +133,8 @@ void validate_with_python(const std::string& schema, const std::vector<std::stri
           << "\n";
     }
   }
-  const std::string cmd = "python3 " + std::string(ROOTSPEC_SOURCE_DIR) +
-                          "/tests/grammar/json_schema_suite_validate.py " + path + " 2>&1";
+  const std::string cmd =
+      "python3 " + rootspec::source_dir() + "/tests/grammar/json_schema_suite_validate.py " + path + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string report;
@@ -338,9 +340,9 @@ TEST(DaemonStructuredOutput, AModelWithoutATokenizerRefusesConstraintsOnConstrai
 TEST(DaemonStructuredOutput, ClientFlagsSendTheConstraint) {
   Pair pair(chat_pair());
   auto run = [&](const std::string& flags) {
-    const std::string cmd = std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " + pair.client_endpoint +
-                            " --prompt-ids 1,2,3 --rule root-draw --temperature 1 --seed 3 --json " + flags +
-                            " 2>&1";
+    const std::string cmd =
+        rootspec::testing::program_path("rootspec-client") + " --endpoint " + pair.client_endpoint +
+        " --prompt-ids 1,2,3 --rule root-draw --temperature 1 --seed 3 --json " + flags + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz_contract.h"
+#include "source_tree.h"
 #include "tokenizer.h"
 #include "tokenizer_stream.h"
 #include "utf8.h"
@@ -44,8 +45,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   try {
     g_tokenizers.push_back({load_tokenizer(peer_dir("tokenizer-llama3")), false});
     g_tokenizers.push_back({load_tokenizer(peer_dir("tokenizer-qwen3")), true});
-    g_tokenizers.push_back(
-        {load_tokenizer(std::string(ROOTSPEC_SOURCE_DIR) + "/models/small-target"), false});
+    g_tokenizers.push_back({load_tokenizer(rootspec::source_dir() + "/models/small-target"), false});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_tokenizer: %s (run tests/prepare/tokenizer_peer.sh)\n", e.what());
     std::exit(2);

@@ -30,6 +30,7 @@
 
 #include "json_schema.h"
 #include "matcher.h"
+#include "source_tree.h"
 #include "temp_dir.h"
 
 namespace {
@@ -437,8 +438,7 @@ TEST(JsonSchemaSuite, RandomOutputsValidateWithPythonJsonschema) {
     written += got;
   }
   out.close();
-  const std::string script =
-      std::string(ROOTSPEC_SOURCE_DIR) + "/tests/grammar/json_schema_suite_validate.py";
+  const std::string script = rootspec::source_dir() + "/tests/grammar/json_schema_suite_validate.py";
   const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   const std::string cmd = python + " " + script + " " + outputs.string() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");

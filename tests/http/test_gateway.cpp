@@ -13,6 +13,8 @@
 #include <set>
 
 #include "pair_fixture.h"
+#include "programs.h"
+#include "source_tree.h"
 #include "tokenizer.h"
 
 namespace rootspec {
@@ -44,7 +46,7 @@ std::pair<int, std::string> shell(const std::string& cmd) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-const std::string kPeer = std::string(ROOTSPEC_SOURCE_DIR) + "/tests/http/openai_peer.cjs";
+const std::string kPeer = rootspec::source_dir() + "/tests/http/openai_peer.cjs";
 
 // The openai client on `requests` (openai_peer.cjs): one result per request, in order.
 std::vector<json> openai_client(const std::string& url, const json& requests, int workers = 0) {
@@ -88,9 +90,9 @@ PairOptions http_pair(std::vector<std::string> overrides = {}) {
 // rootspec-client's text for a prompt (raw: no chat template).
 std::string client_text(const Pair& pair, const std::string& prompt, int max_tokens, bool raw) {
   const auto [status, out] =
-      shell(std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " + pair.client_endpoint + " --prompt '" +
-            prompt + "' --max-new-tokens " + std::to_string(max_tokens) + " --temperature 0 --json" +
-            (raw ? " --raw" : "") + " 2>/dev/null");
+      shell(rootspec::testing::program_path("rootspec-client") + " --endpoint " + pair.client_endpoint +
+            " --prompt '" + prompt + "' --max-new-tokens " + std::to_string(max_tokens) +
+            " --temperature 0 --json" + (raw ? " --raw" : "") + " 2>/dev/null");
   EXPECT_EQ(status, 0) << out;
   return json::parse(out)["text"].get<std::string>();
 }
@@ -501,7 +503,7 @@ TEST(Http, LogitBiasSteersGreedyTextAndIdsPastTheVocabularyAre400) {
                "logit_bias", "an id past the vocabulary of 258");
   // rootspec-client's flags say the same, and its JSON prints each token's logprobs.
   const auto [status, out] =
-      shell(std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " + pair.client_endpoint +
+      shell(rootspec::testing::program_path("rootspec-client") + " --endpoint " + pair.client_endpoint +
             " --prompt Hello --raw --max-new-tokens 4 --temperature 0 --logit-bias 120=100"
             " --logit-bias 7=-1.5 --logprobs 1 --logprobs-mode processed --top-k 50"
             " --top-p 0.9 --min-p 0.01 --presence-penalty 0.1 --frequency-penalty 0.1"
@@ -516,8 +518,9 @@ TEST(Http, LogitBiasSteersGreedyTextAndIdsPastTheVocabularyAre400) {
     EXPECT_LE(e["logprob"].get<double>(), 0.0);
     EXPECT_EQ(e["top"].size(), 1u);
   }
-  const auto [bad_status, bad_out] = shell(std::string(ROOTSPEC_CLIENT_BIN) + " --endpoint " +
-                                           pair.client_endpoint + " --prompt x --logit-bias 7 2>&1");
+  const auto [bad_status, bad_out] =
+      shell(rootspec::testing::program_path("rootspec-client") + " --endpoint " + pair.client_endpoint +
+            " --prompt x --logit-bias 7 2>&1");
   EXPECT_EQ(bad_status, 2) << bad_out;
   EXPECT_NE(bad_out.find("--logit-bias"), std::string::npos) << bad_out;
 }
@@ -715,7 +718,7 @@ TEST(Http, MetricsParseAndCountTheRequestsSent) {
   EXPECT_EQ(m->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   TempDir tmp("metrics");
   std::ofstream(tmp.sub("metrics.txt")) << m->body;
-  const auto [status, out] = shell("/usr/bin/python3 " + std::string(ROOTSPEC_SOURCE_DIR) +
+  const auto [status, out] = shell("/usr/bin/python3 " + rootspec::source_dir() +
                                    "/tests/http/parse_metrics.py " + tmp.sub("metrics.txt") + " 2>&1");
   ASSERT_EQ(status, 0) << out;
   const json families = json::parse(out);
@@ -781,7 +784,7 @@ TEST(Http, NginxSpreadsRequestsOverTwoPairsAndSurvivesOneDying) {
   TempDir tmp("nginx");
   const int port = free_port();
   // configs/nginx-pairs.conf with these two upstreams and this port.
-  std::string conf = read_file(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/nginx-pairs.conf");
+  std::string conf = read_file(rootspec::source_dir() + "/configs/nginx-pairs.conf");
   auto replace = [&](const std::string& from, const std::string& to) {
     const size_t at = conf.find(from);
     ASSERT_NE(at, std::string::npos) << from;

@@ -11,6 +11,7 @@
 
 #include "pair_fixture.h"
 #include "qwen25_template.h"
+#include "source_tree.h"
 
 namespace rootspec {
 namespace {
@@ -48,7 +49,7 @@ PairOptions pair_with(const testing::PairModels& models) {
 
 // structured_peer.cjs's results, one per seed.
 std::vector<json> structured_peer(const std::string& url, const std::string& cmd, int seeds) {
-  const std::string line = "NODE_PATH='" + peer_modules() + "' node " + ROOTSPEC_SOURCE_DIR +
+  const std::string line = "NODE_PATH='" + peer_modules() + "' node " + rootspec::source_dir() +
                            "/tests/http/structured_peer.cjs " + cmd + " " + url + " " +
                            std::to_string(seeds) + " 2>&1";
   std::string out;

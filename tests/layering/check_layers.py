@@ -20,7 +20,7 @@ import tempfile
 # Lowest first. A folder is the first one or two path components (see folder_of). Folders in one
 # inner list are one layer: none of them may include another.
 LAYERS = [
-    ["base"],                                   # header-only helpers: clock, spin, logging
+    ["base"],                                   # helpers: clock, spin, logging, source tree
     ["kernels/cuda_on_cpu"],                    # the CPU execution of the CUDA runtime
     ["kernels/cpu", "kernels/cuda"],            # our kernels
     ["common/grammar"],                         # structured output

@@ -9,6 +9,7 @@
 
 #include "daemon_config.h"
 #include "generate.h"
+#include "source_tree.h"
 #include "tokenizer.h"
 
 namespace rootspec {
@@ -18,8 +19,7 @@ constexpr int kNewTokens = 96;
 
 // configs/small-cpu.toml: the models, budget and pool shape the launcher runs.
 const DaemonConfig& shipped_config() {
-  static const DaemonConfig c =
-      DaemonConfig::load(std::string(ROOTSPEC_SOURCE_DIR) + "/configs/small-cpu.toml", {});
+  static const DaemonConfig c = DaemonConfig::load(rootspec::source_dir() + "/configs/small-cpu.toml", {});
   return c;
 }
 

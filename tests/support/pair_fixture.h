@@ -23,6 +23,7 @@
 #include "daemon_config.h"
 #include "generate.h"
 #include "model_runtime.h"
+#include "programs.h"
 #include "protocol.h"
 #include "random_model.h"
 #include "temp_dir.h"
@@ -142,7 +143,7 @@ inline bool wait_for_line(const std::string& path, const std::string& needle, pi
 struct PairOptions {
   std::vector<std::string> overrides;  // --set section.key=value
   const PairModels* models = nullptr;  // null: pair_models()
-  bool http = false;                   // also start rootspec-http (ROOTSPEC_HTTP_BIN)
+  bool http = false;                   // also start rootspec-http
 };
 
 // The two daemons on ipc endpoints (and, asked, the gateway); stopped (SIGKILL) on destruction.
@@ -155,20 +156,19 @@ class Pair {
     client_endpoint = "ipc://" + dir_ + "/client.sock";
     std::vector<std::string> extra;
     for (const auto& o : overrides) extra.insert(extra.end(), {"--set", o});
-    auto argv = [&](const char* bin) {
+    auto argv = [&](const std::string& bin) {
       std::vector<std::string> a = {bin, "--config", config_};
       a.insert(a.end(), extra.begin(), extra.end());
       return a;
     };
-    drafter_argv_ = argv(ROOTSPEC_DRAFTER_BIN);
+    drafter_argv_ = argv(program_path("rootspec-drafter"));
     drafter_pid = spawn(drafter_argv_, drafter_log());
-    target_pid = spawn(argv(ROOTSPEC_TARGET_BIN), target_log());
+    target_pid = spawn(argv(program_path("rootspec-target")), target_log());
     if (!wait_for_line(target_log(), "ready; clients connect", target_pid, 60))
       throw std::runtime_error("the pair did not start: " + read_file(target_log()) +
                                read_file(drafter_log()));
-#ifdef ROOTSPEC_HTTP_BIN
     if (opt.http) {
-      http_pid = spawn(argv(ROOTSPEC_HTTP_BIN), http_log());
+      http_pid = spawn(argv(program_path("rootspec-http")), http_log());
       if (!wait_for_line(http_log(), "listening on http://", http_pid, 30))
         throw std::runtime_error("the gateway did not start: " + read_file(http_log()));
       const std::string log = read_file(http_log());
@@ -176,7 +176,6 @@ class Pair {
       url = log.substr(at, log.find(' ', at) - at);
       http_port = std::stoi(url.substr(url.rfind(':') + 1));
     }
-#endif
   }
   ~Pair() {
     for (pid_t p : {http_pid, target_pid, drafter_pid})

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "source_tree.h"
 #include "temp_dir.h"
 
 namespace peer {
@@ -42,7 +43,7 @@ inline std::string model_dir(const std::string& model) {
   return dir.string();
 }
 
-inline std::string script() { return std::string(ROOTSPEC_SOURCE_DIR) + "/tests/tokenizer/peer.mjs"; }
+inline std::string script() { return rootspec::source_dir() + "/tests/tokenizer/peer.mjs"; }
 
 inline std::string quote(const std::string& s) {
   std::string q = "'";

@@ -8,6 +8,7 @@
 #include "tokenizer.h"
 
 #include <nlohmann/json.hpp>
+#include "source_tree.h"
 
 using namespace rootspec;
 using json = nlohmann::json;
@@ -363,8 +364,8 @@ json jinja_render(const std::string& tmpl, const std::vector<ojson>& conversatio
   peer::TempDir tmp;
   const auto in = std::filesystem::path(tmp.path()) / "cases.json";
   write(in, all.dump());
-  const std::string cmd = "/usr/bin/python3 " + std::string(ROOTSPEC_SOURCE_DIR) +
-                          "/tests/tokenizer/jinja_peer.py < " + in.string();
+  const std::string cmd =
+      "/usr/bin/python3 " + rootspec::source_dir() + "/tests/tokenizer/jinja_peer.py < " + in.string();
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];

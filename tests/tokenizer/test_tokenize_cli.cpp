@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peer_fixture.h"
+#include "programs.h"
 #include "tokenizer.h"
 
 namespace {
@@ -16,7 +17,7 @@ struct CliRun {
 };
 
 CliRun run_cli(const std::vector<std::string>& args) {
-  std::string cmd = peer::quote(ROOTSPEC_TOKENIZE_BIN);
+  std::string cmd = peer::quote(rootspec::testing::program_path("rootspec-tokenize"));
   for (const auto& a : args) cmd += " " + peer::quote(a);
   cmd += " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
