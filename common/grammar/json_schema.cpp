@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "number_range.h"
+
 namespace rootspec::grammar {
 namespace {
 
@@ -33,19 +35,48 @@ bool is_annotation(const std::string& k) {
   return kAnnotations.count(k) > 0;
 }
 
+// Every keyword some draft of JSON Schema (3 to 2020-12) defines beside the annotations: a name
+// outside this list constrains nothing, as JSON Schema says of unknown keywords ("x-…",
+// Kubernetes' extensions, OpenAPI's "nullable", …), and is ignored; a name in it is compiled or
+// refused.
+bool is_known(const std::string& k) {
+  static const std::set<std::string> kKnown = {
+      // core
+      "$schema", "$id", "id", "$ref", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef",
+      "$recursiveAnchor", "$vocabulary", "$comment", "$defs", "definitions",
+      // applicators
+      "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", "dependencies",
+      "prefixItems", "items", "additionalItems", "contains", "properties", "patternProperties",
+      "additionalProperties", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "extends",
+      "disallow",
+      // validation
+      "type", "enum", "const", "multipleOf", "divisibleBy", "maximum", "exclusiveMaximum", "minimum",
+      "exclusiveMinimum", "maxLength", "minLength", "pattern", "maxItems", "minItems", "uniqueItems",
+      "maxContains", "minContains", "maxProperties", "minProperties", "required", "dependentRequired",
+      // format and content
+      "format", "contentEncoding", "contentMediaType", "contentSchema"};
+  return kKnown.count(k) > 0;
+}
+
 bool is_supported(const std::string& k) {
   static const std::set<std::string> kSupported = {
-      "type",    "enum",        "const",    "properties", "required",  "additionalProperties",
-      "items",   "prefixItems", "minItems", "maxItems",   "minLength", "maxLength",
-      "pattern", "format",      "anyOf",    "oneOf",      "$ref"};
+      "type",      "enum",      "const",         "properties",       "required",         "additionalProperties",
+      "items",     "prefixItems", "minItems",    "maxItems",         "minLength",        "maxLength",
+      "pattern",   "format",    "anyOf",         "oneOf",            "$ref",             "minimum",
+      "maximum",   "exclusiveMinimum", "exclusiveMaximum"};
   return kSupported.count(k) > 0;
 }
 
-// A schema's keywords that constrain instances (annotations and containers left out).
+// Keywords that say nothing about which instances are valid: annotations, containers,
+// identifiers ($id, draft 4's id: checked where they would move the base of references) and
+// unknown keywords.
+bool is_ignored(const std::string& k) { return is_annotation(k) || k == "$id" || k == "id" || !is_known(k); }
+
+// A schema's keywords that constrain instances.
 std::vector<std::string> constraining_keywords(const ojson& s) {
   std::vector<std::string> out;
   for (auto it = s.begin(); it != s.end(); ++it) {
-    if (!is_annotation(it.key()) && it.key() != "$id") out.push_back(it.key());
+    if (!is_ignored(it.key())) out.push_back(it.key());
   }
   return out;
 }
@@ -536,6 +567,21 @@ class Compiler {
       for (const auto& b : s.at("oneOf")) n += valid(v, b, depth + 1);
       if (n != 1) return false;
     }
+    if (v.is_number()) {
+      const NumberBounds bounds = number_bounds(s);
+      if (bounds.lower || bounds.upper) {
+        const std::optional<Decimal> x = Decimal::parse(v.dump(), kMaxInstanceDigits);
+        if (!x) throw Undecided{bounds.lower ? "minimum" : "maximum"};
+        if (bounds.lower) {
+          const int c = compare(*x, bounds.lower->value);
+          if (c < 0 || (c == 0 && bounds.lower->exclusive)) return false;
+        }
+        if (bounds.upper) {
+          const int c = compare(*x, bounds.upper->value);
+          if (c > 0 || (c == 0 && bounds.upper->exclusive)) return false;
+        }
+      }
+    }
     if (v.is_string()) {
       const size_t n = code_points(v.get<std::string>());
       if (s.contains("minLength") && n < count_value(s, "minLength")) return false;
@@ -633,6 +679,45 @@ class Compiler {
     for (auto& r : rules_) {
       if (r.first == name) r.second = body;
     }
+  }
+
+  // ---- numbers
+
+  struct NumberBounds {
+    std::optional<NumberBound> lower, upper;
+  };
+
+  // minimum / exclusiveMinimum and maximum / exclusiveMaximum, the tightest of each side: the
+  // number forms (draft 6 on) and draft 4's boolean exclusives, which make minimum and maximum
+  // strict.
+  NumberBounds number_bounds(const ojson& s) {
+    auto value = [&](const char* k) {
+      const ojson& v = s.at(k);
+      if (!v.is_number()) fail(k, std::string(k) + " must be a number");
+      const std::optional<Decimal> d = Decimal::parse(v.dump(), kMaxBoundDigits);
+      if (!d) fail(k, std::string(k) + " needs more than " + std::to_string(kMaxBoundDigits) + " digits: not supported");
+      return *d;
+    };
+    auto strict = [&](const char* k) {
+      if (!s.contains(k) || !s.at(k).is_boolean()) return false;
+      return s.at(k).get<bool>();
+    };
+    NumberBounds b;
+    auto tighten = [](std::optional<NumberBound>& side, const NumberBound& bound, int sign) {
+      if (!side) {
+        side = bound;
+        return;
+      }
+      const int c = compare(bound.value, side->value) * sign;
+      if (c > 0 || (c == 0 && bound.exclusive)) side = bound;
+    };
+    if (s.contains("minimum")) tighten(b.lower, {value("minimum"), strict("exclusiveMinimum")}, 1);
+    if (s.contains("maximum")) tighten(b.upper, {value("maximum"), strict("exclusiveMaximum")}, -1);
+    if (s.contains("exclusiveMinimum") && !s.at("exclusiveMinimum").is_boolean())
+      tighten(b.lower, {value("exclusiveMinimum"), true}, 1);
+    if (s.contains("exclusiveMaximum") && !s.at("exclusiveMaximum").is_boolean())
+      tighten(b.upper, {value("exclusiveMaximum"), true}, -1);
+    return b;
   }
 
   // ---- whitespace and shared lexical rules
@@ -810,6 +895,8 @@ class Compiler {
     if (s.is_boolean()) return s.get<bool>() ? std::optional<std::string>(any_value()) : std::nullopt;
     if (!s.is_object()) fail("schema", "a schema is an object or a boolean");
     if (s.contains("$id") && !is_root) fail("$id", "$id below the root is not supported");
+    if (s.contains("id") && s.at("id").is_string() && !is_root)
+      fail("id", "id below the root (draft 4's $id) is not supported");
     const std::vector<std::string> keys = constraining_keywords(s);
     for (const auto& k : keys) {
       if (!is_supported(k)) fail(k, "keyword \"" + k + "\" is not supported");
@@ -837,7 +924,12 @@ class Compiler {
     std::vector<std::string> alts;
     if (kinds & kNull) alts.push_back("\"null\"");
     if (kinds & kBoolean) alts.push_back("(\"true\" | \"false\")");
-    if (kinds & kFraction) {
+    const NumberBounds bounds = number_bounds(s);
+    if ((kinds & (kFraction | kInteger)) && (bounds.lower || bounds.upper)) {
+      const bool integers_only = !(kinds & kFraction);
+      if (auto e = bounded_number(bounds.lower, bounds.upper, integers_only))
+        alts.push_back(add_rule(integers_only ? "integer-range" : "number-range", *e));
+    } else if (kinds & kFraction) {
       alts.push_back(number());
     } else if (kinds & kInteger) {
       alts.push_back(integer());
@@ -930,7 +1022,7 @@ class Compiler {
     if (!branches.is_array() || branches.empty()) fail(key, std::string(key) + " must be a non-empty array");
     ojson base = ojson::object();
     for (auto it = s.begin(); it != s.end(); ++it) {
-      if (it.key() != key && !is_annotation(it.key())) base[it.key()] = it.value();
+      if (it.key() != key && !is_ignored(it.key())) base[it.key()] = it.value();
     }
     static const std::vector<std::vector<std::string>> kGroups = {{"properties", "additionalProperties"},
                                                                   {"prefixItems", "items"}};
@@ -945,7 +1037,7 @@ class Compiler {
       if (!b->is_object()) fail("schema", "a schema is an object or a boolean");
       ojson merged = base;
       for (auto it = b->begin(); it != b->end(); ++it) {
-        if (is_annotation(it.key())) continue;
+        if (is_ignored(it.key())) continue;
         if (base.contains(it.key())) {
           fail(key, std::string(key) + " beside \"" + it.key() + "\", which branch " + std::to_string(i) +
                         " also has, is not supported");
@@ -1322,6 +1414,10 @@ class Compiler {
   std::string owner_;
   int depth_ = 0;
   static constexpr int kMaxDepth = 128;
+  // Digits of a number bound written out (zod's ±(2^53 − 1) has 16; 1e-9 has 9), and of an
+  // instance compared with one (beyond, the validator cannot decide).
+  static constexpr int kMaxBoundDigits = 64;
+  static constexpr int kMaxInstanceDigits = 1024;
   std::string ws_, char_, string_, integer_, number_, value_, object_;
 };
 

@@ -9,7 +9,9 @@
 // required, additionalProperties (false, true or a schema), items (a schema), prefixItems,
 // minItems, maxItems, minLength, maxLength (in code points), pattern (ECMA-262, JSON Schema's
 // search semantics: unanchored unless the pattern anchors itself), format (date, time,
-// date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), anyOf,
+// date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum (the number forms and draft 4's booleans; bounds
+// read as exact decimals from the schema's number and compared exactly: number_range.h), anyOf,
 // oneOf (only when its branches are provably disjoint — different types, values that fail the
 // other branch, or a property both require with disjoint schemas — for then it is anyOf; else
 // refused), keywords beside anyOf/oneOf (merged into each branch when no keyword is on both
@@ -18,11 +20,12 @@
 // reaches itself without consuming input is refused; $ref beside other constraining keywords is
 // refused, since drafts disagree on its meaning), $defs / definitions (containers), and the
 // boolean schemas true and false. Ignored because they do not constrain: title, description,
-// default, examples, $comment, deprecated, readOnly, writeOnly, $schema, and $id at the root.
-// Everything else (minimum, multipleOf, allOf, not, if, patternProperties, uniqueItems, contains,
-// contentMediaType, unknown keywords, $id below the root, …) is refused by name. Unsatisfiable
-// schemas (false, minLength > maxLength, a required property whose schema is false, …) compile to
-// a grammar that accepts nothing.
+// default, examples, $comment, deprecated, readOnly, writeOnly, $schema, $id and draft 4's id at
+// the root, and every keyword that no draft of JSON Schema defines ("x-…", OpenAPI's "nullable",
+// …: JSON Schema ignores unknown keywords). Every other keyword a draft defines (multipleOf,
+// allOf, not, if, patternProperties, uniqueItems, contains, contentMediaType, …, $id or id below
+// the root) is refused by name. Unsatisfiable schemas (false, minLength > maxLength, a required
+// property whose schema is false, …) compile to a grammar that accepts nothing.
 //
 // The grammar may admit fewer texts than the schema's instances; it never admits a text that is
 // not an instance. The restrictions, all of them about how an instance is written, not about
@@ -34,6 +37,8 @@
 //     exponential. The order of `properties` is the order of the JSON text the schema came from
 //     when it is passed as nlohmann::ordered_json; a nlohmann::json object keeps its keys sorted.
 //   - An integer (type "integer") is written without fraction or exponent: 1, not 1.0 or 1e0.
+//   - A number under a bound is written without exponent, and not as negative zero: 1000, not
+//     1e3; 0, not -0.
 //   - enum and const values are written as compact JSON (nlohmann's dump, object keys in the
 //     schema's order; an integral number also as "N.0"); a string value, a formatted string and
 //     a declared property name without any escape that JSON does not require.
@@ -69,7 +74,7 @@ struct JsonSchemaOptions {
 };
 
 // GBNF (start rule "root") for the JSON texts that `schema` admits. Throws GrammarError{field,
-// message}: `field` a keyword ("minimum"), or "$ref" / "pattern" / "format" / "oneOf" for a
+// message}: `field` a keyword ("multipleOf"), or "$ref" / "pattern" / "format" / "oneOf" for a
 // value of those keywords that cannot be compiled exactly, or "schema" for a malformed schema or
 // one whose grammar would pass Limits' default max_rules / max_compile_ms.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});

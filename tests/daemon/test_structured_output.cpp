@@ -302,7 +302,7 @@ TEST(DaemonStructuredOutput, ConstraintsThatDoNotCompileGetTheirFieldNamedAtOnce
     const char* field;
   };
   const Bad bad[] = {
-      {constraint_of(Kind::JsonSchema, R"({"type": "integer", "minimum": 3})"), "minimum"},
+      {constraint_of(Kind::JsonSchema, R"({"type": "integer", "multipleOf": 3})"), "multipleOf"},
       {constraint_of(Kind::JsonSchema, R"({"type": )"), "json_schema"},
       {constraint_of(Kind::Regex, "(a)\\1"), "regex"},
       {constraint_of(Kind::Regex, "[z-a]"), "regex"},

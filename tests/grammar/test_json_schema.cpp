@@ -62,9 +62,71 @@ TEST(JsonSchema, Numbers) {
   for (const char* ok : {"0", "-0.5", "12.25e+3", "1E-9", "7"}) EXPECT_TRUE(accepts(n, ok)) << ok;
   for (const char* bad : {".5", "1.", "1e", "01.5", "NaN", "Infinity", "--1"})
     EXPECT_FALSE(accepts(n, bad)) << bad;
-  EXPECT_EQ(refusal(R"({"type": "number", "minimum": 3})"), "minimum");
   EXPECT_EQ(refusal(R"({"type": "integer", "multipleOf": 2})"), "multipleOf");
-  EXPECT_EQ(refusal(R"({"exclusiveMaximum": 2})"), "exclusiveMaximum");
+}
+
+TEST(JsonSchema, NumberBoundsAdmitExactlyTheNumbersInRange) {
+  // zod 4's .int() (every integer field of the AI SDK, LangChain and the openai client).
+  auto zod = schema(R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991})");
+  for (const char* ok : {"0", "42", "-42", "9007199254740991", "-9007199254740991"}) EXPECT_TRUE(accepts(zod, ok)) << ok;
+  for (const char* bad : {"9007199254740992", "-9007199254740992", "1.5", "1e3"}) EXPECT_FALSE(accepts(zod, bad)) << bad;
+  // pydantic's Field(ge=1, le=12) on an int; a fractional bound on an integer rounds inward.
+  auto month = schema(R"({"type": "integer", "minimum": 1, "maximum": 12})");
+  for (const char* ok : {"1", "9", "10", "12"}) EXPECT_TRUE(accepts(month, ok)) << ok;
+  for (const char* bad : {"0", "13", "-1", "01", "100"}) EXPECT_FALSE(accepts(month, bad)) << bad;
+  auto inward = schema(R"({"type": "integer", "minimum": 0.5, "maximum": 2.5})");
+  EXPECT_FALSE(accepts(inward, "0"));
+  EXPECT_TRUE(accepts(inward, "1"));
+  EXPECT_TRUE(accepts(inward, "2"));
+  EXPECT_FALSE(accepts(inward, "3"));
+  // Exclusive bounds: the number form (draft 6 on) and draft 4's booleans beside minimum/maximum.
+  auto positive = schema(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})");
+  for (const char* ok : {"0.5", "0.001", "0.999"}) EXPECT_TRUE(accepts(positive, ok)) << ok;
+  for (const char* bad : {"0", "0.0", "1", "1.0", "-0.5", "2"}) EXPECT_FALSE(accepts(positive, bad)) << bad;
+  auto draft4 = schema(R"({"type": "integer", "minimum": 0, "exclusiveMinimum": true, "maximum": 3,
+                           "exclusiveMaximum": false})");
+  EXPECT_FALSE(accepts(draft4, "0"));
+  EXPECT_TRUE(accepts(draft4, "1"));
+  EXPECT_TRUE(accepts(draft4, "3"));
+  // The tighter of minimum and exclusiveMinimum; decimal bounds compared exactly (0.1 is 0.1).
+  auto tight = schema(R"({"type": "number", "minimum": 0.1, "exclusiveMinimum": 0.1, "maximum": 0.3})");
+  EXPECT_FALSE(accepts(tight, "0.1"));
+  EXPECT_TRUE(accepts(tight, "0.10001"));
+  EXPECT_TRUE(accepts(tight, "0.3"));
+  EXPECT_FALSE(accepts(tight, "0.30001"));
+  // Bounds constrain numbers only; other types pass; an empty range leaves the other types.
+  auto mixed = schema(R"({"type": ["integer", "string"], "minimum": 5, "maximum": 4})");
+  EXPECT_FALSE(accepts(mixed, "4"));
+  EXPECT_FALSE(accepts(mixed, "5"));
+  EXPECT_TRUE(accepts(mixed, R"("x")"));
+  // enum values filtered by the bounds beside them.
+  auto values = schema(R"({"enum": [1, 5, 10, "a"], "minimum": 3, "exclusiveMaximum": 10})");
+  EXPECT_FALSE(accepts(values, "1"));
+  EXPECT_TRUE(accepts(values, "5"));
+  EXPECT_FALSE(accepts(values, "10"));
+  EXPECT_TRUE(accepts(values, R"("a")"));
+  EXPECT_EQ(refusal(R"({"type": "number", "minimum": "3"})"), "minimum");
+  EXPECT_EQ(refusal(R"({"type": "number", "maximum": 1e300})"), "maximum");  // 301 digits: refused, not rounded
+}
+
+TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
+  // Keywords no draft defines constrain nothing (Kubernetes' and OpenAPI's extensions).
+  auto g = schema(R"({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "nullable": true,
+                      "properties": {"a": {"type": "string", "x-order": 1, "readonly": true}}, "required": ["a"]})");
+  EXPECT_TRUE(accepts(g, R"({"a":"x"})"));
+  EXPECT_FALSE(accepts(g, R"({"a":1})"));
+  EXPECT_FALSE(accepts(g, "null"));  // "nullable" is OpenAPI's, not JSON Schema's: no null
+  // Draft 4's id at the root is an identifier, as $id.
+  EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
+  // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
+  for (const char* k : {"uniqueItems", "multipleOf", "allOf", "not", "patternProperties", "minProperties",
+                        "dependencies", "contains", "if", "propertyNames", "additionalItems", "contentMediaType"}) {
+    const std::string value = std::string(k) == "uniqueItems" ? "true" : std::string(k) == "multipleOf" ? "2"
+                              : std::string(k) == "minProperties" ? "1" : std::string(k) == "allOf" ? "[{}]"
+                              : std::string(k) == "contentMediaType" ? "\"application/json\"" : "{}";
+    EXPECT_EQ(refusal("{\"" + std::string(k) + "\": " + value + "}"), k);
+  }
+  EXPECT_EQ(refusal(R"({"properties": {"a": {"id": "a.json", "type": "string"}}})"), "id");
 }
 
 TEST(JsonSchema, StringsFollowRfc8259) {

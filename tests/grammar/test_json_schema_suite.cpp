@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -235,6 +236,31 @@ std::string integer_spelling(const ojson& v, bool& changed) {
   return v.dump();
 }
 
+// Whether `v` holds a number whose text a double may not keep (16 significant digits or more,
+// e.g. bignum.json's 972783798187987123879878123.188781371): nlohmann reads it as the nearest
+// double, so neither the schema's bound nor the instance is the file's number any more.
+bool has_imprecise_number(const ojson& v) {
+  if (v.is_number_float()) {
+    const std::string text = v.dump();
+    int digits = 0;
+    bool leading = true;
+    for (char c : text) {
+      if (c == 'e' || c == 'E') break;
+      if (c < '0' || c > '9') continue;
+      if (leading && c == '0') continue;
+      leading = false;
+      ++digits;
+    }
+    return digits >= 16;
+  }
+  if (v.is_array() || v.is_object()) {
+    for (const auto& e : v) {
+      if (has_imprecise_number(e)) return true;
+    }
+  }
+  return false;
+}
+
 struct Tally {
   int cases = 0;  // test cases (instances) seen
   int run = 0;    // decided by the grammar
@@ -244,7 +270,11 @@ struct Tally {
   std::vector<std::string> wrong;
 };
 
-void run_file(const fs::path& file, const std::string& draft, Tally& t) {
+// A change made to each schema before it is compiled: a planted bug of the compiler written as
+// the schema it would compile in place of the real one (none for the real runs).
+using SchemaEdit = std::function<void(ojson&)>;
+
+void run_file(const fs::path& file, const std::string& draft, Tally& t, const SchemaEdit& plant = nullptr) {
   std::ifstream in(file);
   const ojson groups = ojson::parse(in);
   for (const auto& group : groups) {
@@ -252,7 +282,15 @@ void run_file(const fs::path& file, const std::string& draft, Tally& t) {
     std::shared_ptr<const Grammar> g;
     std::string reason;
     try {
-      g = compile_json_schema(schema, JsonSchemaOptions{0, false});
+      if (has_imprecise_number(schema)) {
+        reason = "a number with more digits than a double keeps (the harness reads numbers as doubles)";
+      } else if (plant) {
+        ojson planted = schema;
+        plant(planted);
+        g = compile_json_schema(planted, JsonSchemaOptions{0, false});
+      } else {
+        g = compile_json_schema(schema, JsonSchemaOptions{0, false});
+      }
     } catch (const GrammarError& e) {
       reason = "refused: " + e.field;
       t.refused.insert(e.field);
@@ -268,6 +306,10 @@ void run_file(const fs::path& file, const std::string& draft, Tally& t) {
       }
       const bool valid = test.at("valid").get<bool>();
       const ojson& data = test.at("data");
+      if (has_imprecise_number(data)) {
+        ++t.skipped["a number with more digits than a double keeps (the harness reads numbers as doubles)"];
+        continue;
+      }
       const std::vector<ojson> candidates = orders(data, schema, schema, 0);
       bool any = false;
       std::string accepted_text;
@@ -343,6 +385,59 @@ TEST(JsonSchemaSuite, DecidesEveryCompiledCaseRight) {
   EXPECT_GT(total_run, 300);  // the suite ran, not a vacuous pass
 }
 
+// A planted bug must make the suite find a wrong answer in the files that test its keyword.
+std::vector<std::string> wrong_with_planted_bug(const std::vector<std::string>& files, const SchemaEdit& plant) {
+  Tally t;
+  for (const auto& name : files) {
+    const fs::path file = fs::path(kSuite) / "draft7" / name;
+    if (!fs::exists(file)) ADD_FAILURE() << file << " missing";
+    else run_file(file, "draft7", t, plant);
+  }
+  EXPECT_GE(t.run, 3) << "the planted run decided too few cases to catch anything";
+  return t.wrong;
+}
+
+// Renames `from` to `to` wherever it is a keyword of a schema in `s` (not inside enum/const values).
+void rename_keyword(ojson& s, const std::string& from, const std::string& to) {
+  if (!s.is_object()) return;
+  if (s.contains(from)) {
+    ojson value = s.at(from);
+    s.erase(from);
+    s[to] = value;
+  }
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    if (it.key() == "enum" || it.key() == "const") continue;
+    if (it.value().is_object()) {
+      if (it.key() == "properties" || it.key() == "definitions" || it.key() == "$defs") {
+        for (auto& sub : it.value()) rename_keyword(sub, from, to);
+      } else {
+        rename_keyword(it.value(), from, to);
+      }
+    } else if (it.value().is_array()) {
+      for (auto& sub : it.value()) rename_keyword(sub, from, to);
+    }
+  }
+}
+
+TEST(JsonSchemaSuite, CatchesAPlantedExclusiveBoundReadAsInclusive) {
+  // The bound off by one: exclusiveMinimum and exclusiveMaximum compiled as minimum and maximum.
+  const auto wrong = wrong_with_planted_bug({"exclusiveMinimum.json", "exclusiveMaximum.json"}, [](ojson& s) {
+    rename_keyword(s, "exclusiveMinimum", "minimum");
+    rename_keyword(s, "exclusiveMaximum", "maximum");
+  });
+  ASSERT_FALSE(wrong.empty()) << "the suite did not see the planted off-by-one bound";
+  std::printf("  planted inclusive bound: %zu wrong, e.g. %s\n", wrong.size(), wrong[0].c_str());
+}
+
+TEST(JsonSchemaSuite, CatchesAPlantedConstrainingKeywordIgnoredAsUnknown) {
+  // A keyword that constrains taken for an unknown one and ignored: each is caught in its file.
+  for (const std::string keyword : {"maximum", "minLength", "required", "additionalProperties"}) {
+    std::string file = keyword + ".json";
+    const auto wrong = wrong_with_planted_bug({file}, [&](ojson& s) { rename_keyword(s, keyword, "x-planted"); });
+    EXPECT_FALSE(wrong.empty()) << "the suite did not see " << keyword << " ignored";
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random outputs, validated by python3-jsonschema.
 
@@ -409,6 +504,13 @@ TEST(JsonSchemaSuite, RandomOutputsValidateWithPythonJsonschema) {
       {R"({"anyOf": [{"type": "array", "items": {"type": "string", "minLength": 2}}, {"type": "boolean"}]})",
        {2, true}},
       {R"({})", {1, false}},
+      // Number bounds as zod and pydantic write them, beside a keyword no draft defines.
+      {R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": -9007199254740991,
+          "maximum": 9007199254740991}, "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 0.5},
+          "m": {"type": "integer", "minimum": 1, "maximum": 12}}, "required": ["n", "p", "m"],
+          "x-unknown": {"type": "string"}})",
+       {0, true}},
+      {R"({"type": "number", "minimum": -1.25, "exclusiveMaximum": -0.5})", {0, true}},
   };
   rootspec::testing::TempDir dir("json_schema_validate");
   const fs::path outputs = fs::path(dir.path()) / "outputs.jsonl";

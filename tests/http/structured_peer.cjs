@@ -3,6 +3,8 @@
 //
 //   node structured_peer.cjs zod <baseURL> <seeds>    chat.completions.parse with zodResponseFormat,
 //                                                     and the same request streamed (.stream)
+//   node structured_peer.cjs zod4 <baseURL> <seeds>   the same with zod 4 (zod/v4) and numbers:
+//                                                     .int() (±(2^53 − 1) bounds), .min(), .max()
 //   node structured_peer.cjs tools <baseURL> <seeds>  tool_choice "required" / a named function,
 //                                                     plain and streamed
 //
@@ -42,17 +44,24 @@ async function main() {
   for (let seed = 1; seed <= Number(seeds); ++seed) {
     const out = { seed, ok: false, why: '' };
     try {
-      if (cmd === 'zod') {
-        const { z } = require('zod');
+      if (cmd === 'zod' || cmd === 'zod4') {
+        const { z } = cmd === 'zod' ? require('zod') : require('zod/v4');
         const { zodResponseFormat } = require('openai/helpers/zod');
-        const Answer = z.object({
-          // A pattern, not .max(n): zod counts UTF-16 code units where JSON Schema's maxLength
-          // counts code points, so an emoji would be 2 for zod and 1 for the schema.
-          city: z.string().regex(/^[a-z ]{0,12}$/),
-          unit: z.enum(['c', 'f']),
-          sunny: z.boolean(),
-          tags: z.array(z.enum(['a', 'b'])).max(3),
-        });
+        const Answer = cmd === 'zod'
+          ? z.object({
+            // A pattern, not .max(n): zod counts UTF-16 code units where JSON Schema's maxLength
+            // counts code points, so an emoji would be 2 for zod and 1 for the schema.
+            city: z.string().regex(/^[a-z ]{0,12}$/),
+            unit: z.enum(['c', 'f']),
+            sunny: z.boolean(),
+            tags: z.array(z.enum(['a', 'b'])).max(3),
+          })
+          : z.object({
+            rank: z.number().int().min(1).max(12),
+            score: z.number().int(),
+            ratio: z.number().min(0).max(1),
+            offset: z.number().gt(-2.5).lt(-0.5),
+          });
         const params = { model: 'target', messages, max_tokens: 400, temperature: 1, seed,
                          response_format: zodResponseFormat(Answer, 'answer') };
         const plain = await client.chat.completions.parse(params);

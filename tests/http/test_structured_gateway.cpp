@@ -79,6 +79,12 @@ TEST(HttpStructured, ZodStructuredOutputParsesAndStreamEqualsPlain) {
   for (const json& r : structured_peer(pair.url, "zod", 6)) EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
 }
 
+TEST(HttpStructured, Zod4IntegerAndNumberBoundsParseValidateAndStreamEqualsPlain) {
+  // zod 4 writes minimum / maximum ±(2^53 − 1) for every .int(), and exclusive bounds for gt / lt.
+  Pair pair(pair_with(tool_models()));
+  for (const json& r : structured_peer(pair.url, "zod4", 6)) EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
+}
+
 TEST(HttpStructured, RequiredToolCallsValidateAndStreamEqualsPlain) {
   Pair pair(pair_with(tool_models()));
   for (const json& r : structured_peer(pair.url, "tools", 6)) EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();

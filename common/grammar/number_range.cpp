@@ -1,0 +1,333 @@
+#include "number_range.h"
+
+#include <cassert>
+#include <cctype>
+#include <vector>
+
+namespace rootspec::grammar {
+namespace {
+
+// ---- expressions
+
+std::string literal(const std::string& s) { return "\"" + s + "\""; }
+
+std::string digit_class(char lo, char hi) {
+  return lo == hi ? literal(std::string(1, lo)) : std::string("[") + lo + "-" + hi + "]";
+}
+
+// Exactly n digits of any value ("" for none).
+std::string any_digits(size_t n) {
+  if (n == 0) return "";
+  if (n == 1) return "[0-9]";
+  return "[0-9]{" + std::to_string(n) + "}";
+}
+
+// The concatenation of the non-empty parts.
+std::string sequence(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (p.empty()) continue;
+    out += (out.empty() ? "" : " ") + p;
+  }
+  return out;
+}
+
+// The union of the alternatives; nullopt when there are none.
+std::optional<std::string> either(const std::vector<std::string>& alts) {
+  if (alts.empty()) return std::nullopt;
+  if (alts.size() == 1) return alts[0];
+  std::string out = "(";
+  for (size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : "") + alts[i];
+  return out + ")";
+}
+
+// ---- integers as digit strings (no sign, no leading zeros)
+
+int compare_whole(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+std::string plus_one(std::string s) {
+  int i = static_cast<int>(s.size()) - 1;
+  while (i >= 0 && s[i] == '9') s[i--] = '0';
+  if (i < 0) return "1" + s;
+  ++s[i];
+  return s;
+}
+
+std::string minus_one(std::string s) {  // s > 0
+  assert(s != "0");
+  int i = static_cast<int>(s.size()) - 1;
+  while (s[i] == '0') s[i--] = '9';
+  --s[i];
+  if (s.size() > 1 && s[0] == '0') s.erase(0, 1);
+  return s;
+}
+
+// The digit strings of x's length lexicographically in [x, y] (x ≤ y, equal lengths).
+std::string same_length_range(const std::string& x, const std::string& y) {
+  const size_t n = x.size();
+  if (n == 0) return "";
+  if (x == y) return literal(x);
+  if (x[0] == y[0]) return sequence({literal(x.substr(0, 1)), same_length_range(x.substr(1), y.substr(1))});
+  const std::string x_rest = x.substr(1), y_rest = y.substr(1);
+  const bool x_rest_lowest = x_rest.find_first_not_of('0') == std::string::npos;
+  const bool y_rest_highest = y_rest.find_first_not_of('9') == std::string::npos;
+  // x's first digit with the rest from x_rest up, the whole first digits between, y's first digit
+  // with the rest up to y_rest; a side whose rest is unconstrained joins the middle.
+  std::vector<std::string> alts;
+  const char first = x_rest_lowest ? x[0] : static_cast<char>(x[0] + 1);
+  const char last = y_rest_highest ? y[0] : static_cast<char>(y[0] - 1);
+  if (!x_rest_lowest)
+    alts.push_back(sequence({literal(x.substr(0, 1)), same_length_range(x_rest, std::string(n - 1, '9'))}));
+  if (first <= last) alts.push_back(sequence({digit_class(first, last), any_digits(n - 1)}));
+  if (!y_rest_highest)
+    alts.push_back(sequence({literal(y.substr(0, 1)), same_length_range(std::string(n - 1, '0'), y_rest)}));
+  return *either(alts);
+}
+
+// The integers in [a, b] (b absent: no upper bound) written without leading zeros.
+std::optional<std::string> integer_range(const std::string& a, const std::optional<std::string>& b) {
+  if (b && compare_whole(a, *b) > 0) return std::nullopt;
+  const size_t la = a.size();
+  std::vector<std::string> alts;
+  if (!b) {
+    alts.push_back(same_length_range(a, std::string(la, '9')));
+    alts.push_back(sequence({"[1-9]", any_digits(la), "[0-9]*"}));  // every longer integer
+    return either(alts);
+  }
+  const size_t lb = b->size();
+  if (lb == la) return same_length_range(a, *b);
+  alts.push_back(same_length_range(a, std::string(la, '9')));
+  if (lb >= la + 2) {  // every length strictly between
+    const std::string tail = lb == la + 2 ? any_digits(la)
+                                          : "[0-9]{" + std::to_string(la) + "," + std::to_string(lb - 2) + "}";
+    alts.push_back(sequence({"[1-9]", tail}));
+  }
+  alts.push_back(same_length_range("1" + std::string(lb - 1, '0'), *b));
+  return either(alts);
+}
+
+// ---- fractions: digit strings F after the point, 0.F compared with 0.f and 0.h
+
+// A language of suffixes: the empty one (if `empty`) and those of `nonempty`.
+struct Suffixes {
+  bool empty = false;
+  std::optional<std::string> nonempty;
+};
+
+// The digit strings S, continuing a prefix of `position` digits, whose whole F = prefix S
+// satisfies 0.F ≥ 0.lo (> when lo_exclusive) while `lo_tight` (the prefix equals lo's first
+// digits; otherwise it is already above) and 0.F ≤ 0.hi (<) while `hi_tight`. lo and hi have no
+// trailing zeros, so a prefix that equals one of them and stops before its end is below it.
+class FractionRange {
+ public:
+  FractionRange(std::string lo, bool lo_exclusive, std::string hi, bool hi_exclusive)
+      : lo_(std::move(lo)), hi_(std::move(hi)), lo_exclusive_(lo_exclusive), hi_exclusive_(hi_exclusive) {}
+
+  Suffixes from(size_t position, bool lo_tight, bool hi_tight) const {
+    const bool lo_done = !lo_tight || position >= lo_.size();
+    const bool hi_done = !hi_tight || position >= hi_.size();
+    Suffixes out;
+    out.empty = (!lo_tight || (position >= lo_.size() && !lo_exclusive_)) &&
+                (!hi_tight || position < hi_.size() || !hi_exclusive_);
+    if (lo_done && hi_done) {
+      // Past both bounds' digits: each tight bound compares with zeros from here on.
+      if (!lo_tight && !hi_tight) {
+        out.nonempty = "[0-9]+";
+      } else if (lo_tight && !hi_tight) {
+        out.nonempty = lo_exclusive_ ? "[0-9]* [1-9] [0-9]*" : "[0-9]+";  // above: a non-zero digit
+      } else if (out.empty) {
+        out.nonempty = "\"0\"+";  // at the upper bound (and maybe the lower): only zeros
+      }
+      return out;
+    }
+    const char lo_digit = position < lo_.size() ? lo_[position] : '0';
+    const char hi_digit = position < hi_.size() ? hi_[position] : '0';
+    std::vector<std::string> alts;
+    int d = 0;
+    while (d <= 9) {
+      // The next state of digit d (or none); digits with the same next state share a class.
+      auto next = [&](int digit, bool& lo_next, bool& hi_next) {
+        const char c = static_cast<char>('0' + digit);
+        if ((lo_tight && c < lo_digit) || (hi_tight && c > hi_digit)) return false;
+        lo_next = lo_tight && c == lo_digit;
+        hi_next = hi_tight && c == hi_digit;
+        return true;
+      };
+      bool lo_next = false, hi_next = false;
+      if (!next(d, lo_next, hi_next)) {
+        ++d;
+        continue;
+      }
+      int end = d;
+      bool lo_after = false, hi_after = false;
+      while (end + 1 <= 9 && next(end + 1, lo_after, hi_after) && lo_after == lo_next && hi_after == hi_next) ++end;
+      const Suffixes rest = from(position + 1, lo_next, hi_next);
+      const std::string digit = digit_class(static_cast<char>('0' + d), static_cast<char>('0' + end));
+      if (rest.empty && rest.nonempty) {
+        alts.push_back(sequence({digit, "(" + *rest.nonempty + ")?"}));
+      } else if (rest.empty) {
+        alts.push_back(digit);
+      } else if (rest.nonempty) {
+        alts.push_back(sequence({digit, *rest.nonempty}));
+      }
+      d = end + 1;
+    }
+    out.nonempty = either(alts);
+    return out;
+  }
+
+ private:
+  std::string lo_, hi_;
+  bool lo_exclusive_, hi_exclusive_;
+};
+
+// `whole` followed by a fraction "." F with F in `fraction`'s non-empty part, or by nothing
+// where `bare` (the integer itself is in range).
+std::optional<std::string> with_fraction(const std::string& whole, bool bare, const Suffixes& fraction) {
+  if (!fraction.nonempty) return bare ? std::optional<std::string>(whole) : std::nullopt;
+  const std::string point = sequence({"\".\"", *fraction.nonempty});
+  return bare ? sequence({whole, "(" + point + ")?"}) : sequence({whole, point});
+}
+
+// Texts without a sign of the numbers m ≥ 0 with lo ≤ m ≤ hi (strict where exclusive).
+std::optional<std::string> magnitude(const NumberBound& lo, const std::optional<NumberBound>& hi,
+                                     bool integers_only) {
+  assert(!lo.value.negative && (!hi || !hi->value.negative));
+  if (hi) {
+    const int c = compare(lo.value, hi->value);
+    if (c > 0 || (c == 0 && (lo.exclusive || hi->exclusive))) return std::nullopt;
+  }
+  if (integers_only) {
+    // The integers in [ceil, floor]: a bound with a fraction, or an exclusive one, moves inward.
+    std::string a = lo.value.whole;
+    if (!lo.value.is_integer() || lo.exclusive) a = plus_one(a);
+    std::optional<std::string> b;
+    if (hi) {
+      b = hi->value.whole;
+      if (hi->value.is_integer() && hi->exclusive) {
+        if (*b == "0") return std::nullopt;
+        b = minus_one(*b);
+      }
+    }
+    return integer_range(a, b);
+  }
+  const std::string& a = lo.value.whole;
+  std::vector<std::string> alts;
+  auto add = [&](const std::optional<std::string>& e) {
+    if (e) alts.push_back(*e);
+  };
+  if (hi && a == hi->value.whole) {
+    // One integer part: the fraction between both bounds'.
+    const FractionRange f(lo.value.fraction, lo.exclusive, hi->value.fraction, hi->exclusive);
+    const bool bare = lo.value.is_integer() && !lo.exclusive && (!hi->value.is_integer() || !hi->exclusive);
+    add(with_fraction(literal(a), bare, f.from(0, true, true)));
+    return either(alts);
+  }
+  // The integer part a: a fraction at or above the lower bound's.
+  const FractionRange above(lo.value.fraction, lo.exclusive, "", false);
+  add(with_fraction(literal(a), lo.value.is_integer() && !lo.exclusive, above.from(0, true, false)));
+  // The integer parts strictly between: any fraction.
+  const std::string next = plus_one(a);
+  std::optional<std::string> between;
+  if (!hi) {
+    between = integer_range(next, std::nullopt);
+  } else if (compare_whole(next, hi->value.whole) < 0) {
+    between = integer_range(next, minus_one(hi->value.whole));
+  }
+  if (between) alts.push_back(sequence({*between, "(\".\" [0-9]+)?"}));
+  // The upper bound's integer part: a fraction at or below its fraction.
+  if (hi) {
+    const FractionRange below("", false, hi->value.fraction, hi->exclusive);
+    add(with_fraction(literal(hi->value.whole), !hi->value.is_integer() || !hi->exclusive, below.from(0, false, true)));
+  }
+  return either(alts);
+}
+
+}  // namespace
+
+std::optional<Decimal> Decimal::parse(const std::string& t, int max_digits) {
+  size_t i = 0;
+  const bool negative = i < t.size() && t[i] == '-';
+  if (negative) ++i;
+  auto digit = [&](size_t at) { return at < t.size() && std::isdigit(static_cast<unsigned char>(t[at])); };
+  std::string digits;
+  while (digit(i)) digits += t[i++];
+  if (digits.empty() || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+  const long long whole_digits = static_cast<long long>(digits.size());
+  if (i < t.size() && t[i] == '.') {
+    const size_t start = ++i;
+    while (digit(i)) digits += t[i++];
+    if (i == start) return std::nullopt;
+  }
+  long long exponent = 0;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    const bool exponent_negative = i < t.size() && t[i] == '-';
+    if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+    if (!digit(i)) return std::nullopt;
+    while (digit(i)) {
+      exponent = std::min<long long>(exponent * 10 + (t[i++] - '0'), 1000000000LL);
+    }
+    if (exponent_negative) exponent = -exponent;
+  }
+  if (i != t.size()) return std::nullopt;
+  Decimal d;
+  if (digits.find_first_not_of('0') == std::string::npos) return d;  // zero, whatever its exponent
+  // The point sits after `point` digits of `digits`.
+  const long long point = whole_digits + exponent;
+  const long long limit = static_cast<long long>(digits.size()) + max_digits;
+  if (point > limit || point < -limit) return std::nullopt;
+  if (point <= 0) {
+    d.fraction = std::string(static_cast<size_t>(-point), '0') + digits;
+  } else if (point >= static_cast<long long>(digits.size())) {
+    d.whole = digits + std::string(static_cast<size_t>(point) - digits.size(), '0');
+  } else {
+    d.whole = digits.substr(0, static_cast<size_t>(point));
+    d.fraction = digits.substr(static_cast<size_t>(point));
+  }
+  const size_t first = d.whole.find_first_not_of('0');
+  d.whole = first == std::string::npos ? "0" : d.whole.substr(first);
+  while (!d.fraction.empty() && d.fraction.back() == '0') d.fraction.pop_back();
+  if (static_cast<long long>(d.whole.size() + d.fraction.size()) > max_digits) return std::nullopt;
+  d.negative = negative;
+  return d;
+}
+
+Decimal Decimal::negated() const {
+  Decimal d = *this;
+  d.negative = !is_zero() && !negative;
+  return d;
+}
+
+int compare(const Decimal& a, const Decimal& b) {
+  if (a.negative != b.negative) return a.negative ? -1 : 1;
+  int magnitude = compare_whole(a.whole, b.whole);
+  // Fractions without trailing zeros compare as strings.
+  if (magnitude == 0) magnitude = a.fraction < b.fraction ? -1 : a.fraction > b.fraction ? 1 : 0;
+  return a.negative ? -magnitude : magnitude;
+}
+
+std::optional<std::string> bounded_number(const std::optional<NumberBound>& lower,
+                                          const std::optional<NumberBound>& upper, bool integers_only) {
+  std::vector<std::string> alts;
+  // x ≥ 0, written without a sign.
+  if (!upper || !(upper->value.negative || (upper->value.is_zero() && upper->exclusive))) {
+    NumberBound lo;  // 0, inclusive
+    if (lower && !lower->value.negative) lo = *lower;
+    if (auto m = magnitude(lo, upper, integers_only)) alts.push_back(*m);
+  }
+  // x < 0, written "-" m with m = −x > 0: L ≤ x ≤ U is −U ≤ m ≤ −L.
+  if (!lower || lower->value.negative) {
+    NumberBound lo{Decimal(), true};  // m > 0
+    if (upper && upper->value.negative) lo = {upper->value.negated(), upper->exclusive};
+    std::optional<NumberBound> hi;
+    if (lower) hi = NumberBound{lower->value.negated(), lower->exclusive};
+    if (auto m = magnitude(lo, hi, integers_only)) alts.push_back(sequence({"\"-\"", *m}));
+  }
+  return either(alts);
+}
+
+}  // namespace rootspec::grammar
