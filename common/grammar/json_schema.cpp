@@ -60,10 +60,14 @@ bool is_known(const std::string& k) {
 
 bool is_supported(const std::string& k) {
   static const std::set<std::string> kSupported = {
-      "type",      "enum",      "const",         "properties",       "required",         "additionalProperties",
-      "items",     "prefixItems", "minItems",    "maxItems",         "minLength",        "maxLength",
-      "pattern",   "format",    "anyOf",         "oneOf",            "$ref",             "minimum",
-      "maximum",   "exclusiveMinimum", "exclusiveMaximum"};
+      // values and numbers
+      "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+      // objects and arrays
+      "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+      // strings
+      "minLength", "maxLength", "pattern", "format",
+      // applicators
+      "anyOf", "oneOf", "$ref"};
   return kSupported.count(k) > 0;
 }
 
@@ -695,7 +699,9 @@ class Compiler {
       const ojson& v = s.at(k);
       if (!v.is_number()) fail(k, std::string(k) + " must be a number");
       const std::optional<Decimal> d = Decimal::parse(v.dump(), kMaxBoundDigits);
-      if (!d) fail(k, std::string(k) + " needs more than " + std::to_string(kMaxBoundDigits) + " digits: not supported");
+      if (!d)
+        fail(k, std::string(k) + " needs more than " + std::to_string(kMaxBoundDigits) +
+                    " digits: not supported");
       return *d;
     };
     auto strict = [&](const char* k) {

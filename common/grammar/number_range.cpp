@@ -101,8 +101,8 @@ std::optional<std::string> integer_range(const std::string& a, const std::option
   if (lb == la) return same_length_range(a, *b);
   alts.push_back(same_length_range(a, std::string(la, '9')));
   if (lb >= la + 2) {  // every length strictly between
-    const std::string tail = lb == la + 2 ? any_digits(la)
-                                          : "[0-9]{" + std::to_string(la) + "," + std::to_string(lb - 2) + "}";
+    const std::string tail =
+        lb == la + 2 ? any_digits(la) : "[0-9]{" + std::to_string(la) + "," + std::to_string(lb - 2) + "}";
     alts.push_back(sequence({"[1-9]", tail}));
   }
   alts.push_back(same_length_range("1" + std::string(lb - 1, '0'), *b));
@@ -163,7 +163,8 @@ class FractionRange {
       }
       int end = d;
       bool lo_after = false, hi_after = false;
-      while (end + 1 <= 9 && next(end + 1, lo_after, hi_after) && lo_after == lo_next && hi_after == hi_next) ++end;
+      while (end + 1 <= 9 && next(end + 1, lo_after, hi_after) && lo_after == lo_next && hi_after == hi_next)
+        ++end;
       const Suffixes rest = from(position + 1, lo_next, hi_next);
       const std::string digit = digit_class(static_cast<char>('0' + d), static_cast<char>('0' + end));
       if (rest.empty && rest.nonempty) {
@@ -241,7 +242,8 @@ std::optional<std::string> magnitude(const NumberBound& lo, const std::optional<
   // The upper bound's integer part: a fraction at or below its fraction.
   if (hi) {
     const FractionRange below("", false, hi->value.fraction, hi->exclusive);
-    add(with_fraction(literal(hi->value.whole), !hi->value.is_integer() || !hi->exclusive, below.from(0, false, true)));
+    add(with_fraction(literal(hi->value.whole), !hi->value.is_integer() || !hi->exclusive,
+                      below.from(0, false, true)));
   }
   return either(alts);
 }

@@ -68,8 +68,10 @@ TEST(JsonSchema, Numbers) {
 TEST(JsonSchema, NumberBoundsAdmitExactlyTheNumbersInRange) {
   // zod 4's .int() (every integer field of the AI SDK, LangChain and the openai client).
   auto zod = schema(R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991})");
-  for (const char* ok : {"0", "42", "-42", "9007199254740991", "-9007199254740991"}) EXPECT_TRUE(accepts(zod, ok)) << ok;
-  for (const char* bad : {"9007199254740992", "-9007199254740992", "1.5", "1e3"}) EXPECT_FALSE(accepts(zod, bad)) << bad;
+  for (const char* ok : {"0", "42", "-42", "9007199254740991", "-9007199254740991"})
+    EXPECT_TRUE(accepts(zod, ok)) << ok;
+  for (const char* bad : {"9007199254740992", "-9007199254740992", "1.5", "1e3"})
+    EXPECT_FALSE(accepts(zod, bad)) << bad;
   // pydantic's Field(ge=1, le=12) on an int; a fractional bound on an integer rounds inward.
   auto month = schema(R"({"type": "integer", "minimum": 1, "maximum": 12})");
   for (const char* ok : {"1", "9", "10", "12"}) EXPECT_TRUE(accepts(month, ok)) << ok;
@@ -106,7 +108,8 @@ TEST(JsonSchema, NumberBoundsAdmitExactlyTheNumbersInRange) {
   EXPECT_FALSE(accepts(values, "10"));
   EXPECT_TRUE(accepts(values, R"("a")"));
   EXPECT_EQ(refusal(R"({"type": "number", "minimum": "3"})"), "minimum");
-  EXPECT_EQ(refusal(R"({"type": "number", "maximum": 1e300})"), "maximum");  // 301 digits: refused, not rounded
+  EXPECT_EQ(refusal(R"({"type": "number", "maximum": 1e300})"),
+            "maximum");  // 301 digits: refused, not rounded
 }
 
 TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
@@ -119,11 +122,15 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   // Draft 4's id at the root is an identifier, as $id.
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
-  for (const char* k : {"uniqueItems", "multipleOf", "allOf", "not", "patternProperties", "minProperties",
-                        "dependencies", "contains", "if", "propertyNames", "additionalItems", "contentMediaType"}) {
-    const std::string value = std::string(k) == "uniqueItems" ? "true" : std::string(k) == "multipleOf" ? "2"
-                              : std::string(k) == "minProperties" ? "1" : std::string(k) == "allOf" ? "[{}]"
-                              : std::string(k) == "contentMediaType" ? "\"application/json\"" : "{}";
+  for (const char* k :
+       {"uniqueItems", "multipleOf", "allOf", "not", "patternProperties", "minProperties", "dependencies",
+        "contains", "if", "propertyNames", "additionalItems", "contentMediaType"}) {
+    const std::string value = std::string(k) == "uniqueItems"        ? "true"
+                              : std::string(k) == "multipleOf"       ? "2"
+                              : std::string(k) == "minProperties"    ? "1"
+                              : std::string(k) == "allOf"            ? "[{}]"
+                              : std::string(k) == "contentMediaType" ? "\"application/json\""
+                                                                     : "{}";
     EXPECT_EQ(refusal("{\"" + std::string(k) + "\": " + value + "}"), k);
   }
   EXPECT_EQ(refusal(R"({"properties": {"a": {"id": "a.json", "type": "string"}}})"), "id");

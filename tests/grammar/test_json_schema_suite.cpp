@@ -386,12 +386,15 @@ TEST(JsonSchemaSuite, DecidesEveryCompiledCaseRight) {
 }
 
 // A planted bug must make the suite find a wrong answer in the files that test its keyword.
-std::vector<std::string> wrong_with_planted_bug(const std::vector<std::string>& files, const SchemaEdit& plant) {
+std::vector<std::string> wrong_with_planted_bug(const std::vector<std::string>& files,
+                                                const SchemaEdit& plant) {
   Tally t;
   for (const auto& name : files) {
     const fs::path file = fs::path(kSuite) / "draft7" / name;
-    if (!fs::exists(file)) ADD_FAILURE() << file << " missing";
-    else run_file(file, "draft7", t, plant);
+    if (!fs::exists(file))
+      ADD_FAILURE() << file << " missing";
+    else
+      run_file(file, "draft7", t, plant);
   }
   EXPECT_GE(t.run, 3) << "the planted run decided too few cases to catch anything";
   return t.wrong;
@@ -433,7 +436,8 @@ TEST(JsonSchemaSuite, CatchesAPlantedConstrainingKeywordIgnoredAsUnknown) {
   // A keyword that constrains taken for an unknown one and ignored: each is caught in its file.
   for (const std::string keyword : {"maximum", "minLength", "required", "additionalProperties"}) {
     std::string file = keyword + ".json";
-    const auto wrong = wrong_with_planted_bug({file}, [&](ojson& s) { rename_keyword(s, keyword, "x-planted"); });
+    const auto wrong =
+        wrong_with_planted_bug({file}, [&](ojson& s) { rename_keyword(s, keyword, "x-planted"); });
     EXPECT_FALSE(wrong.empty()) << "the suite did not see " << keyword << " ignored";
   }
 }

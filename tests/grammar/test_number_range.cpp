@@ -61,14 +61,15 @@ std::vector<std::optional<TestBound>> bounds_of(const std::vector<int64_t>& mill
 
 std::string describe(const std::optional<TestBound>& lo, const std::optional<TestBound>& hi) {
   auto one = [](const std::optional<TestBound>& b, const char* name) {
-    return b ? std::string(name) + (b->exclusive ? " exclusive " : " ") + decimal_text(b->milli) : std::string();
+    return b ? std::string(name) + (b->exclusive ? " exclusive " : " ") + decimal_text(b->milli)
+             : std::string();
   };
   return "[" + one(lo, "lower") + "; " + one(hi, "upper") + "]";
 }
 
 TEST(NumberRange, IntegersAcceptedAreExactlyThoseInRange) {
-  const auto bounds =
-      bounds_of({-101000, -100000, -9000, -1000, -500, 0, 500, 1000, 9000, 10000, 99000, 99500, 100000, 1000000});
+  const auto bounds = bounds_of(
+      {-101000, -100000, -9000, -1000, -500, 0, 500, 1000, 9000, 10000, 99000, 99500, 100000, 1000000});
   std::vector<int64_t> values;
   for (int64_t v = -130; v <= 130; ++v) values.push_back(v);
   for (int64_t v : {999, 1000, 1001, 9999, 10000, 10001, 123456}) {
@@ -106,8 +107,9 @@ TEST(NumberRange, DecimalsAcceptedAreExactlyThoseInRange) {
   std::vector<std::pair<std::string, int64_t>> texts;  // text, value in thousandths
   for (int whole = 0; whole <= 12; ++whole) {
     texts.push_back({std::to_string(whole), whole * 1000});
-    for (const char* f : {"0", "00", "000", "05", "049", "05", "050", "051", "1", "125", "124", "126", "2", "25",
-                          "249", "25", "250", "251", "5", "50", "500", "501", "9", "99", "999"}) {
+    for (const char* f :
+         {"0",  "00",  "000", "05",  "049", "05", "050", "051", "1",   "125", "124", "126", "2",
+          "25", "249", "25",  "250", "251", "5",  "50",  "500", "501", "9",   "99",  "999"}) {
       const std::string fraction = f;
       int64_t milli = std::stoll((fraction + "000").substr(0, 3));
       texts.push_back({std::to_string(whole) + "." + fraction, whole * 1000 + milli});
@@ -124,13 +126,15 @@ TEST(NumberRange, DecimalsAcceptedAreExactlyThoseInRange) {
       if (!e) {
         // Empty only when the bounds leave no number between them.
         const bool empty_interval =
-            lo && hi && (lo->milli > hi->milli || (lo->milli == hi->milli && (lo->exclusive || hi->exclusive)));
+            lo && hi &&
+            (lo->milli > hi->milli || (lo->milli == hi->milli && (lo->exclusive || hi->exclusive)));
         EXPECT_TRUE(empty_interval) << describe(lo, hi);
         continue;
       }
       const auto g = compile_gbnf("root ::= " + *e);
       for (const auto& [text, milli] : texts) {
-        ASSERT_EQ(accepts(g, text), in_range(milli, lo, hi)) << text << " in " << describe(lo, hi) << ": " << *e;
+        ASSERT_EQ(accepts(g, text), in_range(milli, lo, hi))
+            << text << " in " << describe(lo, hi) << ": " << *e;
         ++checked;
       }
       for (const char* other : {"1.", ".5", "1e2", "01.5", "+1", "-0", "-0.0", "--1", "1.5.0"}) {
@@ -171,7 +175,8 @@ TEST(NumberRange, DecimalsAreReadExactlyFromJsonNumbers) {
   EXPECT_EQ(text("-0"), "0");  // zero is never negative
   EXPECT_EQ(text("-0.0e5"), "0");
   EXPECT_EQ(text("9007199254740991"), "9007199254740991");
-  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "1e+", "--1", "1 ", "", "0x10"}) EXPECT_EQ(text(bad), "none") << bad;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "1e+", "--1", "1 ", "", "0x10"})
+    EXPECT_EQ(text(bad), "none") << bad;
   EXPECT_EQ(text("1e64"), "none");  // 65 digits written out
   EXPECT_EQ(text("1e63"), "1" + std::string(63, '0'));
   auto d = [](const char* t) { return *Decimal::parse(t, 64); };
