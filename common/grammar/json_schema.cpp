@@ -1002,12 +1002,10 @@ class Compiler {
       }
       if (!ok) continue;
       std::vector<std::string> spellings = {v.dump()};
-      // An integral number equals both spellings nlohmann writes: 1 and 1.0.
+      // An integral number is written as the integer (2, also for a schema's 2.0 or -0.0), as
+      // "integer" is: a client's integer field would refuse 2.0.
       if (is_integral(v) && std::fabs(v.get<double>()) < 9007199254740992.0) {
-        const auto n = static_cast<int64_t>(v.get<double>());
-        spellings = {std::to_string(n), std::to_string(n) + ".0"};
-        if (v.is_number_float() && v.get<double>() == 0 && std::signbit(v.get<double>()))
-          spellings = {"-0.0", "-0"};
+        spellings = {std::to_string(static_cast<int64_t>(v.get<double>()))};
       }
       for (const auto& sp : spellings) {
         if (seen.insert(sp).second) alts.push_back(gbnf_literal(sp));

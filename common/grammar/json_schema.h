@@ -40,7 +40,7 @@
 //   - A number under a bound is written without exponent, and not as negative zero: 1000, not
 //     1e3; 0, not -0.
 //   - enum and const values are written as compact JSON (nlohmann's dump, object keys in the
-//     schema's order; an integral number also as "N.0"); a string value, a formatted string and
+//     schema's order; an integral number as the integer: 2, not 2.0); a string value, a formatted string and
 //     a declared property name without any escape that JSON does not require.
 //   - A time with a leap second (second 60) is admitted where the offset is Z or whole hours and
 //     the time is 23:59:60 in UTC.

@@ -233,7 +233,14 @@ TEST(JsonSchema, EnumAndConst) {
   auto g = schema(R"({"enum": ["red", 1, null, {"b": 1, "a": [true]}]})");
   EXPECT_TRUE(accepts(g, R"("red")"));
   EXPECT_TRUE(accepts(g, "1"));
-  EXPECT_TRUE(accepts(g, "1.0"));  // equal to 1
+  EXPECT_FALSE(accepts(g, "1.0"));  // equal to 1, and written as the integer
+  // A schema's integral float is written as the integer too.
+  auto integral = schema(R"({"enum": [2.0, -0.0, 2.5]})");
+  EXPECT_TRUE(accepts(integral, "2"));
+  EXPECT_FALSE(accepts(integral, "2.0"));
+  EXPECT_TRUE(accepts(integral, "0"));
+  EXPECT_FALSE(accepts(integral, "-0.0"));
+  EXPECT_TRUE(accepts(integral, "2.5"));
   EXPECT_TRUE(accepts(g, "null"));
   EXPECT_TRUE(accepts(g, R"({"b":1,"a":[true]})"));
   EXPECT_FALSE(accepts(g, R"("blue")"));
