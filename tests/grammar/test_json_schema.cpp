@@ -119,6 +119,9 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   EXPECT_TRUE(accepts(g, R"({"a":"x"})"));
   EXPECT_FALSE(accepts(g, R"({"a":1})"));
   EXPECT_FALSE(accepts(g, "null"));  // "nullable" is OpenAPI's, not JSON Schema's: no null
+  // The empty name is no keyword either (a fuzzer's find: it was refused with an empty field).
+  EXPECT_EQ(refusal(R"({"": [1], "type": "null"})"), "");
+  EXPECT_TRUE(accepts(schema(R"({"": [1], "type": "null"})"), "null"));
   // Draft 4's id at the root is an identifier, as $id.
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
