@@ -147,15 +147,15 @@ class FractionRange {
     const char hi_digit = position < hi_.size() ? hi_[position] : '0';
     std::vector<std::string> alts;
     int d = 0;
+    // The next state of a digit (false: none); digits with the same next state share a class.
+    auto next = [&](int digit, bool& lo_next, bool& hi_next) {
+      const char c = static_cast<char>('0' + digit);
+      if ((lo_tight && c < lo_digit) || (hi_tight && c > hi_digit)) return false;
+      lo_next = lo_tight && c == lo_digit;
+      hi_next = hi_tight && c == hi_digit;
+      return true;
+    };
     while (d <= 9) {
-      // The next state of digit d (or none); digits with the same next state share a class.
-      auto next = [&](int digit, bool& lo_next, bool& hi_next) {
-        const char c = static_cast<char>('0' + digit);
-        if ((lo_tight && c < lo_digit) || (hi_tight && c > hi_digit)) return false;
-        lo_next = lo_tight && c == lo_digit;
-        hi_next = hi_tight && c == hi_digit;
-        return true;
-      };
       bool lo_next = false, hi_next = false;
       if (!next(d, lo_next, hi_next)) {
         ++d;
