@@ -8,7 +8,6 @@
 #include "blas_core.h"
 #include "chat_template.h"
 #include "daemon_main.h"
-#include "model_runtime.h"
 #include "target_model.h"
 #include "target_server.h"
 #include "tokenizer.h"
@@ -30,27 +29,15 @@ int serve(const rootspec::DaemonConfig& config) {
   opts.cpu_helper_threads = config.target.idle_drafter_threads - 1;
   opts.cpu_helpers_in_plain_passes = config.target.ar_uses_drafter_core;
   opts.cpu_helpers_hand_off = true;  // the Commit's ring goes through them (target_server.cpp)
-  // One request at a time on a ModelRuntime (batch-one speed); max_batch of them on a
-  // BatchedRuntime (target_model.h).
-  std::unique_ptr<ModelRuntime> one;
-  std::unique_ptr<BatchedRuntime> batched;
-  std::unique_ptr<TargetModel> model;
+  opts.max_sequences = config.target.max_batch;
+  BatchedRuntime runtime(config.target.model, opts);
   // Committed K/V of prompt prefixes, shared by every request (prefix_cache.h).
   std::unique_ptr<PrefixCache> cache;
   const int64_t cache_bytes = int64_t{config.target.prefix_cache_mb} << 20;
-  if (config.target.max_batch == 1) {
-    one = std::make_unique<ModelRuntime>(config.target.model, opts);
-    if (cache_bytes > 0 && one->exports_kv())
-      cache = std::make_unique<PrefixCache>(cache_bytes, one->kv_floats(PrefixCache::kBlockTokens));
-    model = one_sequence_target(*one, cache.get());
-  } else {
-    opts.max_sequences = config.target.max_batch;
-    batched = std::make_unique<BatchedRuntime>(config.target.model, opts);
-    if (cache_bytes > 0 && batched->exports_kv())
-      cache = std::make_unique<PrefixCache>(cache_bytes, batched->kv_floats(PrefixCache::kBlockTokens));
-    model = batched_target(*batched, cache.get());
-  }
-  if (model->prefix_cache())
+  if (cache_bytes > 0 && runtime.exports_kv())
+    cache = std::make_unique<PrefixCache>(cache_bytes, runtime.kv_floats(PrefixCache::kBlockTokens));
+  TargetModel model(runtime, cache.get());
+  if (model.prefix_cache())
     spdlog::info("prefix cache: {} MiB, blocks of {} tokens", config.target.prefix_cache_mb,
                  PrefixCache::kBlockTokens);
   // Text needs a tokenizer; a folder without one serves token ids only.
@@ -65,7 +52,7 @@ int serve(const rootspec::DaemonConfig& config) {
   const std::string template_file = config.target.model + "/tokenizer_config.json";
   if (tokenizer && std::filesystem::exists(template_file))
     chat = std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(template_file));
-  TargetServer server(config, *model, tokenizer.get(), chat.get());
+  TargetServer server(config, model, tokenizer.get(), chat.get());
   return server.run();
 }
 

@@ -92,12 +92,26 @@ RowsView BatchedRuntime::run(const std::vector<Tree>& trees, bool roots,
                              const std::vector<PassBackend::ProcessedLaw>* laws, PassKind kind,
                              std::vector<int>& first_rows) {
   parts_.assign(trees.size(), ModelRuntime::SharedPart{});
+  if (!roots && !laws && trees.size() == 1 && static_cast<int>(trees[0].tokens->size()) > kMaxTreeBucket) {
+    // A lone tree past one pass: its sequence's own call, in several passes (ModelRuntime::tree_pass).
+    const Tree& t = trees[0];
+    if (static_cast<int>(t.tokens->size()) > max_tree())
+      throw std::invalid_argument("batched tree pass: a tree of " + std::to_string(t.tokens->size()) +
+                                  " nodes, past max_tree " + std::to_string(max_tree()));
+    ModelRuntime::SharedPart& p = parts_[0];
+    p.rt = seq_.at(t.sequence).get();
+    p.tokens = t.tokens;
+    p.parents = t.parents;
+    p.new_tree = true;
+    first_rows.assign(1, 0);
+    return ModelRuntime::run_shared(parts_);
+  }
   for (size_t k = 0; k < trees.size(); ++k) {
     const Tree& t = trees[k];
     const int n = static_cast<int>(t.tokens->size());
     if (n < 1 || n > kMaxTreeBucket)
       throw std::invalid_argument("batched tree pass: a tree of " + std::to_string(n) + " nodes (1 to " +
-                                  std::to_string(kMaxTreeBucket) + ")");
+                                  std::to_string(kMaxTreeBucket) + ", or max_tree alone as logits)");
     ModelRuntime::SharedPart& p = parts_[k];
     p.rt = seq_.at(t.sequence).get();
     p.tokens = t.tokens;
@@ -195,14 +209,33 @@ void BatchModelScorer::tree_rows(const std::vector<Tree>& trees, std::vector<Row
   const RowsView logits = rt_.trees(nodes, PassKind::Tree, first_rows);
   ++passes_;
   tree_probs_.resize(static_cast<size_t>(logits.n_rows) * vocab);
+  tempered_rows_.resize(trees.size());
   for (size_t k = 0; k < trees.size(); ++k) {
     const int n = static_cast<int>(trees[k].input->tokens.size());
-    float* out = tree_probs_.data() + static_cast<size_t>(first_rows[k]) * vocab;
-    for (int i = 0; i < n; ++i)
-      probs_from_logits(logits.row(first_rows[k] + i), vocab, trees[k].temperature,
-                        out + static_cast<size_t>(i) * vocab);
-    rows.push_back(RowsView{out, n, vocab});
+    const size_t first = static_cast<size_t>(first_rows[k]) * vocab;
+    tempered_rows_[k].reset(logits.row(first_rows[k]), tree_probs_.data() + first, n, vocab,
+                            trees[k].temperature);
+    rows.push_back(RowsView{nullptr, n, vocab, &tempered_rows_[k]});
   }
+}
+
+void BatchModelScorer::TemperedRows::reset(const float* logits, float* out, int n, int vocab,
+                                           double temperature) {
+  logits_ = logits;
+  out_ = out;
+  vocab_ = vocab;
+  temperature_ = temperature;
+  ready_.assign(n, 0);
+}
+
+const float* BatchModelScorer::TemperedRows::row(int i) const {
+  assert(i >= 0 && i < static_cast<int>(ready_.size()));
+  const size_t at = static_cast<size_t>(i) * vocab_;
+  if (!ready_[i]) {
+    probs_from_logits(logits_ + at, vocab_, temperature_, out_ + at);
+    ready_[i] = 1;
+  }
+  return out_ + at;
 }
 
 }  // namespace rootspec

@@ -31,7 +31,7 @@ class BatchedRuntime {
   int vocab_size() const { return config().vocab_size; }
   const char* backend_name() const { return seq_.front()->backend_name(); }
   int max_sequences() const { return static_cast<int>(seq_.size()); }
-  int max_tree() const { return seq_.front()->options().max_tree; }
+  int max_tree() const { return seq_.front()->options().max_tree; }  // nodes of a lone tree
   int open_sequences() const;
 
   // A free sequence, its cache emptied; throws std::runtime_error when all are in use.
@@ -45,7 +45,9 @@ class BatchedRuntime {
 
   // A new tree for each listed sequence (its previous tree discarded; ≤ 64 nodes each; parents as
   // TreeKv::add_nodes), scored in as few passes of ≤ 64 rows as whole trees allow (one when they
-  // fit). Logits rows [Σ n_k, vocab], tree k's from first_rows[k]; valid until the next pass.
+  // fit). A lone tree may hold up to max_tree() nodes: it runs on its sequence alone, in as many
+  // passes as it needs (batch one's large budgets). Logits rows [Σ n_k, vocab], tree k's from
+  // first_rows[k]; valid until the next pass.
   struct Tree {
     int sequence = 0;
     const std::vector<int32_t>* tokens = nullptr;
@@ -130,6 +132,21 @@ class BatchModelScorer : public BatchScorer {
     int first_ = 0;
   };
 
+  // One member's tree rows tempered on the host from the pass's logits, each on its first read:
+  // the verifier reads the rows along its path, not the whole tree.
+  class TemperedRows : public RowSource {
+   public:
+    void reset(const float* logits, float* out, int n, int vocab, double temperature);
+    const float* row(int i) const override;
+
+   private:
+    const float* logits_ = nullptr;  // [n, vocab] the pass's logits (valid until the next pass)
+    float* out_ = nullptr;           // [n, vocab] in tree_probs_
+    int vocab_ = 0;
+    double temperature_ = 0;
+    mutable std::vector<uint8_t> ready_;  // [n] row i is in out_
+  };
+
   // laws_[k] for the pass's k-th member: its processed law where `processing` is set (its paths
   // in paths_[k]), else its rows tempered at `temperature` only.
   void add_law(size_t k, const RowProcessing* processing, double temperature);
@@ -137,10 +154,11 @@ class BatchModelScorer : public BatchScorer {
   BatchedRuntime& rt_;
   std::vector<int> sequence_of_;
   std::vector<float> root_probs_;  // [roots, vocab] the round's root rows, tempered (kept past the tree pass)
-  std::vector<float> tree_probs_;  // [tree rows, vocab] the round's tree rows, tempered
+  std::vector<float> tree_probs_;  // [tree rows, vocab] the round's tree rows, tempered when read
   std::vector<ProcessedPaths> paths_;            // [members of the pass] their rows' paths
   std::vector<PassBackend::ProcessedLaw> laws_;  // [members of the pass]
   std::vector<MemberRows> member_rows_;          // [trees] a processed tree pass's rows per member
+  std::vector<TemperedRows> tempered_rows_;      // [trees] a logits tree pass's rows per member
   int passes_ = 0;
 };
 

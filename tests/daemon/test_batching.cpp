@@ -234,5 +234,18 @@ TEST(DaemonBatch, BudgetsPastOneBatchedTreePassAreRefusedAndTheLargestDecodesExa
   EXPECT_EQ(largest.done->tokens, ref.decode(prompt, "ar", "greedy", 1, 0.0, 0));
 }
 
+// At max_batch 1 the one sequence's tree may pass one pass (target_model.h): a budget of 80 is
+// taken where the config allows it, and decodes exactly.
+TEST(DaemonBatch, BatchOneTakesBudgetsPastOneTreePassAndDecodesThemExactly) {
+  Pair pair({"decoding.budget=80"});
+  Reference ref;
+  Client client(pair.client_endpoint);
+  for (const auto& prompt : {test_prompts()[0], test_prompts()[3]}) {
+    const Reply r = client.generate(generate_body(prompt, "root-draw", "greedy", 80, 0.0));
+    ASSERT_TRUE(r.done) << (r.error ? r.error->message : "timeout");
+    EXPECT_EQ(r.done->tokens, ref.decode(prompt, "ar", "greedy", 1, 0.0, 0));
+  }
+}
+
 }  // namespace
 }  // namespace rootspec

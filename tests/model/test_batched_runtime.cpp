@@ -102,6 +102,41 @@ TEST_P(BatchedGenerate, EveryRequestOfAMixedBatchDecodesExactlyAsAlone) {
   EXPECT_GT(max_batch_rounds, 1);
 }
 
+// The target daemon at [target] max_batch 1 runs one sequence of a BatchedRuntime (target_model.h),
+// whose tree may pass one pass of kMaxTreeBucket rows: a lone tree of B + 1 > 64 nodes runs in
+// several passes of its sequence, and decodes as a ModelRuntime of its own does.
+TEST_P(BatchedGenerate, ALoneRequestWithATreePastOnePassDecodesExactlyAsOnItsOwnRuntime) {
+  TempDir dir("batched_generate_large_tree_" + GetParam().name);
+  const std::string target_dir =
+      testing::make_model(dir, "target", testing::tiny_config(ModelArch::Llama, 3), 43);
+  write_truncated_model(target_dir, dir.sub("drafter"), 1);
+  PoolShape shape;
+  shape.depth = 12;
+  shape.expand = 12;  // a pool of 144 nodes: trees of 90 drafted nodes
+  std::mt19937 gen(9);
+  const std::vector<int32_t> prompt = testing::random_tokens(gen, 7, 96);
+  for (const RequestOptions& o : {request(Rule::RootDraw, 90, Verifier::Residual, 0.8, 11),
+                                  request(Rule::Draft, 90, Verifier::Greedy, 0.0, 12)}) {
+    RuntimeOptions target_options = runtime_options_for(o, shape, 8, false);
+    target_options.cpu_loops = GetParam().cpu_loops;
+    ASSERT_GT(target_options.max_tree, kMaxTreeBucket);
+    const RuntimeOptions drafter_options = runtime_options_for(o, shape, 8, true);
+    ModelRuntime drafter(dir.sub("drafter"), drafter_options);
+    GenerateResult alone;
+    {
+      ModelRuntime target(target_dir, target_options);
+      alone = generate(target, &drafter, prompt, o, shape);
+    }
+    BatchedRuntime target(target_dir, target_options);  // max_sequences 1
+    const std::vector<GenerateResult> together = generate_batch(target, {&drafter}, {prompt}, {o}, shape);
+    ASSERT_EQ(together.size(), 1u);
+    EXPECT_EQ(together[0].tokens, alone.tokens) << decoder_name(o) << ", T " << o.temperature;
+    int largest_tree = 0;
+    for (const RoundRecord& r : together[0].rounds) largest_tree = std::max(largest_tree, r.tree_nodes);
+    EXPECT_GT(largest_tree + 1, kMaxTreeBucket) << "a tree pass past one pass ran";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BatchedGenerate,
                          ::testing::Values(BackendCase{"fused_cpu", false}, BackendCase{"loop_cpu", true}),
                          [](const ::testing::TestParamInfo<BackendCase>& i) { return i.param.name; });
