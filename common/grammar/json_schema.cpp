@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <utility>
@@ -61,13 +62,14 @@ bool is_known(const std::string& k) {
 bool is_supported(const std::string& k) {
   static const std::set<std::string> kSupported = {
       // values and numbers
-      "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+      "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
       // objects and arrays
-      "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+      "properties", "required", "additionalProperties", "propertyNames", "items", "prefixItems", "minItems",
+      "maxItems",
       // strings
       "minLength", "maxLength", "pattern", "format",
       // applicators
-      "anyOf", "oneOf", "$ref"};
+      "anyOf", "oneOf", "allOf", "$ref"};
   return kSupported.count(k) > 0;
 }
 
@@ -561,6 +563,11 @@ class Compiler {
       for (const auto& e : s.at("enum")) any = any || json_equal(v, e);
       if (!any) return false;
     }
+    if (s.contains("allOf")) {
+      for (const auto& b : s.at("allOf")) {
+        if (!valid(v, b, depth + 1)) return false;
+      }
+    }
     if (s.contains("anyOf")) {
       bool any = false;
       for (const auto& b : s.at("anyOf")) any = any || valid(v, b, depth + 1);
@@ -570,6 +577,12 @@ class Compiler {
       int n = 0;
       for (const auto& b : s.at("oneOf")) n += valid(v, b, depth + 1);
       if (n != 1) return false;
+    }
+    if (v.is_number() && s.contains("multipleOf")) {
+      const std::optional<Decimal> x = Decimal::parse(v.dump(), kMaxInstanceDigits);
+      const std::optional<bool> multiple = x ? is_multiple(*x, divisor(s)) : std::nullopt;
+      if (!multiple) throw Undecided{"multipleOf"};
+      if (!*multiple) return false;
     }
     if (v.is_number()) {
       const NumberBounds bounds = number_bounds(s);
@@ -611,6 +624,11 @@ class Compiler {
       }
     }
     if (v.is_object()) {
+      if (const ojson* names = property_names(s)) {
+        for (auto it = v.begin(); it != v.end(); ++it) {
+          if (!valid(ojson(it.key()), *names, depth + 1)) return false;
+        }
+      }
       if (s.contains("required")) {
         for (const auto& r : s.at("required")) {
           if (!v.contains(r.get<std::string>())) return false;
@@ -724,6 +742,41 @@ class Compiler {
     if (s.contains("exclusiveMaximum") && !s.at("exclusiveMaximum").is_boolean())
       tighten(b.upper, {value("exclusiveMaximum"), true}, -1);
     return b;
+  }
+
+  // multipleOf's value: a number above 0.
+  Decimal divisor(const ojson& s) {
+    const ojson& v = s.at("multipleOf");
+    std::optional<Decimal> m;
+    if (v.is_number()) m = Decimal::parse(v.dump(), kMaxBoundDigits);
+    if (!m || m->negative || m->is_zero()) fail("multipleOf", "multipleOf must be a number above 0");
+    return *m;
+  }
+
+  // The numbers within the bounds that are multiples of an integral multipleOf (a residue
+  // automaton: number_range.h), written as integers; a fractional multipleOf is refused.
+  std::optional<std::string> multiples(const ojson& s, const NumberBounds& bounds) {
+    const Decimal m = divisor(s);
+    if (!m.is_integer() || m.whole.size() > 18)
+      fail("multipleOf",
+           "multipleOf " + s.at("multipleOf").dump() + " is not supported (an integer up to 18 digits is)");
+    struct Sink : RuleSink {
+      Compiler& c;
+      explicit Sink(Compiler& compiler) : c(compiler) {}
+      std::string reserve(const std::string& hint) override { return c.reserve(hint); }
+      void define(const std::string& name, const std::string& body) override { c.set_body(name, body); }
+      std::string add(const std::string& hint, const std::string& body) override {
+        return c.add_rule(hint, body);
+      }
+    } sink(*this);
+    try {
+      const std::optional<std::string> e =
+          bounded_multiple(bounds.lower, bounds.upper, std::stoull(m.whole), sink, kMaxMultipleStates);
+      return e ? std::optional<std::string>(add_rule("multiple", *e)) : std::nullopt;
+    } catch (const std::length_error&) {
+      fail("multipleOf", "multipleOf " + m.whole + " over these bounds needs more than " +
+                             std::to_string(kMaxMultipleStates) + " grammar rules: not supported");
+    }
   }
 
   // ---- whitespace and shared lexical rules
@@ -864,6 +917,14 @@ class Compiler {
     owner_ = key;
     const std::optional<std::string> body = compile(target, ref == "#");
     owner_ = saved;
+    if (!body && ref == "#" && options_.refuse_empty) {
+      // No output could be written: a request with it would have no answer to give.
+      fail("schema", std::string("the schema admits no JSON value") +
+                         (empty_all_of_ ? ": an allOf's branches cannot all hold (two objects that each set "
+                                          "additionalProperties false and name different members admit no "
+                                          "object; zod 4 writes z.intersection of two objects so)"
+                                        : ""));
+    }
     set_body(name, body ? *body : kNever);
     return name;
   }
@@ -919,6 +980,12 @@ class Compiler {
         fail("$ref", "$ref beside the constraining keyword \"" + other + "\" is not supported");
       return ref_rule(s.at("$ref").is_string() ? s.at("$ref").get<std::string>() : std::string(), true);
     }
+    if (s.contains("allOf")) {
+      merged_.push_back(std::make_unique<ojson>(merge_all_of(s, 0)));
+      std::optional<std::string> e = compile(*merged_.back());
+      empty_all_of_ = empty_all_of_ || !e;
+      return e;
+    }
     if (s.contains("enum") || s.contains("const")) return compile_values(s);
     if (s.contains("anyOf") || s.contains("oneOf")) {
       if (s.contains("anyOf") && s.contains("oneOf")) fail("oneOf", "anyOf beside oneOf is not supported");
@@ -931,7 +998,9 @@ class Compiler {
     if (kinds & kNull) alts.push_back("\"null\"");
     if (kinds & kBoolean) alts.push_back("(\"true\" | \"false\")");
     const NumberBounds bounds = number_bounds(s);
-    if ((kinds & (kFraction | kInteger)) && (bounds.lower || bounds.upper)) {
+    if ((kinds & (kFraction | kInteger)) && s.contains("multipleOf")) {
+      if (auto e = multiples(s, bounds)) alts.push_back(*e);
+    } else if ((kinds & (kFraction | kInteger)) && (bounds.lower || bounds.upper)) {
       const bool integers_only = !(kinds & kFraction);
       if (auto e = bounded_number(bounds.lower, bounds.upper, integers_only))
         alts.push_back(add_rule(integers_only ? "integer-range" : "number-range", *e));
@@ -1084,6 +1153,236 @@ class Compiler {
     return join(alts);
   }
 
+  // ---- allOf
+
+  // `s` with its allOf merged into one schema of the same instances, keyword by keyword where
+  // the merge is exact (merge()); false when the branches cannot meet. A branch that is only a
+  // $ref is its target.
+  ojson merge_all_of(const ojson& s, int depth) {
+    if (depth > 32) fail("allOf", "allOf nests (through references) deeper than 32 levels");
+    const ojson& branches = s.at("allOf");
+    if (!branches.is_array() || branches.empty()) fail("allOf", "allOf must be a non-empty array");
+    ojson out = s;
+    out.erase("allOf");
+    for (const ojson& branch : branches) {
+      ojson b = only_ref(branch) ? resolve(branch.at("$ref")) : branch;
+      if (b.is_boolean()) {
+        if (!b.get<bool>()) return ojson(false);
+        continue;
+      }
+      if (!b.is_object()) fail("allOf", "allOf's branches are schemas (objects or booleans)");
+      if (b.contains("$id") || (b.contains("id") && b.at("id").is_string()))
+        fail("allOf", "a branch of allOf with an identifier ($id) is not supported");
+      if (b.contains("allOf")) b = merge_all_of(b, depth + 1);
+      if (b.is_boolean()) return b;
+      out = merge(out, b);
+      if (out.is_boolean()) return out;
+    }
+    return out;
+  }
+
+  // A schema whose only constraining keyword is $ref.
+  static bool only_ref(const ojson& s) {
+    if (!s.is_object() || !s.contains("$ref")) return false;
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (it.key() != "$ref" && !is_ignored(it.key())) return false;
+    }
+    return true;
+  }
+
+  static ojson both(const ojson& a, const ojson& b) { return ojson{{"allOf", ojson::array({a, b})}}; }
+
+  // The instances of a and of b (two objects without allOf): each keyword one side has is kept;
+  // one both have is merged where that is exact (types intersected, required united, bounds and
+  // counts tightened, enums intersected, subschemas as allOf of the two); the keywords that read
+  // each other (properties with additionalProperties, prefixItems with items) are merged as a
+  // group. Anything else on both sides is refused, naming it.
+  ojson merge(const ojson& a, const ojson& b) {
+    ojson out = a;
+    static const std::set<std::string> kObjectGroup = {"properties", "additionalProperties",
+                                                       "patternProperties"};
+    static const std::set<std::string> kArrayGroup = {"prefixItems", "items", "additionalItems"};
+    static const std::set<std::string> kBounds = {"minimum", "maximum", "exclusiveMinimum",
+                                                  "exclusiveMaximum"};
+    auto has_any = [](const ojson& x, const std::set<std::string>& keys) {
+      return std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return x.contains(k); });
+    };
+    const bool merge_objects = has_any(a, kObjectGroup) && has_any(b, kObjectGroup);
+    const bool merge_arrays = has_any(a, kArrayGroup) && has_any(b, kArrayGroup);
+    const bool merge_bounds = has_any(a, kBounds) && has_any(b, kBounds);
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      const std::string& k = it.key();
+      const ojson& y = it.value();
+      if (is_ignored(k)) {
+        if (!out.contains(k)) out[k] = y;
+        continue;
+      }
+      if ((merge_objects && kObjectGroup.count(k)) || (merge_arrays && kArrayGroup.count(k)) ||
+          (merge_bounds && kBounds.count(k)))
+        continue;
+      if (!out.contains(k)) {
+        out[k] = y;
+        continue;
+      }
+      const ojson& x = a.at(k);
+      if (json_equal(x, y)) continue;
+      if (k == "type") {
+        const unsigned kinds = kinds_of_type(x) & kinds_of_type(y);
+        if (kinds == 0) return ojson(false);
+        out[k] = type_names(kinds);
+      } else if (k == "required") {
+        if (!x.is_array() || !y.is_array()) fail("required", "required must be an array of strings");
+        for (const auto& r : y) {
+          if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
+        }
+      } else if (k == "enum") {
+        if (!x.is_array() || !y.is_array()) fail("enum", "enum must be an array");
+        ojson kept = ojson::array();
+        for (const auto& v : x) {
+          if (std::any_of(y.begin(), y.end(), [&](const ojson& w) { return json_equal(v, w); }))
+            kept.push_back(v);
+        }
+        out[k] = kept;
+      } else if (k == "const") {
+        return ojson(false);  // two different constants
+      } else if (k == "minLength" || k == "minItems" || k == "minProperties" || k == "minContains") {
+        out[k] = std::max(count_value(a, k.c_str()), count_value(b, k.c_str()));
+      } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties" || k == "maxContains") {
+        out[k] = std::min(count_value(a, k.c_str()), count_value(b, k.c_str()));
+      } else if (k == "multipleOf") {
+        // Multiples of both integers are the multiples of their least common multiple.
+        const Decimal p = divisor(a), q = divisor(b);
+        if (!p.is_integer() || !q.is_integer() || p.whole.size() > 9 || q.whole.size() > 9)
+          fail("allOf", "allOf with two multipleOf that are not integers up to 9 digits is not supported");
+        const uint64_t x = std::stoull(p.whole), y = std::stoull(q.whole);
+        out[k] = x / std::gcd(x, y) * y;
+      } else if (k == "uniqueItems") {
+        out[k] = x.is_boolean() && y.is_boolean() ? ojson(x.get<bool>() || y.get<bool>()) : y;
+      } else if (k == "anyOf") {
+        // (a1 ∨ a2 …) ∧ (b1 ∨ b2 …): every pair, as one anyOf.
+        if (!x.is_array() || !y.is_array()) fail("anyOf", "anyOf must be a non-empty array");
+        if (x.size() * y.size() > 64)
+          fail("allOf", "allOf of two anyOf with more than 64 pairs is not supported");
+        ojson pairs = ojson::array();
+        for (const auto& p : x) {
+          for (const auto& q : y) pairs.push_back(both(p, q));
+        }
+        out[k] = pairs;
+      } else {
+        fail("allOf", "allOf with \"" + k + "\" in two branches is not supported");
+      }
+    }
+    if (merge_bounds) merge_number_bounds(a, b, out);
+    if (merge_objects) merge_object_members(a, b, out);
+    if (merge_arrays) merge_array_items(a, b, out);
+    return out;
+  }
+
+  static ojson type_names(unsigned kinds) {
+    ojson names = ojson::array();
+    for (const auto& [kind, name] : std::vector<std::pair<unsigned, const char*>>{{kNull, "null"},
+                                                                                  {kBoolean, "boolean"},
+                                                                                  {kObject, "object"},
+                                                                                  {kArray, "array"},
+                                                                                  {kString, "string"}}) {
+      if (kinds & kind) names.push_back(name);
+    }
+    if ((kinds & kInteger) && (kinds & kFraction)) {
+      names.push_back("number");
+    } else if (kinds & kInteger) {
+      names.push_back("integer");
+    }
+    return names.size() == 1 ? names[0] : names;
+  }
+
+  // The tighter bound of each side, written in the number forms (draft 6 on), which read alike
+  // in every draft the compiler takes.
+  void merge_number_bounds(const ojson& a, const ojson& b, ojson& out) {
+    NumberBounds x = number_bounds(a);
+    const NumberBounds y = number_bounds(b);
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) out.erase(k);
+    auto tighter = [](std::optional<NumberBound>& side, const std::optional<NumberBound>& other, int sign) {
+      if (!other) return;
+      const int c = side ? compare(other->value, side->value) * sign : 1;
+      if (c > 0 || (c == 0 && other->exclusive)) side = other;
+    };
+    tighter(x.lower, y.lower, 1);
+    tighter(x.upper, y.upper, -1);
+    auto write = [&](const std::optional<NumberBound>& bound, const char* inclusive, const char* exclusive) {
+      if (!bound) return;
+      std::string text = (bound->value.negative ? "-" : "") + bound->value.whole;
+      if (!bound->value.fraction.empty()) text += "." + bound->value.fraction;
+      out[bound->exclusive ? exclusive : inclusive] = ojson::parse(text);
+    };
+    write(x.lower, "minimum", "exclusiveMinimum");
+    write(x.upper, "maximum", "exclusiveMaximum");
+  }
+
+  // The additional members' schema of a side: its additionalProperties, else null (any value).
+  // Strict mode's default (no members beyond properties: compile_object) applies to the merged
+  // schema, not to each branch: a branch of allOf describes part of an object.
+  static const ojson* additional_of(const ojson& s) {
+    return s.contains("additionalProperties") ? &s.at("additionalProperties") : nullptr;
+  }
+
+  // Both schemas where both constrain, else the one that does; true for neither.
+  static ojson both_of(const ojson* x, const ojson* y) {
+    return x && y ? both(*x, *y) : x ? *x : y ? *y : ojson(true);
+  }
+
+  // properties and additionalProperties of both sides: a member named on either side takes that
+  // side's property schema, or its additionalProperties where the other side names it; a member
+  // neither names, both additionalProperties.
+  void merge_object_members(const ojson& a, const ojson& b, ojson& out) {
+    if (a.contains("patternProperties") || b.contains("patternProperties"))
+      fail("allOf", "allOf with object members in two branches beside patternProperties is not supported");
+    const ojson none = ojson::object();
+    const ojson& pa = a.contains("properties") ? a.at("properties") : none;
+    const ojson& pb = b.contains("properties") ? b.at("properties") : none;
+    if (!pa.is_object() || !pb.is_object()) fail("properties", "properties must be an object");
+    const ojson* xa = additional_of(a);
+    const ojson* xb = additional_of(b);
+    auto member = [](const ojson& props, const ojson* extra, const std::string& name) {
+      return props.contains(name) ? &props.at(name) : extra;
+    };
+    ojson props = ojson::object();
+    for (const ojson* side : {&pa, &pb}) {
+      for (auto it = side->begin(); it != side->end(); ++it) {
+        if (!props.contains(it.key()))
+          props[it.key()] = both_of(member(pa, xa, it.key()), member(pb, xb, it.key()));
+      }
+    }
+    out.erase("properties");
+    out.erase("additionalProperties");
+    if (!props.empty()) out["properties"] = props;
+    if (xa || xb) out["additionalProperties"] = both_of(xa, xb);
+  }
+
+  // prefixItems and items of both sides: element i takes each side's prefixItems[i], else its
+  // items; the elements past both prefixes, both items.
+  void merge_array_items(const ojson& a, const ojson& b, ojson& out) {
+    for (const ojson* side : {&a, &b}) {
+      if (side->contains("additionalItems") || (side->contains("items") && side->at("items").is_array()))
+        fail("allOf", "allOf with tuple items (draft 4–7) in two branches is not supported");
+    }
+    const ojson none = ojson::array();
+    const ojson& pa = a.contains("prefixItems") ? a.at("prefixItems") : none;
+    const ojson& pb = b.contains("prefixItems") ? b.at("prefixItems") : none;
+    if (!pa.is_array() || !pb.is_array()) fail("prefixItems", "prefixItems must be a non-empty array");
+    const ojson* ia = a.contains("items") ? &a.at("items") : nullptr;
+    const ojson* ib = b.contains("items") ? &b.at("items") : nullptr;
+    auto element = [](const ojson& prefix, const ojson* items, size_t i) {
+      return i < prefix.size() ? &prefix[i] : items;
+    };
+    out.erase("prefixItems");
+    out.erase("items");
+    ojson prefix = ojson::array();
+    for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i)
+      prefix.push_back(both_of(element(pa, ia, i), element(pb, ib, i)));
+    if (!prefix.empty()) out["prefixItems"] = prefix;
+    if (ia || ib) out["items"] = both_of(ia, ib);
+  }
+
   // ---- disjointness (oneOf)
 
   const ojson& deref(const ojson& s, int depth) {
@@ -1111,6 +1410,9 @@ class Compiler {
         for (const auto& b : s.at(key)) u |= kinds(b, depth + 1);
         k &= u;
       }
+    }
+    if (s.contains("allOf") && s.at("allOf").is_array()) {
+      for (const auto& b : s.at("allOf")) k &= kinds(b, depth + 1);
     }
     return k;
   }
@@ -1314,7 +1616,45 @@ class Compiler {
     return add_rule("other-name", "\"\\\"\" " + rest(0) + " \"\\\"\"");
   }
 
+  // propertyNames that every string satisfies (true, {}, {"type": "string"}: a member's name is a
+  // string anyway); null for those, else the schema names must satisfy.
+  const ojson* property_names(const ojson& s) {
+    if (!s.contains("propertyNames")) return nullptr;
+    const ojson& names = s.at("propertyNames");
+    if (names.is_boolean()) return names.get<bool>() ? nullptr : &names;
+    if (!names.is_object()) fail("propertyNames", "propertyNames must be a schema");
+    for (auto it = names.begin(); it != names.end(); ++it) {
+      if (is_ignored(it.key())) continue;
+      if (it.key() != "type" || !(kinds_of_type(it.value()) & kString)) return &names;
+    }
+    return nullptr;
+  }
+
+  // Whether `name` satisfies propertyNames (null: any name does).
+  bool name_allowed(const ojson* names, const std::string& name) {
+    if (!names) return true;
+    try {
+      return valid(ojson(name), *names);
+    } catch (const Undecided& u) {
+      fail("propertyNames",
+           "propertyNames with " + u.keyword + ", beside properties or required, is not supported");
+    }
+  }
+
+  // The member names an object's additional members may have under propertyNames: its string
+  // instances, as JSON string texts; nullopt: none.
+  std::optional<std::string> names_rule(const ojson& names) {
+    if (names.is_boolean())
+      return names.get<bool>() ? std::optional<std::string>(any_string()) : std::nullopt;
+    ojson strings = names;
+    if (names.contains("type") && !(kinds_of_type(names.at("type")) & kString)) return std::nullopt;
+    strings["type"] = "string";
+    merged_.push_back(std::make_unique<ojson>(std::move(strings)));
+    return child(*merged_.back());
+  }
+
   std::optional<std::string> compile_object(const ojson& s) {
+    const ojson* names = property_names(s);
     struct Slot {
       std::string name;
       std::optional<std::string> value;
@@ -1343,13 +1683,14 @@ class Compiler {
       if (!props.is_object()) fail("properties", "properties must be an object");
       for (auto it = props.begin(); it != props.end(); ++it) {
         const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
-        slots.push_back({it.key(), child(it.value()), req});
+        // A name propertyNames refuses cannot be a member's.
+        slots.push_back({it.key(), name_allowed(names, it.key()) ? child(it.value()) : std::nullopt, req});
         declared.push_back(decode_utf8(it.key()));
       }
     }
     for (const auto& r : required) {
       if (s.contains("properties") && s.at("properties").contains(r)) continue;
-      slots.push_back({r, additional, true});
+      slots.push_back({r, name_allowed(names, r) ? additional : std::nullopt, true});
       declared.push_back(decode_utf8(r));
     }
     std::vector<Slot> live;
@@ -1361,7 +1702,15 @@ class Compiler {
       }
     }
     std::string extra_member;
-    if (additional) {
+    if (additional && names) {
+      // Additional members named by propertyNames: exact where no name is declared (the names'
+      // language minus declared ones is not written).
+      if (!declared.empty())
+        fail("propertyNames",
+             "propertyNames beside properties or required, with additional members, is not supported");
+      if (const std::optional<std::string> name = names_rule(*names))
+        extra_member = add_rule("member", *name + " " + colon() + *additional);
+    } else if (additional) {
       extra_member = add_rule("member", other_name(declared) + " " + colon() + *additional);
     }
     // rest(i, emitted): the members from slot i on, after `emitted` members (a comma before each
@@ -1416,12 +1765,16 @@ class Compiler {
   std::map<std::string, std::string> formats_;
   std::vector<std::unique_ptr<ojson>> merged_;  // distributed unions: alive while rules refer to them
   std::string owner_;
+  bool empty_all_of_ = false;  // an allOf admitted nothing (for the message of an empty schema)
   int depth_ = 0;
   static constexpr int kMaxDepth = 128;
   // Digits of a number bound written out (zod's ±(2^53 − 1) has 16; 1e-9 has 9), and of an
   // instance compared with one (beyond, the validator cannot decide).
   static constexpr int kMaxBoundDigits = 64;
   static constexpr int kMaxInstanceDigits = 1024;
+  // Rules of a multipleOf's residue automaton: digits of the bounds × residues (zod's bounds of
+  // 16 digits take a multipleOf up to 250).
+  static constexpr size_t kMaxMultipleStates = 4096;
   std::string ws_, char_, string_, integer_, number_, value_, object_;
 };
 

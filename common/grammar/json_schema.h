@@ -6,26 +6,37 @@
 // GrammarError whose `field` names it: a schema is never half-enforced.
 //
 // Supported (constraining): type (a name or an array of names), enum, const, properties,
-// required, additionalProperties (false, true or a schema), items (a schema), prefixItems,
+// required, additionalProperties (false, true or a schema), propertyNames (a declared name
+// it refuses cannot be a member; additional members' names are its instances where no name is
+// declared; with both, only {"type": "string"}, as zod writes records), items (a schema), prefixItems,
 // minItems, maxItems, minLength, maxLength (in code points), pattern (ECMA-262, JSON Schema's
 // search semantics: unanchored unless the pattern anchors itself), format (date, time,
 // date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), minimum,
 // maximum, exclusiveMinimum, exclusiveMaximum (the number forms and draft 4's booleans; bounds
-// read as exact decimals from the schema's number and compared exactly: number_range.h), anyOf,
+// read as exact decimals from the schema's number and compared exactly: number_range.h),
+// multipleOf of an integer (up to 18 digits; a residue automaton over the digits, within the
+// bounds: number_range.h; a fractional multipleOf is refused), anyOf,
 // oneOf (only when its branches are provably disjoint — different types, values that fail the
 // other branch, or a property both require with disjoint schemas — for then it is anyOf; else
 // refused), keywords beside anyOf/oneOf (merged into each branch when no keyword is on both
-// sides), $ref to a local JSON pointer ("#", "#/$defs/x", "#/definitions/x",
+// sides), allOf (its branches merged into one schema where the merge is exact: types
+// intersected, required united, bounds and counts tightened, enums intersected, properties and
+// additionalProperties member by member, prefixItems and items element by element, two anyOf as
+// the anyOf of their pairs, a branch that is only a $ref as its target; the same other keyword in
+// two branches with different values is refused; under strict, the merged schema takes strict's
+// default, not each branch), $ref to a local JSON pointer ("#", "#/$defs/x", "#/definitions/x",
 // "#/properties/a/items", …; a recursive reference becomes a recursive rule; a reference that
 // reaches itself without consuming input is refused; $ref beside other constraining keywords is
 // refused, since drafts disagree on its meaning), $defs / definitions (containers), and the
 // boolean schemas true and false. Ignored because they do not constrain: title, description,
 // default, examples, $comment, deprecated, readOnly, writeOnly, $schema, $id and draft 4's id at
 // the root, and every keyword that no draft of JSON Schema defines ("x-…", OpenAPI's "nullable",
-// …: JSON Schema ignores unknown keywords). Every other keyword a draft defines (multipleOf,
-// allOf, not, if, patternProperties, uniqueItems, contains, contentMediaType, …, $id or id below
-// the root) is refused by name. Unsatisfiable schemas (false, minLength > maxLength, a required
-// property whose schema is false, …) compile to a grammar that accepts nothing.
+// …: JSON Schema ignores unknown keywords). Every other keyword a draft defines (not, if, patternProperties,
+// uniqueItems, contains, contentMediaType, …, $id or id below the root) is refused by name. A schema that
+// admits no JSON value at all (false, minLength > maxLength, a required property whose schema is false, allOf
+// of two closed objects that require different members, …) is refused (GrammarError "schema", unless
+// JsonSchemaOptions::refuse_empty is off): no answer could be written. An unsatisfiable part (a union's
+// branch, an optional member) compiles to nothing.
 //
 // The grammar may admit fewer texts than the schema's instances; it never admits a text that is
 // not an instance. The restrictions, all of them about how an instance is written, not about
@@ -36,7 +47,8 @@
 //     order the same way; it makes the grammar linear in the number of properties instead of
 //     exponential. The order of `properties` is the order of the JSON text the schema came from
 //     when it is passed as nlohmann::ordered_json; a nlohmann::json object keeps its keys sorted.
-//   - An integer (type "integer") is written without fraction or exponent: 1, not 1.0 or 1e0.
+//   - An integer (type "integer", or a number under an integral multipleOf) is written without
+//     fraction or exponent: 1, not 1.0 or 1e0.
 //   - A number under a bound is written without exponent, and not as negative zero: 1000, not
 //     1e3; 0, not -0.
 //   - enum and const values are written as compact JSON (nlohmann's dump, object keys in the
@@ -71,6 +83,10 @@ struct JsonSchemaOptions {
   // schemas to say). A schema without `properties` ({"type": "object"}) still admits any members.
   // false: JSON Schema's own default (additional members of any value) everywhere.
   bool strict = true;
+  // A schema that admits no JSON value is refused (GrammarError "schema"): a request under it
+  // could have no answer. false: it compiles to a grammar that accepts nothing (a conformance
+  // test's view: every instance rejected).
+  bool refuse_empty = true;
 };
 
 // GBNF (start rule "root") for the JSON texts that `schema` admits. Throws GrammarError{field,

@@ -1,7 +1,10 @@
 #include "number_range.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cctype>
+#include <map>
+#include <stdexcept>
 #include <vector>
 
 namespace rootspec::grammar {
@@ -193,6 +196,24 @@ std::optional<std::string> with_fraction(const std::string& whole, bool bare, co
   return bare ? sequence({whole, "(" + point + ")?"}) : sequence({whole, point});
 }
 
+// [ceil(lo), floor(hi)] of a magnitude's bounds as digit strings (a bound with a fraction, or an
+// exclusive one, moves inward to the next integer); nullopt when empty.
+std::optional<std::pair<std::string, std::optional<std::string>>> integer_bounds(
+    const NumberBound& lo, const std::optional<NumberBound>& hi) {
+  std::string a = lo.value.whole;
+  if (!lo.value.is_integer() || lo.exclusive) a = plus_one(a);
+  std::optional<std::string> b;
+  if (hi) {
+    b = hi->value.whole;
+    if (hi->value.is_integer() && hi->exclusive) {
+      if (*b == "0") return std::nullopt;
+      b = minus_one(*b);
+    }
+    if (compare_whole(a, *b) > 0) return std::nullopt;
+  }
+  return std::make_pair(a, b);
+}
+
 // Texts without a sign of the numbers m ≥ 0 with lo ≤ m ≤ hi (strict where exclusive).
 std::optional<std::string> magnitude(const NumberBound& lo, const std::optional<NumberBound>& hi,
                                      bool integers_only) {
@@ -202,18 +223,8 @@ std::optional<std::string> magnitude(const NumberBound& lo, const std::optional<
     if (c > 0 || (c == 0 && (lo.exclusive || hi->exclusive))) return std::nullopt;
   }
   if (integers_only) {
-    // The integers in [ceil, floor]: a bound with a fraction, or an exclusive one, moves inward.
-    std::string a = lo.value.whole;
-    if (!lo.value.is_integer() || lo.exclusive) a = plus_one(a);
-    std::optional<std::string> b;
-    if (hi) {
-      b = hi->value.whole;
-      if (hi->value.is_integer() && hi->exclusive) {
-        if (*b == "0") return std::nullopt;
-        b = minus_one(*b);
-      }
-    }
-    return integer_range(a, b);
+    const auto ab = integer_bounds(lo, hi);
+    return ab ? integer_range(ab->first, ab->second) : std::nullopt;
   }
   const std::string& a = lo.value.whole;
   std::vector<std::string> alts;
@@ -248,7 +259,184 @@ std::optional<std::string> magnitude(const NumberBound& lo, const std::optional<
   return either(alts);
 }
 
+// ---- multiples: integers as digit strings read by a residue automaton
+
+// The texts (without sign) of the integers in [a, b] (b absent: unbounded) that are multiples of
+// k. A text's digits carry a residue from 0: digit d takes r to (10 r + d) mod k.
+class Multiples {
+ public:
+  Multiples(uint64_t k, RuleSink& rules, size_t max_states) : k_(k), rules_(rules), max_states_(max_states) {}
+
+  std::optional<std::string> range(const std::string& a, const std::optional<std::string>& b) {
+    if (b && compare_whole(a, *b) > 0) return std::nullopt;
+    const size_t la = a.size();
+    const size_t lb = b ? b->size() : la + 1;
+    if (static_cast<double>(lb + 1) * static_cast<double>(k_) > static_cast<double>(max_states_))
+      throw std::length_error("too many residue states");
+    std::vector<std::string> alts;
+    auto add = [&](const std::optional<std::string>& e) {
+      if (e) alts.push_back(*e);
+    };
+    if (b && lb == la) return same_length(a, *b, 0);
+    add(same_length(a, std::string(la, '9'), 0));
+    for (size_t m = la + 1; m < lb; ++m) add(leading(m, false));  // every length strictly between
+    if (b) {
+      add(same_length("1" + std::string(lb - 1, '0'), *b, 0));
+    } else {
+      add(leading(la + 1, true));  // every longer integer
+    }
+    return either(alts);
+  }
+
+ private:
+  uint64_t next(uint64_t r, int d) const { return (r * 10 + static_cast<uint64_t>(d)) % k_; }
+
+  // Digits [from, to] grouped by the residue each leads r to, each group followed by `rest` of
+  // that residue (nullopt: the group is dropped).
+  template <typename Rest>
+  std::vector<std::string> by_residue(uint64_t r, int from, int to, Rest rest) {
+    std::vector<std::pair<uint64_t, std::string>> groups;  // residue → digit class text
+    for (int d = from; d <= to; ++d) {
+      const uint64_t n = next(r, d);
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == n; });
+      if (it == groups.end()) {
+        groups.push_back({n, std::string(1, static_cast<char>('0' + d))});
+      } else {
+        it->second += static_cast<char>('0' + d);
+      }
+    }
+    std::vector<std::string> alts;
+    for (const auto& [n, digits] : groups) {
+      const std::optional<std::string> tail = rest(n);
+      if (!tail) continue;
+      const std::string cls = digits.size() == 1 ? literal(digits) : "[" + digits + "]";
+      alts.push_back(sequence({cls, *tail}));
+    }
+    return alts;
+  }
+
+  // Exactly j more digits taking residue r to 0 ("" for none left at 0; nullopt: no such digits).
+  std::optional<std::string> exactly(size_t j, uint64_t r) {
+    if (j == 0) return r == 0 ? std::optional<std::string>("") : std::nullopt;
+    const auto key = std::make_pair(j, r);
+    if (auto it = exactly_.find(key); it != exactly_.end()) return it->second;
+    const std::optional<std::string> body =
+        either(by_residue(r, 0, 9, [&](uint64_t n) { return exactly(j - 1, n); }));
+    const std::optional<std::string> rule =
+        body ? std::optional<std::string>(rules_.add("multiple-digits", *body)) : std::nullopt;
+    exactly_[key] = rule;
+    return rule;
+  }
+
+  // Any number of more digits taking residue r to 0 (a recursive rule of each residue).
+  std::string any_more(uint64_t r) {
+    if (auto it = any_more_.find(r); it != any_more_.end()) return it->second;
+    const std::string name = rules_.reserve("multiple-tail");
+    any_more_[r] = name;
+    const std::vector<std::string> alts = by_residue(r, 0, 9, [&](uint64_t n) { return any_more(n); });
+    const std::string body = *either(alts);
+    rules_.define(name, r == 0 ? "(" + body + ")?" : body);
+    return name;
+  }
+
+  // At least j more digits taking residue r to 0.
+  std::string at_least(size_t j, uint64_t r) {
+    if (j == 0) return any_more(r);
+    const auto key = std::make_pair(j, r);
+    if (auto it = at_least_.find(key); it != at_least_.end()) return it->second;
+    const std::string rule = rules_.add(
+        "multiple-digits", *either(by_residue(r, 0, 9, [&](uint64_t n) { return at_least(j - 1, n); })));
+    at_least_[key] = rule;
+    return rule;
+  }
+
+  // Integers of exactly m digits (or, with `longer`, at least m), first digit [1-9].
+  std::optional<std::string> leading(size_t m, bool longer) {
+    return either(by_residue(0, 1, 9, [&](uint64_t n) -> std::optional<std::string> {
+      if (longer) return at_least(m - 1, n);
+      return exactly(m - 1, n);
+    }));
+  }
+
+  // The digit strings of x's length in [x, y] continuing from residue r and ending at 0
+  // (same_length_range, each digit carrying its residue).
+  std::optional<std::string> same_length(const std::string& x, const std::string& y, uint64_t r) {
+    const size_t n = x.size();
+    if (n == 0) return r == 0 ? std::optional<std::string>("") : std::nullopt;
+    const int x0 = x[0] - '0', y0 = y[0] - '0';
+    const std::string x_rest = x.substr(1), y_rest = y.substr(1);
+    auto then = [&](int digit, const std::optional<std::string>& rest) -> std::optional<std::string> {
+      if (!rest) return std::nullopt;
+      return sequence({literal(std::string(1, static_cast<char>('0' + digit))), *rest});
+    };
+    if (x0 == y0) return then(x0, same_length(x_rest, y_rest, next(r, x0)));
+    const bool x_rest_lowest = x_rest.find_first_not_of('0') == std::string::npos;
+    const bool y_rest_highest = y_rest.find_first_not_of('9') == std::string::npos;
+    std::vector<std::string> alts;
+    auto add = [&](const std::optional<std::string>& e) {
+      if (e) alts.push_back(*e);
+    };
+    const int first = x_rest_lowest ? x0 : x0 + 1;
+    const int last = y_rest_highest ? y0 : y0 - 1;
+    if (!x_rest_lowest) add(then(x0, same_length(x_rest, std::string(n - 1, '9'), next(r, x0))));
+    if (first <= last) {
+      for (const std::string& e : by_residue(r, first, last, [&](uint64_t m) { return exactly(n - 1, m); }))
+        alts.push_back(e);
+    }
+    if (!y_rest_highest) add(then(y0, same_length(std::string(n - 1, '0'), y_rest, next(r, y0))));
+    return either(alts);
+  }
+
+  uint64_t k_;
+  RuleSink& rules_;
+  size_t max_states_;
+  std::map<std::pair<size_t, uint64_t>, std::optional<std::string>> exactly_;
+  std::map<std::pair<size_t, uint64_t>, std::string> at_least_;
+  std::map<uint64_t, std::string> any_more_;
+};
+
+// x mod k for a digit string x.
+uint64_t residue(const std::string& digits, uint64_t k) {
+  uint64_t r = 0;
+  for (char c : digits) r = (r * 10 + static_cast<uint64_t>(c - '0')) % k;
+  return r;
+}
+
 }  // namespace
+
+std::optional<std::string> bounded_multiple(const std::optional<NumberBound>& lower,
+                                            const std::optional<NumberBound>& upper, uint64_t divisor,
+                                            RuleSink& rules, size_t max_states) {
+  assert(divisor >= 1);
+  Multiples multiples(divisor, rules, max_states);
+  std::vector<std::string> alts;
+  // As bounded_number: x ≥ 0 without a sign, x < 0 as "-" m (m a multiple exactly when x is).
+  if (!upper || !(upper->value.negative || (upper->value.is_zero() && upper->exclusive))) {
+    NumberBound lo;
+    if (lower && !lower->value.negative) lo = *lower;
+    if (const auto ab = integer_bounds(lo, upper))
+      if (auto m = multiples.range(ab->first, ab->second)) alts.push_back(*m);
+  }
+  if (!lower || lower->value.negative) {
+    NumberBound lo{Decimal(), true};
+    if (upper && upper->value.negative) lo = {upper->value.negated(), upper->exclusive};
+    std::optional<NumberBound> hi;
+    if (lower) hi = NumberBound{lower->value.negated(), lower->exclusive};
+    if (const auto ab = integer_bounds(lo, hi))
+      if (auto m = multiples.range(ab->first, ab->second)) alts.push_back(sequence({"\"-\"", *m}));
+  }
+  return either(alts);
+}
+
+std::optional<bool> is_multiple(const Decimal& x, const Decimal& m) {
+  // x / m is an integer exactly when X mod M = 0, X and M the two written with f fraction digits.
+  const size_t f = std::max(x.fraction.size(), m.fraction.size());
+  const std::string big_m = m.whole + m.fraction + std::string(f - m.fraction.size(), '0');
+  const size_t first = big_m.find_first_not_of('0');
+  if (first == std::string::npos || big_m.size() - first > 18) return std::nullopt;
+  const uint64_t k = std::stoull(big_m.substr(first));
+  return residue(x.whole + x.fraction + std::string(f - x.fraction.size(), '0'), k) == 0;
+}
 
 std::optional<Decimal> Decimal::parse(const std::string& t, int max_digits) {
   size_t i = 0;

@@ -4,6 +4,7 @@
 // a bound of 0.1 and a bound of 1e-9 all mean what they say.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,5 +40,30 @@ struct NumberBound {
 // nullopt when no number is in the range.
 std::optional<std::string> bounded_number(const std::optional<NumberBound>& lower,
                                           const std::optional<NumberBound>& upper, bool integers_only);
+
+// Where a grammar's rules are written: multiples need named and recursive rules. reserve names a
+// rule whose body define sets later (a rule may refer to itself); add writes a rule (the same
+// body may come back under an earlier name).
+class RuleSink {
+ public:
+  virtual ~RuleSink() = default;
+  virtual std::string reserve(const std::string& hint) = 0;
+  virtual void define(const std::string& name, const std::string& body) = 0;
+  virtual std::string add(const std::string& hint, const std::string& body) = 0;
+};
+
+// GBNF expression for the integers x with lower ≤ x ≤ upper (as bounded_number; an absent bound
+// does not constrain) that are multiples of `divisor` ≥ 1 (JSON Schema's multipleOf), written as
+// bounded_number writes integers, by a residue automaton over the digits: a digit d takes residue
+// r to (10 r + d) mod divisor, and a text ends at residue 0. Its rules go to `rules`; nullopt when
+// no such integer is in range. Throws std::length_error where the automaton would need more than
+// `max_states` (digits × residues) rules.
+std::optional<std::string> bounded_multiple(const std::optional<NumberBound>& lower,
+                                            const std::optional<NumberBound>& upper, uint64_t divisor,
+                                            RuleSink& rules, size_t max_states);
+
+// Whether x is an integer multiple of m > 0, decided exactly; nullopt where m written without its
+// point (m·10^f, f the fraction digits of x and m) passes 18 digits.
+std::optional<bool> is_multiple(const Decimal& x, const Decimal& m);
 
 }  // namespace rootspec::grammar

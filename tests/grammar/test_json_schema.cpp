@@ -62,7 +62,32 @@ TEST(JsonSchema, Numbers) {
   for (const char* ok : {"0", "-0.5", "12.25e+3", "1E-9", "7"}) EXPECT_TRUE(accepts(n, ok)) << ok;
   for (const char* bad : {".5", "1.", "1e", "01.5", "NaN", "Infinity", "--1"})
     EXPECT_FALSE(accepts(n, bad)) << bad;
-  EXPECT_EQ(refusal(R"({"type": "integer", "multipleOf": 2})"), "multipleOf");
+}
+
+// multipleOf: the multiples of an integer, within the bounds, written as integers (number_range.h's
+// residue automaton; tests/grammar/test_number_range.cpp checks it against arithmetic).
+TEST(JsonSchema, MultipleOfAdmitsExactlyTheMultiples) {
+  auto zod = schema(R"({"type": "integer", "minimum": -9007199254740991, "maximum": 9007199254740991,
+                        "multipleOf": 5})");
+  for (const char* ok : {"0", "5", "-5", "9007199254740990", "-100"}) EXPECT_TRUE(accepts(zod, ok)) << ok;
+  for (const char* bad : {"3", "-7", "9007199254740995", "5.0", "-0", "1e1"})
+    EXPECT_FALSE(accepts(zod, bad)) << bad;
+  auto number = schema(R"({"type": "number", "multipleOf": 3, "exclusiveMinimum": 0, "maximum": 12})");
+  for (const char* ok : {"3", "6", "12"}) EXPECT_TRUE(accepts(number, ok)) << ok;
+  for (const char* bad : {"0", "15", "4", "1.5", "-3"}) EXPECT_FALSE(accepts(number, bad)) << bad;
+  // Beside enum: the values that are multiples; in allOf, the least common multiple.
+  auto values = schema(R"({"enum": [1, 2, 4, 6, "x"], "multipleOf": 2})");
+  EXPECT_TRUE(accepts(values, "4"));
+  EXPECT_TRUE(accepts(values, R"("x")")) << "multipleOf constrains numbers only";
+  EXPECT_FALSE(accepts(values, "1"));
+  auto both = schema(R"({"allOf": [{"type": "integer", "multipleOf": 4}, {"multipleOf": 6}]})");
+  EXPECT_TRUE(accepts(both, "24"));
+  EXPECT_TRUE(accepts(both, "-12"));
+  EXPECT_FALSE(accepts(both, "8"));
+  EXPECT_FALSE(accepts(both, "18"));
+  EXPECT_EQ(refusal(R"({"type": "number", "multipleOf": 0.01})"), "multipleOf");
+  EXPECT_EQ(refusal(R"({"type": "integer", "multipleOf": 0})"), "multipleOf");
+  EXPECT_EQ(refusal(R"({"type": "integer", "multipleOf": 1000, "maximum": 9007199254740991})"), "multipleOf");
 }
 
 TEST(JsonSchema, NumberBoundsAdmitExactlyTheNumbersInRange) {
@@ -125,11 +150,18 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   // Draft 4's id at the root is an identifier, as $id.
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
-  const std::pair<const char*, const char*> refused[] = {
-      {"uniqueItems", "true"}, {"multipleOf", "2"},         {"allOf", "[{}]"},
-      {"not", "{}"},           {"patternProperties", "{}"}, {"minProperties", "1"},
-      {"dependencies", "{}"},  {"contains", "{}"},          {"if", "{}"},
-      {"propertyNames", "{}"}, {"additionalItems", "{}"},   {"contentMediaType", "\"application/json\""}};
+  const std::pair<const char*, const char*> refused[] = {{"uniqueItems", "true"},
+                                                         {"maxProperties", "1"},
+                                                         {"unevaluatedProperties", "false"},
+                                                         {"not", "{}"},
+                                                         {"patternProperties", "{}"},
+                                                         {"minProperties", "1"},
+                                                         {"dependencies", "{}"},
+                                                         {"contains", "{}"},
+                                                         {"if", "{}"},
+                                                         {"dependentRequired", "{\"a\": [\"b\"]}"},
+                                                         {"additionalItems", "{}"},
+                                                         {"contentMediaType", "\"application/json\""}};
   for (const auto& [keyword, value] : refused) {
     EXPECT_EQ(refusal("{\"" + std::string(keyword) + "\": " + value + "}"), keyword);
   }
@@ -161,10 +193,13 @@ TEST(JsonSchema, LengthsCountCodePoints) {
   EXPECT_TRUE(accepts(g, R"("\ud83d\ude00\n")"));                       // a pair is one code point
   EXPECT_FALSE(accepts(g, R"("\ud83d\ude00\n\t\"")"));
   EXPECT_TRUE(accepts(schema(R"({"type": "string", "maxLength": 0})"), R"("")"));
-  // minLength > maxLength: no string, and nothing else is allowed.
-  auto none = schema(R"({"type": "string", "minLength": 3, "maxLength": 2})");
+  // minLength > maxLength: no string, and nothing else is allowed: a schema of no value is
+  // refused (no answer could be written); as a branch it is a branch of nothing.
+  EXPECT_EQ(refusal(R"({"type": "string", "minLength": 3, "maxLength": 2})"), "schema");
+  auto none = schema(R"({"anyOf": [{"type": "string", "minLength": 3, "maxLength": 2}, {"type": "null"}]})");
   EXPECT_FALSE(accepts(none, R"("ab")"));
   EXPECT_FALSE(accepts(none, R"("abc")"));
+  EXPECT_TRUE(accepts(none, "null"));
   EXPECT_EQ(refusal(R"({"minLength": -1})"), "minLength");
   EXPECT_EQ(refusal(R"({"maxLength": 1.5})"), "maxLength");
 }
@@ -254,9 +289,7 @@ TEST(JsonSchema, EnumAndConst) {
   EXPECT_TRUE(accepts(typed, R"("x")"));
   EXPECT_FALSE(accepts(typed, "2"));
   EXPECT_FALSE(accepts(typed, R"("yy")"));
-  auto none = schema(R"({"const": 1, "enum": [2, 3]})");
-  EXPECT_FALSE(accepts(none, "1"));
-  EXPECT_FALSE(accepts(none, "2"));
+  EXPECT_EQ(refusal(R"({"const": 1, "enum": [2, 3]})"), "schema") << "no value";
   EXPECT_EQ(refusal(R"({"enum": ["a"], "pattern": "a"})"), "pattern");
 }
 
@@ -311,12 +344,37 @@ TEST(JsonSchema, AdditionalProperties) {
   EXPECT_TRUE(accepts(req, R"({"id":1})"));
   EXPECT_FALSE(accepts(req, R"({"id":"1"})"));
   EXPECT_FALSE(accepts(req, R"({})"));
-  auto impossible = schema(R"({"type": "object", "properties": {}, "required": ["id"]})");  // strict: nothing
-  EXPECT_FALSE(accepts(impossible, R"({"id":1})"));
-  EXPECT_FALSE(accepts(impossible, R"({})"));
+  // strict: nothing
+  EXPECT_EQ(refusal(R"({"type": "object", "properties": {}, "required": ["id"]})"), "schema");
   EXPECT_EQ(refusal(R"({"patternProperties": {"a": true}})"), "patternProperties");
-  EXPECT_EQ(refusal(R"({"propertyNames": {"maxLength": 3}})"), "propertyNames");
   EXPECT_EQ(refusal(R"({"minProperties": 1})"), "minProperties");
+  // zod 4's record: names of any string, values by additionalProperties.
+  auto record = schema(R"({"type": "object", "propertyNames": {"type": "string"},
+                           "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(accepts(record, R"({"a":1,"b c":-2})"));
+  EXPECT_TRUE(accepts(record, R"({})"));
+  EXPECT_FALSE(accepts(record, R"({"a":"x"})"));
+  // propertyNames that constrain: the additional members' names are its instances; a declared
+  // name it refuses cannot be a member; beside declared names with additional members, refused.
+  auto short_names =
+      schema(R"({"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": true})");
+  EXPECT_TRUE(accepts(short_names, R"({"ab":1,"\u00e9":2})"));
+  EXPECT_FALSE(accepts(short_names, R"({"abc":1})"));
+  auto declared = schema(
+      R"({"type": "object", "properties": {"ok": true, "toolong": true}, "propertyNames": {"maxLength": 2},
+                             "additionalProperties": false})");
+  EXPECT_TRUE(accepts(declared, R"({"ok":1})"));
+  EXPECT_FALSE(accepts(declared, R"({"ok":1,"toolong":2})"));
+  EXPECT_TRUE(accepts(schema(R"({"type": "object", "propertyNames": false})"), "{}"));
+  EXPECT_FALSE(accepts(schema(R"({"type": "object", "propertyNames": false})"), R"({"a":1})"));
+  EXPECT_EQ(
+      refusal(
+          R"({"properties": {"a": true}, "propertyNames": {"maxLength": 3}, "additionalProperties": true})"),
+      "propertyNames");
+  EXPECT_EQ(
+      refusal(
+          R"({"properties": {"a": true}, "propertyNames": {"pattern": "a"}, "additionalProperties": false})"),
+      "propertyNames");
 }
 
 TEST(JsonSchema, Arrays) {
@@ -382,9 +440,85 @@ TEST(JsonSchema, AnyOfAndOneOf) {
   EXPECT_FALSE(accepts(either, R"({})"));
   EXPECT_EQ(refusal(R"({"type": "string", "anyOf": [{"type": "string"}]})"), "anyOf");
   EXPECT_EQ(refusal(R"({"properties": {"a": true}, "anyOf": [{"additionalProperties": false}]})"), "anyOf");
-  EXPECT_EQ(refusal(R"({"allOf": [{"type": "string"}]})"), "allOf");
+  EXPECT_EQ(refusal(R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})"), "allOf");
   EXPECT_EQ(refusal(R"({"not": {"type": "string"}})"), "not");
   EXPECT_EQ(refusal(R"({"if": {"type": "string"}, "then": {"maxLength": 2}})"), "if");
+}
+
+// allOf merged into one schema: what the merged grammar admits is what every branch admits.
+TEST(JsonSchema, AllOfAdmitsExactlyWhatEveryBranchAdmits) {
+  // zod's intersection of two objects: members of both, required of both, in the branches' order.
+  auto objects = schema(R"({"allOf": [
+      {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+      {"type": "object", "properties": {"b": {"type": "string"}, "a": {"minimum": 2}}, "required": ["b"]}]})");
+  EXPECT_TRUE(accepts(objects, R"({"a":2,"b":"x"})"));
+  EXPECT_FALSE(accepts(objects, R"({"a":1,"b":"x"})")) << "both branches' constraints on a";
+  EXPECT_FALSE(accepts(objects, R"({"a":2.5,"b":"x"})"));
+  EXPECT_FALSE(accepts(objects, R"({"a":2})")) << "the second branch's required";
+  EXPECT_FALSE(accepts(objects, R"({"b":"x"})")) << "the first branch's required";
+  // additionalProperties of one branch applies to the members the other names.
+  auto closed = schema(R"({"allOf": [{"properties": {"a": true}, "additionalProperties": false},
+      {"properties": {"b": true}}]})");
+  EXPECT_TRUE(accepts(closed, R"({"a":1})"));
+  EXPECT_FALSE(accepts(closed, R"({"b":1})"));
+  EXPECT_FALSE(accepts(closed, R"({"a":1,"b":1})"));
+  auto typed_extra = schema(R"({"allOf": [{"additionalProperties": {"type": "integer"}},
+      {"properties": {"b": {"minimum": 5}}}]})");
+  EXPECT_TRUE(accepts(typed_extra, R"({"b":5,"c":1})"));
+  EXPECT_FALSE(accepts(typed_extra, R"({"b":5.5})")) << "b is also an additional member of the first";
+  EXPECT_FALSE(accepts(typed_extra, R"({"b":4})"));
+  // Types, bounds, lengths and enums intersected; a branch that is only a $ref is its target.
+  auto numbers =
+      schema(R"({"$defs": {"pos": {"exclusiveMinimum": 0}}, "allOf": [{"type": ["number", "string"]},
+      {"type": "integer"}, {"maximum": 10}, {"$ref": "#/$defs/pos"}]})");
+  EXPECT_TRUE(accepts(numbers, "1"));
+  EXPECT_TRUE(accepts(numbers, "10"));
+  EXPECT_FALSE(accepts(numbers, "0"));
+  EXPECT_FALSE(accepts(numbers, "11"));
+  EXPECT_FALSE(accepts(numbers, "1.5"));
+  EXPECT_FALSE(accepts(numbers, R"("1")"));
+  auto strings =
+      schema(R"({"allOf": [{"enum": ["a", "bb", "ccc"]}, {"enum": ["bb", "ccc", "d"]}, {"maxLength": 2}]})");
+  EXPECT_TRUE(accepts(strings, R"("bb")"));
+  EXPECT_FALSE(accepts(strings, R"("ccc")"));
+  EXPECT_FALSE(accepts(strings, R"("a")"));
+  // Arrays: each position under both branches.
+  auto arrays = schema(R"({"allOf": [{"prefixItems": [{"type": "integer"}], "items": {"type": "string"}},
+      {"items": {"maxLength": 1}, "maxItems": 3}]})");
+  EXPECT_TRUE(accepts(arrays, R"([1,"a","b"])"));
+  EXPECT_FALSE(accepts(arrays, R"([1,"ab"])"));
+  EXPECT_FALSE(accepts(arrays, R"([1,"a","b","c"])"));
+  // Two unions: every pair; branches that cannot meet admit nothing.
+  auto pairs = schema(R"({"allOf": [{"anyOf": [{"type": "integer"}, {"type": "string"}]},
+      {"anyOf": [{"type": "string"}, {"type": "null"}]}]})");
+  EXPECT_TRUE(accepts(pairs, R"("s")"));
+  EXPECT_FALSE(accepts(pairs, "1"));
+  EXPECT_FALSE(accepts(pairs, "null"));
+  EXPECT_EQ(
+      refusal(
+          R"({"properties": {"x": {"allOf": [{"type": "string"}, {"type": "integer"}]}}, "required": ["x"]})"),
+      "")
+      << "an unsatisfiable member compiles (to no instance)";
+  auto never = schema(R"({"anyOf": [{"allOf": [{"const": 1}, {"const": 2}]}, {"type": "null"}]})");
+  EXPECT_TRUE(accepts(never, "null"));
+  EXPECT_FALSE(accepts(never, "1"));
+  EXPECT_FALSE(accepts(never, "2"));
+  // zod 4's z.intersection of two objects: allOf of two closed objects, which no object satisfies
+  // (each branch's additionalProperties false excludes the other's required member): a schema of
+  // no value, refused with the reason.
+  const std::string intersection = R"({"type": "object", "properties": {"meta": {"allOf": [
+      {"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"], "additionalProperties": false},
+      {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"], "additionalProperties": false}]}},
+      "required": ["meta"]})";
+  EXPECT_EQ(refusal(intersection), "schema");
+  try {
+    schema(intersection);
+  } catch (const GrammarError& e) {
+    EXPECT_NE(std::string(e.what()).find("allOf"), std::string::npos) << e.what();
+  }
+  // What is not exact is refused by name.
+  EXPECT_EQ(refusal(R"({"allOf": [{"format": "date"}, {"format": "email"}]})"), "allOf");
+  EXPECT_EQ(refusal(R"({"allOf": [{"$ref": "#"}]})"), "allOf");
 }
 
 TEST(JsonSchema, RefsAndRecursion) {
@@ -420,8 +554,10 @@ TEST(JsonSchema, BooleanSchemasAndAnnotations) {
   auto t = schema("true");
   for (const char* ok : {"1", "null", R"({"a":[1,{"b":"c"}]})", R"("x")"}) EXPECT_TRUE(accepts(t, ok)) << ok;
   EXPECT_FALSE(accepts(t, "{"));
-  auto f = schema("false");
-  for (const char* bad : {"1", "null", "{}", "\"\""}) EXPECT_FALSE(accepts(f, bad)) << bad;
+  EXPECT_EQ(refusal("false"), "schema") << "no value: refused";
+  auto f = schema(R"({"type": "object", "properties": {"a": false}})");
+  EXPECT_TRUE(accepts(f, "{}"));
+  EXPECT_FALSE(accepts(f, R"({"a":1})"));
   auto annotated = schema(R"({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "urn:x",
       "title": "T", "description": "D", "default": 1, "examples": [1], "$comment": "c", "type": "integer"})");
   EXPECT_TRUE(accepts(annotated, "5"));

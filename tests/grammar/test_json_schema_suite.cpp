@@ -139,6 +139,41 @@ std::vector<ojson> product(const std::vector<std::vector<ojson>>& slots, const o
   return out;
 }
 
+// `s` with its allOf branches' properties, required and element schemas appended in branch
+// order: the member order the compiler's merge writes (a property both name: both schemas).
+ojson flatten_all_of(const ojson& s, const ojson& root, int depth) {
+  ojson flat = s;
+  flat.erase("allOf");
+  if (depth > 24 || !s.at("allOf").is_array()) return flat;
+  for (const auto& branch : s.at("allOf")) {
+    const ojson* b = &branch;
+    if (b->is_object() && b->contains("$ref")) b = resolve(root, b->at("$ref"));
+    if (!b || !b->is_object()) continue;
+    const ojson nested = b->contains("allOf") ? flatten_all_of(*b, root, depth + 1) : *b;
+    for (auto it = nested.begin(); it != nested.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "properties" && it.value().is_object()) {
+        ojson& props = flat["properties"];
+        for (auto p = it.value().begin(); p != it.value().end(); ++p) {
+          props[p.key()] =
+              props.contains(p.key()) ? ojson{{"allOf", {props[p.key()], p.value()}}} : p.value();
+        }
+      } else if (k == "required" && it.value().is_array()) {
+        for (const auto& r : it.value()) {
+          if (!flat.contains("required") ||
+              std::find(flat["required"].begin(), flat["required"].end(), r) == flat["required"].end())
+            flat["required"].push_back(r);
+        }
+      } else if (flat.contains(k) && (k == "items" || k == "additionalProperties")) {
+        flat[k] = ojson{{"allOf", {flat[k], it.value()}}};
+      } else if (!flat.contains(k)) {
+        flat[k] = it.value();
+      }
+    }
+  }
+  return flat;
+}
+
 // The serialisations of `v` in the member orders that `s` may fix.
 std::vector<ojson> orders(const ojson& v, const ojson& s, const ojson& root, int depth) {
   if (depth > 24 || !s.is_object()) return {v};
@@ -146,6 +181,7 @@ std::vector<ojson> orders(const ojson& v, const ojson& s, const ojson& root, int
     const ojson* t = resolve(root, s.at("$ref"));
     return t ? orders(v, *t, root, depth + 1) : std::vector<ojson>{v};
   }
+  if (s.contains("allOf")) return orders(v, flatten_all_of(s, root, depth), root, depth + 1);
   std::vector<ojson> out;
   for (const char* key : {"anyOf", "oneOf"}) {
     if (s.contains(key) && s.at(key).is_array()) {
@@ -287,9 +323,9 @@ void run_file(const fs::path& file, const std::string& draft, Tally& t, const Sc
       } else if (plant) {
         ojson planted = schema;
         plant(planted);
-        g = compile_json_schema(planted, JsonSchemaOptions{0, false});
+        g = compile_json_schema(planted, JsonSchemaOptions{0, false, false});
       } else {
-        g = compile_json_schema(schema, JsonSchemaOptions{0, false});
+        g = compile_json_schema(schema, JsonSchemaOptions{0, false, false});
       }
     } catch (const GrammarError& e) {
       reason = "refused: " + e.field;
@@ -430,6 +466,26 @@ TEST(JsonSchemaSuite, CatchesAPlantedExclusiveBoundReadAsInclusive) {
   });
   ASSERT_FALSE(wrong.empty()) << "the suite did not see the planted off-by-one bound";
   std::printf("  planted inclusive bound: %zu wrong, e.g. %s\n", wrong.size(), wrong[0].c_str());
+}
+
+// Removes `required` from every allOf branch after the first, wherever an allOf is in `s`.
+void drop_later_required(ojson& s) {
+  if (s.is_object()) {
+    if (s.contains("allOf") && s.at("allOf").is_array()) {
+      for (size_t i = 1; i < s.at("allOf").size(); ++i) {
+        if (s.at("allOf")[i].is_object()) s.at("allOf")[i].erase("required");
+      }
+    }
+    for (auto& sub : s) drop_later_required(sub);
+  } else if (s.is_array()) {
+    for (auto& sub : s) drop_later_required(sub);
+  }
+}
+
+TEST(JsonSchemaSuite, CatchesAPlantedAllOfMergeThatDropsARequired) {
+  const auto wrong = wrong_with_planted_bug({"allOf.json"}, drop_later_required);
+  ASSERT_FALSE(wrong.empty()) << "the suite did not see allOf's merge drop a branch's required";
+  std::printf("  planted dropped required: %zu wrong, e.g. %s\n", wrong.size(), wrong[0].c_str());
 }
 
 TEST(JsonSchemaSuite, CatchesAPlantedConstrainingKeywordIgnoredAsUnknown) {

@@ -161,6 +161,105 @@ TEST(NumberRange, ZodsSafeIntegerBoundsAreExact) {
   }
 }
 
+// The rules bounded_multiple writes, as a grammar's text.
+class TextRules : public RuleSink {
+ public:
+  std::string reserve(const std::string& hint) override {
+    names_.push_back(hint + "-" + std::to_string(names_.size()));
+    bodies_.push_back("");
+    return names_.back();
+  }
+  void define(const std::string& name, const std::string& body) override {
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == name) bodies_[i] = body;
+  }
+  std::string add(const std::string& hint, const std::string& body) override {
+    const std::string name = reserve(hint);
+    bodies_.back() = body;
+    return name;
+  }
+  std::string grammar(const std::string& root) const {
+    std::string out = "root ::= " + root + "\n";
+    for (size_t i = 0; i < names_.size(); ++i) out += names_[i] + " ::= " + bodies_[i] + "\n";
+    return out;
+  }
+
+ private:
+  std::vector<std::string> names_, bodies_;
+};
+
+TEST(NumberRange, MultiplesAcceptedAreExactlyTheMultiplesInRange) {
+  // Integral bounds straddling zero and powers of ten, fractional ones, and none.
+  const auto bounds =
+      bounds_of({-1001000, -130000, -100000, -7500, -1000, 0, 1000, 7500, 99000, 100000, 130000, 1001000});
+  std::vector<int64_t> values;
+  for (int64_t v = -1100; v <= 1100; ++v) values.push_back(v);
+  for (int64_t v : {9999, 10000, 10001, 99990, 123456, 1000000, 1234567}) {
+    values.push_back(v);
+    values.push_back(-v);
+  }
+  int checked = 0;
+  for (const uint64_t k : {1u, 2u, 3u, 7u, 10u, 12u, 25u, 97u}) {
+    for (const auto& lo : bounds) {
+      for (const auto& hi : bounds) {
+        TextRules rules;
+        const std::optional<std::string> e = bounded_multiple(to_bound(lo), to_bound(hi), k, rules, 100000);
+        bool any = false;
+        for (int64_t v : values)
+          any = any || (in_range(v * 1000, lo, hi) && v % static_cast<int64_t>(k) == 0);
+        if (!e) {
+          EXPECT_FALSE(any) << "multiples of " << k << " in " << describe(lo, hi);
+          continue;
+        }
+        const auto g = compile_gbnf(rules.grammar(*e));
+        for (int64_t v : values) {
+          ASSERT_EQ(accepts(g, std::to_string(v)),
+                    in_range(v * 1000, lo, hi) && v % static_cast<int64_t>(k) == 0)
+              << v << ", multiples of " << k << " in " << describe(lo, hi);
+          ++checked;
+        }
+        for (const char* other : {"0.0", "1e2", "00", "012", "+12", "-0", "-", ""}) {
+          ASSERT_FALSE(accepts(g, other)) << other << ", multiples of " << k << " in " << describe(lo, hi);
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 5000000);
+}
+
+TEST(NumberRange, MultiplesWithinZodsSafeIntegerBounds) {
+  TextRules rules;
+  const auto e =
+      bounded_multiple(NumberBound{*Decimal::parse("-9007199254740991", 64), false},
+                       NumberBound{*Decimal::parse("9007199254740991", 64), false}, 7, rules, 4096);
+  ASSERT_TRUE(e);
+  const auto g = compile_gbnf(rules.grammar(*e));
+  // 2^53 − 1 = 9007199254740991 ≡ 3 (mod 7); 10^15 ≡ 6; 9007199254740995 is a multiple past the bound.
+  for (const char* ok : {"0", "7", "-7", "9007199254740988", "-9007199254740988", "1000000000000001"}) {
+    EXPECT_TRUE(accepts(g, ok)) << ok;
+  }
+  for (const char* bad :
+       {"9007199254740995", "9007199254740989", "-9007199254740989", "8", "1000000000000000"}) {
+    EXPECT_FALSE(accepts(g, bad)) << bad;
+  }
+  TextRules too_many;
+  EXPECT_THROW(bounded_multiple(std::nullopt, NumberBound{*Decimal::parse("9007199254740991", 64), false},
+                                1000, too_many, 4096),
+               std::length_error);
+}
+
+TEST(NumberRange, IsMultipleDecidesExactly) {
+  auto d = [](const char* t) { return *Decimal::parse(t, 1024); };
+  EXPECT_EQ(is_multiple(d("12"), d("3")), true);
+  EXPECT_EQ(is_multiple(d("13"), d("3")), false);
+  EXPECT_EQ(is_multiple(d("-0.3"), d("0.1")), true) << "0.3 / 0.1 is 3, exactly (not 2.9999…)";
+  EXPECT_EQ(is_multiple(d("0.35"), d("0.1")), false);
+  EXPECT_EQ(is_multiple(d("7.5"), d("2.5")), true);
+  EXPECT_EQ(is_multiple(d("1e300"), d("1e-30")), true);
+  EXPECT_EQ(is_multiple(d("1"), d("1e-20")), true);
+  EXPECT_EQ(is_multiple(d("1"), d("1234567890.123456789")), std::nullopt) << "19 digits: undecided";
+}
+
 TEST(NumberRange, DecimalsAreReadExactlyFromJsonNumbers) {
   auto text = [](const std::string& json) {
     const auto d = Decimal::parse(json, 64);
@@ -179,7 +278,7 @@ TEST(NumberRange, DecimalsAreReadExactlyFromJsonNumbers) {
     EXPECT_EQ(text(bad), "none") << bad;
   EXPECT_EQ(text("1e64"), "none");  // 65 digits written out
   EXPECT_EQ(text("1e63"), "1" + std::string(63, '0'));
-  auto d = [](const char* t) { return *Decimal::parse(t, 64); };
+  auto d = [](const char* t) { return *Decimal::parse(t, 1024); };
   EXPECT_EQ(compare(d("0.1"), d("0.10")), 0);
   EXPECT_EQ(compare(d("0.5"), d("0.51")), -1);
   EXPECT_EQ(compare(d("0.6"), d("0.51")), 1);

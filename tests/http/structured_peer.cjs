@@ -7,6 +7,14 @@
 //                                                     .int() (±(2^53 − 1) bounds), .min(), .max()
 //   node structured_peer.cjs tools <baseURL> <seeds>  tool_choice "required" / a named function,
 //                                                     plain and streamed
+//   node structured_peer.cjs aisdk <baseURL> <seeds>  the AI SDK's generateObject and streamObject
+//                                                     over its OpenAI provider's chat model
+//   node structured_peer.cjs langchain <baseURL> <seeds>  LangChain's ChatOpenAI
+//                                                     withStructuredOutput (json_schema), invoke
+//                                                     and stream
+// aisdk and langchain send zod 4 (zod/v4) schemas as their libraries write them: .int() with
+// .multipleOf(), .min(), .max(), a record, optional and nullable fields, a union and an
+// intersection; the answer must pass zod and ajv (against the JSON Schema the library sends).
 //
 // One JSON line per seed: {"seed", "ok", "why", …}. ok: the answer parses and validates (zod's own
 // safeParse; ajv against each function's parameters) and the stream's final completion equals
@@ -31,6 +39,25 @@ const tools = Object.entries(schemaOf).map(([name, parameters]) => ({
   type: 'function',
   function: { name, description: 'test function ' + name, parameters, strict: true },
 }));
+
+// The schema the AI SDK and LangChain tests send, in zod 4.
+function clientAnswer(z) {
+  return z.object({
+    step: z.number().int().multipleOf(5).min(0).max(100),
+    level: z.intersection(z.number().int(), z.number().min(-2).max(5)),
+    // Keys by a pattern, not .max(n): zod counts UTF-16 code units, JSON Schema code points.
+    counts: z.record(z.string().regex(/^[a-z]{1,2}$/), z.number().int().min(0).max(9)).optional(),
+    note: z.string().max(6).optional(),
+    flag: z.boolean().nullable(),
+    either: z.union([z.number().int().min(-3).max(3), z.literal('none')]),
+  });
+}
+
+// The first of `checks` that fails ([why, failed]), or '' when all pass.
+function firstFailure(checks) {
+  for (const [why, failed] of checks) if (failed) return why;
+  return '';
+}
 
 function calls(message) {
   return (message.tool_calls || []).map((c) => ({ type: c.type, name: c.function.name, arguments: c.function.arguments }));
@@ -77,6 +104,50 @@ async function main() {
         else if (out.stream_content !== m.content || JSON.stringify(streamed.choices[0].message.parsed) !== JSON.stringify(m.parsed))
           out.why = 'the stream differs';
         else out.ok = true;
+      } else if (cmd === 'aisdk') {
+        const { z } = require('zod/v4');
+        const { generateObject, streamObject, zodSchema } = require('ai');
+        const { createOpenAI } = require('@ai-sdk/openai');
+        const Ajv = require('ajv');
+        const Answer = clientAnswer(z);
+        const validate = new Ajv({ strict: false }).compile(zodSchema(Answer).jsonSchema);
+        const model = createOpenAI({ baseURL: url + '/v1', apiKey: 'none' }).chat('target');
+        const params = { model, schema: Answer, prompt: 'Answer, please.', temperature: 1, seed,
+                         maxOutputTokens: 600, maxRetries: 0 };
+        const plain = await generateObject(params);
+        // The stream is read to its end (its promises settle only then).
+        const stream = streamObject(params);
+        for await (const partial of stream.partialObjectStream) void partial;
+        const streamed = await stream.object;
+        out.object = plain.object;
+        out.finish_reason = plain.finishReason;
+        out.why = firstFailure([
+          ['zod: ' + JSON.stringify(Answer.safeParse(plain.object).error), !Answer.safeParse(plain.object).success],
+          ['ajv: ' + JSON.stringify(validate.errors), !validate(plain.object)],
+          ['finish_reason ' + plain.finishReason, plain.finishReason !== 'stop'],
+          ['the stream differs: ' + JSON.stringify(streamed), JSON.stringify(streamed) !== JSON.stringify(plain.object)],
+        ]);
+        out.ok = out.why === '';
+      } else if (cmd === 'langchain') {
+        const { z } = require('zod/v4');
+        const { ChatOpenAI } = require('@langchain/openai');
+        const { zodSchema } = require('ai');
+        const Ajv = require('ajv');
+        const Answer = clientAnswer(z);
+        const validate = new Ajv({ strict: false }).compile(zodSchema(Answer).jsonSchema);
+        const llm = new ChatOpenAI({ model: 'target', apiKey: 'none', configuration: { baseURL: url + '/v1' },
+                                     temperature: 1, maxTokens: 600, maxRetries: 0, modelKwargs: { seed } });
+        const structured = llm.withStructuredOutput(Answer, { method: 'jsonSchema', name: 'answer' });
+        const plain = await structured.invoke('Answer, please.');
+        let last;
+        for await (const chunk of await structured.stream('Answer, please.')) last = chunk;
+        out.object = plain;
+        out.why = firstFailure([
+          ['zod: ' + JSON.stringify(Answer.safeParse(plain).error), !Answer.safeParse(plain).success],
+          ['ajv: ' + JSON.stringify(validate.errors), !validate(plain)],
+          ['the stream differs: ' + JSON.stringify(last), JSON.stringify(last) !== JSON.stringify(plain)],
+        ]);
+        out.ok = out.why === '';
       } else if (cmd === 'tools') {
         const Ajv = require('ajv');
         const ajv = new Ajv({ strict: false });

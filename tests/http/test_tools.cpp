@@ -109,8 +109,8 @@ TEST(StructuredRequest, ErrorsNameTheField) {
                             "schema": {}}})"),
            "response_format.json_schema.strict", "boolean"},
           {H, chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "r",
-                            "schema": {"type": "integer", "multipleOf": 3}}})"),
-           "response_format.json_schema.schema", "multipleOf"},
+                            "schema": {"type": "integer", "not": {"const": 3}}}})"),
+           "response_format.json_schema.schema", "\"not\""},
           {H, chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "r",
                             "schema": {"type": "object", "properties": {"a": {"allOf": []}}}}})"),
            "response_format.json_schema.schema", "allOf"},
@@ -271,17 +271,17 @@ TEST(ToolRequest, SchemaTheGrammarRefusesNamesTheTool) {
       Endpoint::ChatCompletions,
       chat_with(
           R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "g",
-                 "parameters": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}],
+                 "parameters": {"type": "object", "properties": {"n": {"type": "integer", "not": {"const": 2}}}}}}],
                  "tool_choice": "required")"),
       &t);
   EXPECT_EQ(e.status, 400);
-  EXPECT_EQ(e.param, "tools[1].function.parameters.multipleOf") << e.message;
+  EXPECT_EQ(e.param, "tools[1].function.parameters.not") << e.message;
   // Under "auto" nothing is enforced, so the same schema is accepted.
   EXPECT_EQ(
       refusal(Endpoint::ChatCompletions,
               chat_with(
                   R"("tools": [{"type": "function", "function": {"name": "g", "parameters": {"type": "object",
-                               "properties": {"n": {"type": "integer", "multipleOf": 2}}}}}])"),
+                               "properties": {"n": {"type": "integer", "not": {"const": 2}}}}}}])"),
               &t)
           .status,
       0);
