@@ -219,7 +219,10 @@ TEST(Faults, ASessionTakenOverMidDraftEndsItsRequestWithAnError) {
     Header h;
     h.type = MessageType::Prefill;
     h.request = request;
-    return encode(h, PrefillBody{prompt, PoolShape{}, 1, false});
+    PrefillBody body;
+    body.prompt = prompt;
+    body.draft_seed = 1;
+    return encode(h, body);
   };
   kill(pair.drafter_pid, SIGSTOP);
   drafter.send(prefill(1));

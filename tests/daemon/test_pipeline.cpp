@@ -386,12 +386,14 @@ TEST(Daemon, LogprobsOfEveryDecoderEqualPlainDecodingsForTheSameGreedyTokens) {
         }
         for (size_t i = 0; i < ar.size(); ++i) {
           // The processed law's cuts (top_k 3) leave fewer tokens than 5 with a probability.
-          if (penalised && !raw)
+          if (penalised && !raw) {
             EXPECT_LE(ar[i].top.size(), 3u);
-          else
+          } else {
             EXPECT_EQ(ar[i].top.size(), 5u);
-          if (!raw || !penalised)
+          }
+          if (!raw || !penalised) {
             EXPECT_EQ(ar[i].top[0].token, ar[i].chosen.token) << "greedy picks the top token";
+          }
         }
         for (const char* rule : {"root-draw", "draft", "auto"}) {
           std::vector<int32_t> tokens;

@@ -302,7 +302,9 @@ TEST(DaemonStructuredOutput, ConstraintsThatDoNotCompileGetTheirFieldNamedAtOnce
     const char* field;
   };
   const Bad bad[] = {
-      {constraint_of(Kind::JsonSchema, R"({"type": "integer", "multipleOf": 3})"), "multipleOf"},
+      {constraint_of(Kind::JsonSchema, R"({"type": "integer", "not": {"const": 3}})"), "not"},
+      // A schema that admits no value: no answer could be written.
+      {constraint_of(Kind::JsonSchema, R"({"type": "string", "minLength": 3, "maxLength": 2})"), "schema"},
       {constraint_of(Kind::JsonSchema, R"({"type": )"), "json_schema"},
       {constraint_of(Kind::Regex, "(a)\\1"), "regex"},
       {constraint_of(Kind::Regex, "[z-a]"), "regex"},
