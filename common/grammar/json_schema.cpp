@@ -1,6 +1,7 @@
 #include "json_schema.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -64,12 +65,12 @@ bool is_supported(const std::string& k) {
       // values and numbers
       "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
       // objects and arrays
-      "properties", "required", "additionalProperties", "propertyNames", "items", "prefixItems", "minItems",
-      "maxItems",
+      "properties", "required", "additionalProperties", "propertyNames", "items", "prefixItems",
+      "additionalItems", "minItems", "maxItems",
       // strings
       "minLength", "maxLength", "pattern", "format",
       // applicators
-      "anyOf", "oneOf", "allOf", "$ref"};
+      "anyOf", "oneOf", "allOf", "not", "$ref"};
   return kSupported.count(k) > 0;
 }
 
@@ -549,6 +550,7 @@ class Compiler {
     if (depth > 64) throw Undecided{"$ref"};
     if (s.is_boolean()) return s.get<bool>();
     if (!s.is_object()) fail("schema", "a schema is an object or a boolean");
+    if (has_tuple_form(s)) return valid(v, tuples_as_prefix(s), depth + 1);
     for (const auto& k : constraining_keywords(s)) {
       if (!is_supported(k)) fail(k, "keyword \"" + k + "\" is not supported");
     }
@@ -568,6 +570,7 @@ class Compiler {
         if (!valid(v, b, depth + 1)) return false;
       }
     }
+    if (s.contains("not") && valid(v, s.at("not"), depth + 1)) return false;
     if (s.contains("anyOf")) {
       bool any = false;
       for (const auto& b : s.at("anyOf")) any = any || valid(v, b, depth + 1);
@@ -961,6 +964,10 @@ class Compiler {
     } depth(depth_);
     if (s.is_boolean()) return s.get<bool>() ? std::optional<std::string>(any_value()) : std::nullopt;
     if (!s.is_object()) fail("schema", "a schema is an object or a boolean");
+    if (has_tuple_form(s)) {
+      merged_.push_back(std::make_unique<ojson>(tuples_as_prefix(s)));
+      return compile(*merged_.back(), is_root);
+    }
     if (s.contains("$id") && !is_root) fail("$id", "$id below the root is not supported");
     if (s.contains("id") && s.at("id").is_string() && !is_root)
       fail("id", "id below the root (draft 4's $id) is not supported");
@@ -994,9 +1001,12 @@ class Compiler {
       return compile_union(distribute(s, key), key);
     }
     unsigned kinds = s.contains("type") ? kinds_of_type(s.at("type")) : kAllKinds;
+    Excluded excluded;
+    if (s.contains("not")) exclude(s.at("not"), kinds, excluded);
     std::vector<std::string> alts;
     if (kinds & kNull) alts.push_back("\"null\"");
-    if (kinds & kBoolean) alts.push_back("(\"true\" | \"false\")");
+    if ((kinds & kBoolean) && !(excluded.true_ && excluded.false_))
+      alts.push_back(excluded.true_ ? "\"false\"" : excluded.false_ ? "\"true\"" : "(\"true\" | \"false\")");
     const NumberBounds bounds = number_bounds(s);
     if ((kinds & (kFraction | kInteger)) && s.contains("multipleOf")) {
       if (auto e = multiples(s, bounds)) alts.push_back(*e);
@@ -1009,7 +1019,12 @@ class Compiler {
     } else if (kinds & kInteger) {
       alts.push_back(integer());
     }
-    if (kinds & kString) {
+    if ((kinds & kString) && !excluded.strings.empty()) {
+      // Any string but the excluded ones (other_name: a string not in a set, in any encoding).
+      for (const char* k : {"minLength", "maxLength", "pattern", "format"})
+        if (s.contains(k)) fail("not", std::string("not of strings beside \"") + k + "\" is not supported");
+      alts.push_back(other_name(excluded.strings));
+    } else if (kinds & kString) {
       if (auto e = compile_string(s)) alts.push_back(*e);
     }
     if (kinds & kArray) {
@@ -1153,6 +1168,85 @@ class Compiler {
     return join(alts);
   }
 
+  // ---- not
+
+  // What `not` takes out of a schema's language where that is exact: whole types, null, either
+  // boolean, and strings (a finite set of them).
+  struct Excluded {
+    bool true_ = false, false_ = false;
+    std::vector<std::vector<uint32_t>> strings;  // decoded
+  };
+
+  void exclude(const ojson& n, unsigned& kinds, Excluded& out) {
+    if (n.is_boolean()) {
+      if (n.get<bool>()) kinds = 0;  // not true: nothing
+      return;
+    }
+    if (!n.is_object()) fail("not", "not must be a schema");
+    const std::vector<std::string> keys = constraining_keywords(n);
+    if (keys.empty()) {  // not {}: nothing
+      kinds = 0;
+      return;
+    }
+    if (keys.size() == 1 && keys[0] == "type") {
+      const unsigned removed = kinds_of_type(n.at("type"));
+      // The numbers that are not integers: no grammar is written for them.
+      if ((removed & kInteger) && !(removed & kFraction) && (kinds & kFraction))
+        fail("not", "not integer, of a number, is not supported");
+      kinds &= ~removed;
+      return;
+    }
+    const bool values_only = !keys.empty() && std::all_of(keys.begin(), keys.end(), [](const std::string& k) {
+      return k == "enum" || k == "const";
+    });
+    if (!values_only)
+      fail("not",
+           "not of anything but a type, or values that are null, booleans or strings, is not supported");
+    const ojson values = n.contains("const") ? ojson::array({n.at("const")}) : n.at("enum");
+    if (!values.is_array()) fail("enum", "enum must be an array");
+    if (n.contains("const") && n.contains("enum")) {
+      // A value both const and in enum: const's, if enum has it; else nothing is excluded.
+      const ojson& e = n.at("enum");
+      if (!e.is_array()) fail("enum", "enum must be an array");
+      if (std::none_of(e.begin(), e.end(), [&](const ojson& x) { return json_equal(x, n.at("const")); }))
+        return;
+    }
+    for (const auto& v : values) {
+      if (v.is_null()) {
+        kinds &= ~kNull;
+      } else if (v.is_boolean()) {
+        (v.get<bool>() ? out.true_ : out.false_) = true;
+      } else if (v.is_string()) {
+        out.strings.push_back(decode_utf8(v.get<std::string>()));
+      } else {
+        fail("not", "not of a number, array or object value is not supported");
+      }
+    }
+  }
+
+  // ---- tuples (draft 4–7)
+
+  // items as an array (a tuple) or additionalItems: the draft 4–7 forms of prefixItems and items.
+  static bool has_tuple_form(const ojson& s) {
+    return s.is_object() &&
+           (s.contains("additionalItems") || (s.contains("items") && s.at("items").is_array()));
+  }
+
+  // `s` in 2020-12's words: items [a, b] is prefixItems [a, b], and additionalItems then the
+  // items past them; additionalItems beside items that is a schema (or absent) constrains
+  // nothing (draft 4–7) and is dropped.
+  static ojson tuples_as_prefix(const ojson& s) {
+    ojson t = s;
+    t.erase("additionalItems");
+    if (s.contains("items") && s.at("items").is_array()) {
+      if (s.contains("prefixItems")) fail("items", "items as an array beside prefixItems is not supported");
+      t.erase("items");
+      if (!s.at("items").empty()) t["prefixItems"] = s.at("items");
+      if (s.contains("additionalItems")) t["items"] = s.at("additionalItems");
+    }
+    return t;
+  }
+
   // ---- allOf
 
   // `s` with its allOf merged into one schema of the same instances, keyword by keyword where
@@ -1162,10 +1256,11 @@ class Compiler {
     if (depth > 32) fail("allOf", "allOf nests (through references) deeper than 32 levels");
     const ojson& branches = s.at("allOf");
     if (!branches.is_array() || branches.empty()) fail("allOf", "allOf must be a non-empty array");
-    ojson out = s;
+    ojson out = has_tuple_form(s) ? tuples_as_prefix(s) : s;
     out.erase("allOf");
     for (const ojson& branch : branches) {
       ojson b = only_ref(branch) ? resolve(branch.at("$ref")) : branch;
+      if (has_tuple_form(b)) b = tuples_as_prefix(b);
       if (b.is_boolean()) {
         if (!b.get<bool>()) return ojson(false);
         continue;
@@ -1537,9 +1632,7 @@ class Compiler {
     }
     std::optional<std::string> items = any_value();
     if (s.contains("items")) {
-      if (s.at("items").is_array()) {
-        fail("items", "the array form of items (draft 4–7 tuples) is not supported: use prefixItems");
-      }
+      assert(!s.at("items").is_array());  // tuples_as_prefix
       items = child(s.at("items"));
     }
     for (size_t i = 0; i < prefix.size(); ++i) {

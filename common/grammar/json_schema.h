@@ -9,6 +9,7 @@
 // required, additionalProperties (false, true or a schema), propertyNames (a declared name
 // it refuses cannot be a member; additional members' names are its instances where no name is
 // declared; with both, only {"type": "string"}, as zod writes records), items (a schema), prefixItems,
+// draft 4–7's tuples (items as an array: prefixItems; additionalItems: the items past them),
 // minItems, maxItems, minLength, maxLength (in code points), pattern (ECMA-262, JSON Schema's
 // search semantics: unanchored unless the pattern anchors itself), format (date, time,
 // date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), minimum,
@@ -31,7 +32,9 @@
 // boolean schemas true and false. Ignored because they do not constrain: title, description,
 // default, examples, $comment, deprecated, readOnly, writeOnly, $schema, $id and draft 4's id at
 // the root, and every keyword that no draft of JSON Schema defines ("x-…", OpenAPI's "nullable",
-// …: JSON Schema ignores unknown keywords). Every other keyword a draft defines (not, if, patternProperties,
+// …: JSON Schema ignores unknown keywords). not is compiled where it takes out whole types, or
+// null, a boolean or a finite set of strings (from a string schema without other string keywords).
+// Every other keyword a draft defines (if, patternProperties,
 // uniqueItems, contains, contentMediaType, …, $id or id below the root) is refused by name. A schema that
 // admits no JSON value at all (false, minLength > maxLength, a required property whose schema is false, allOf
 // of two closed objects that require different members, …) is refused (GrammarError "schema", unless

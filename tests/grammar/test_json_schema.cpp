@@ -153,14 +153,13 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   const std::pair<const char*, const char*> refused[] = {{"uniqueItems", "true"},
                                                          {"maxProperties", "1"},
                                                          {"unevaluatedProperties", "false"},
-                                                         {"not", "{}"},
+                                                         {"not", "{\"maxLength\": 1}"},
                                                          {"patternProperties", "{}"},
                                                          {"minProperties", "1"},
                                                          {"dependencies", "{}"},
                                                          {"contains", "{}"},
                                                          {"if", "{}"},
                                                          {"dependentRequired", "{\"a\": [\"b\"]}"},
-                                                         {"additionalItems", "{}"},
                                                          {"contentMediaType", "\"application/json\""}};
   for (const auto& [keyword, value] : refused) {
     EXPECT_EQ(refusal("{\"" + std::string(keyword) + "\": " + value + "}"), keyword);
@@ -398,10 +397,21 @@ TEST(JsonSchema, Arrays) {
   EXPECT_FALSE(accepts(open, "[1,null,null]"));
   auto any = schema(R"({"type": "array"})");
   EXPECT_TRUE(accepts(any, R"([1,"a",[{}],null])"));
-  EXPECT_EQ(refusal(R"({"items": [{"type": "string"}]})"), "items");
+  // Draft 4–7 tuples: items as an array is prefixItems, additionalItems the items past it.
+  auto draft7 =
+      schema(R"({"items": [{"type": "string"}, {"type": "integer"}], "additionalItems": {"type": "null"}})");
+  EXPECT_TRUE(accepts(draft7, R"(["a"])"));
+  EXPECT_TRUE(accepts(draft7, R"(["a",1,null,null])"));
+  EXPECT_FALSE(accepts(draft7, R"([1])"));
+  EXPECT_FALSE(accepts(draft7, R"(["a",1,2])"));
+  auto closed_tuple = schema(R"({"items": [{"type": "string"}], "additionalItems": false})");
+  EXPECT_TRUE(accepts(closed_tuple, R"(["a"])"));
+  EXPECT_FALSE(accepts(closed_tuple, R"(["a","b"])"));
+  auto ignored = schema(R"({"items": {"type": "integer"}, "additionalItems": false})");
+  EXPECT_TRUE(accepts(ignored, "[1,2,3]")) << "additionalItems beside a schema items constrains nothing";
+  EXPECT_EQ(refusal(R"({"items": [true], "prefixItems": [true]})"), "items");
   EXPECT_EQ(refusal(R"({"uniqueItems": true})"), "uniqueItems");
   EXPECT_EQ(refusal(R"({"contains": {"type": "string"}})"), "contains");
-  EXPECT_EQ(refusal(R"({"additionalItems": false})"), "additionalItems");
 }
 
 TEST(JsonSchema, AnyOfAndOneOf) {
@@ -441,8 +451,35 @@ TEST(JsonSchema, AnyOfAndOneOf) {
   EXPECT_EQ(refusal(R"({"type": "string", "anyOf": [{"type": "string"}]})"), "anyOf");
   EXPECT_EQ(refusal(R"({"properties": {"a": true}, "anyOf": [{"additionalProperties": false}]})"), "anyOf");
   EXPECT_EQ(refusal(R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})"), "allOf");
-  EXPECT_EQ(refusal(R"({"not": {"type": "string"}})"), "not");
+  EXPECT_EQ(refusal(R"({"not": {"minLength": 2}})"), "not");
   EXPECT_EQ(refusal(R"({"if": {"type": "string"}, "then": {"maxLength": 2}})"), "if");
+}
+
+// not: the types, nulls, booleans and strings it names taken out; anything else refused.
+TEST(JsonSchema, NotTakesOutTypesAndScalarValuesExactly) {
+  auto not_null = schema(R"({"type": ["string", "null", "integer"], "not": {"type": "null"}})");
+  EXPECT_TRUE(accepts(not_null, R"("a")"));
+  EXPECT_TRUE(accepts(not_null, "1"));
+  EXPECT_FALSE(accepts(not_null, "null"));
+  auto not_values =
+      schema(R"({"type": ["string", "boolean", "null"], "not": {"enum": ["a", "b\u00e9", true, null]}})");
+  EXPECT_TRUE(accepts(not_values, R"("ab")"));
+  EXPECT_TRUE(accepts(not_values, R"("")"));
+  EXPECT_TRUE(accepts(not_values, "false"));
+  EXPECT_FALSE(accepts(not_values, R"("a")"));
+  EXPECT_FALSE(accepts(not_values, R"("\u0061")")) << "the same string in another encoding";
+  EXPECT_FALSE(accepts(not_values, R"("bé")"));
+  EXPECT_FALSE(accepts(not_values, "true"));
+  EXPECT_FALSE(accepts(not_values, "null"));
+  // Beside enum: the values not excluded.
+  auto beside_enum = schema(R"({"enum": ["x", "y", 3], "not": {"const": "x"}})");
+  EXPECT_TRUE(accepts(beside_enum, R"("y")"));
+  EXPECT_TRUE(accepts(beside_enum, "3"));
+  EXPECT_FALSE(accepts(beside_enum, R"("x")"));
+  EXPECT_EQ(refusal(R"({"not": true})"), "schema") << "not true: no value";
+  EXPECT_EQ(refusal(R"({"type": "number", "not": {"type": "integer"}})"), "not");
+  EXPECT_EQ(refusal(R"({"not": {"const": 1}})"), "not");
+  EXPECT_EQ(refusal(R"({"type": "string", "maxLength": 3, "not": {"const": "a"}})"), "not");
 }
 
 // allOf merged into one schema: what the merged grammar admits is what every branch admits.

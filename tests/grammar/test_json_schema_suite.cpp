@@ -228,13 +228,17 @@ std::vector<ojson> orders(const ojson& v, const ojson& s, const ojson& root, int
   }
   if (v.is_array()) {
     std::vector<std::vector<ojson>> slots;
-    const bool has_prefix = s.contains("prefixItems") && s.at("prefixItems").is_array();
+    // Draft 4–7 tuples: items [..] then additionalItems, as prefixItems then items.
+    const bool tuple = s.contains("items") && s.at("items").is_array();
+    const ojson* prefix = tuple ? &s.at("items") : s.contains("prefixItems") ? &s.at("prefixItems") : nullptr;
+    const ojson* rest = tuple ? (s.contains("additionalItems") ? &s.at("additionalItems") : nullptr)
+                              : (s.contains("items") ? &s.at("items") : nullptr);
     for (size_t i = 0; i < v.size(); ++i) {
       ojson sub = true;
-      if (has_prefix && i < s.at("prefixItems").size()) {
-        sub = s.at("prefixItems")[i];
-      } else if (s.contains("items") && !s.at("items").is_array()) {
-        sub = s.at("items");
+      if (prefix && prefix->is_array() && i < prefix->size()) {
+        sub = (*prefix)[i];
+      } else if (rest) {
+        sub = *rest;
       }
       slots.push_back(orders(v[i], sub, root, depth + 1));
     }

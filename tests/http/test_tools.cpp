@@ -110,7 +110,7 @@ TEST(StructuredRequest, ErrorsNameTheField) {
            "response_format.json_schema.strict", "boolean"},
           {H, chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "r",
                             "schema": {"type": "integer", "not": {"const": 3}}}})"),
-           "response_format.json_schema.schema", "\"not\""},
+           "response_format.json_schema.schema", "'not'"},
           {H, chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "r",
                             "schema": {"type": "object", "properties": {"a": {"allOf": []}}}}})"),
            "response_format.json_schema.schema", "allOf"},
