@@ -1196,9 +1196,8 @@ class Compiler {
       kinds &= ~removed;
       return;
     }
-    const bool values_only = !keys.empty() && std::all_of(keys.begin(), keys.end(), [](const std::string& k) {
-      return k == "enum" || k == "const";
-    });
+    const bool values_only = std::all_of(keys.begin(), keys.end(),
+                                         [](const std::string& k) { return k == "enum" || k == "const"; });
     if (!values_only)
       fail("not",
            "not of anything but a type, or values that are null, booleans or strings, is not supported");
@@ -1349,8 +1348,8 @@ class Compiler {
         const Decimal p = divisor(a), q = divisor(b);
         if (!p.is_integer() || !q.is_integer() || p.whole.size() > 9 || q.whole.size() > 9)
           fail("allOf", "allOf with two multipleOf that are not integers up to 9 digits is not supported");
-        const uint64_t x = std::stoull(p.whole), y = std::stoull(q.whole);
-        out[k] = x / std::gcd(x, y) * y;
+        const uint64_t pi = std::stoull(p.whole), qi = std::stoull(q.whole);
+        out[k] = pi / std::gcd(pi, qi) * qi;
       } else if (k == "uniqueItems") {
         out[k] = x.is_boolean() && y.is_boolean() ? ojson(x.get<bool>() || y.get<bool>()) : y;
       } else if (k == "anyOf") {

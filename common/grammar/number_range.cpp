@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -395,6 +396,29 @@ class Multiples {
   std::map<uint64_t, std::string> any_more_;
 };
 
+// The texts of L ≤ x ≤ U (either bound absent: unbounded) by sign: x ≥ 0 written without one, x < 0
+// as "-" m with m = −x > 0 (L ≤ x ≤ U is −U ≤ m ≤ −L); `magnitudes(lo, hi)` writes each side's
+// m in [lo, hi] (hi absent: unbounded), nullopt when none.
+std::optional<std::string> by_sign(
+    const std::optional<NumberBound>& lower, const std::optional<NumberBound>& upper,
+    const std::function<std::optional<std::string>(const NumberBound&, const std::optional<NumberBound>&)>&
+        magnitudes) {
+  std::vector<std::string> alts;
+  if (!upper || !(upper->value.negative || (upper->value.is_zero() && upper->exclusive))) {
+    NumberBound lo;  // 0, inclusive
+    if (lower && !lower->value.negative) lo = *lower;
+    if (auto m = magnitudes(lo, upper)) alts.push_back(*m);
+  }
+  if (!lower || lower->value.negative) {
+    NumberBound lo{Decimal(), true};  // m > 0
+    if (upper && upper->value.negative) lo = {upper->value.negated(), upper->exclusive};
+    std::optional<NumberBound> hi;
+    if (lower) hi = NumberBound{lower->value.negated(), lower->exclusive};
+    if (auto m = magnitudes(lo, hi)) alts.push_back(sequence({"\"-\"", *m}));
+  }
+  return either(alts);
+}
+
 // x mod k for a digit string x.
 uint64_t residue(const std::string& digits, uint64_t k) {
   uint64_t r = 0;
@@ -409,23 +433,11 @@ std::optional<std::string> bounded_multiple(const std::optional<NumberBound>& lo
                                             RuleSink& rules, size_t max_states) {
   assert(divisor >= 1);
   Multiples multiples(divisor, rules, max_states);
-  std::vector<std::string> alts;
-  // As bounded_number: x ≥ 0 without a sign, x < 0 as "-" m (m a multiple exactly when x is).
-  if (!upper || !(upper->value.negative || (upper->value.is_zero() && upper->exclusive))) {
-    NumberBound lo;
-    if (lower && !lower->value.negative) lo = *lower;
-    if (const auto ab = integer_bounds(lo, upper))
-      if (auto m = multiples.range(ab->first, ab->second)) alts.push_back(*m);
-  }
-  if (!lower || lower->value.negative) {
-    NumberBound lo{Decimal(), true};
-    if (upper && upper->value.negative) lo = {upper->value.negated(), upper->exclusive};
-    std::optional<NumberBound> hi;
-    if (lower) hi = NumberBound{lower->value.negated(), lower->exclusive};
-    if (const auto ab = integer_bounds(lo, hi))
-      if (auto m = multiples.range(ab->first, ab->second)) alts.push_back(sequence({"\"-\"", *m}));
-  }
-  return either(alts);
+  // m is a multiple exactly when −m is.
+  return by_sign(lower, upper, [&](const NumberBound& lo, const std::optional<NumberBound>& hi) {
+    const auto ab = integer_bounds(lo, hi);
+    return ab ? multiples.range(ab->first, ab->second) : std::nullopt;
+  });
 }
 
 std::optional<bool> is_multiple(const Decimal& x, const Decimal& m) {
@@ -502,22 +514,9 @@ int compare(const Decimal& a, const Decimal& b) {
 
 std::optional<std::string> bounded_number(const std::optional<NumberBound>& lower,
                                           const std::optional<NumberBound>& upper, bool integers_only) {
-  std::vector<std::string> alts;
-  // x ≥ 0, written without a sign.
-  if (!upper || !(upper->value.negative || (upper->value.is_zero() && upper->exclusive))) {
-    NumberBound lo;  // 0, inclusive
-    if (lower && !lower->value.negative) lo = *lower;
-    if (auto m = magnitude(lo, upper, integers_only)) alts.push_back(*m);
-  }
-  // x < 0, written "-" m with m = −x > 0: L ≤ x ≤ U is −U ≤ m ≤ −L.
-  if (!lower || lower->value.negative) {
-    NumberBound lo{Decimal(), true};  // m > 0
-    if (upper && upper->value.negative) lo = {upper->value.negated(), upper->exclusive};
-    std::optional<NumberBound> hi;
-    if (lower) hi = NumberBound{lower->value.negated(), lower->exclusive};
-    if (auto m = magnitude(lo, hi, integers_only)) alts.push_back(sequence({"\"-\"", *m}));
-  }
-  return either(alts);
+  return by_sign(lower, upper, [&](const NumberBound& lo, const std::optional<NumberBound>& hi) {
+    return magnitude(lo, hi, integers_only);
+  });
 }
 
 }  // namespace rootspec::grammar

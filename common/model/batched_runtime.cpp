@@ -92,26 +92,18 @@ RowsView BatchedRuntime::run(const std::vector<Tree>& trees, bool roots,
                              const std::vector<PassBackend::ProcessedLaw>* laws, PassKind kind,
                              std::vector<int>& first_rows) {
   parts_.assign(trees.size(), ModelRuntime::SharedPart{});
-  if (!roots && !laws && trees.size() == 1 && static_cast<int>(trees[0].tokens->size()) > kMaxTreeBucket) {
-    // A lone tree past one pass: its sequence's own call, in several passes (ModelRuntime::tree_pass).
-    const Tree& t = trees[0];
-    if (static_cast<int>(t.tokens->size()) > max_tree())
-      throw std::invalid_argument("batched tree pass: a tree of " + std::to_string(t.tokens->size()) +
-                                  " nodes, past max_tree " + std::to_string(max_tree()));
-    ModelRuntime::SharedPart& p = parts_[0];
-    p.rt = seq_.at(t.sequence).get();
-    p.tokens = t.tokens;
-    p.parents = t.parents;
-    p.new_tree = true;
-    first_rows.assign(1, 0);
-    return ModelRuntime::run_shared(parts_);
-  }
+  // A lone tree of logits may pass one pass: its sequence's own call (ModelRuntime::tree_pass),
+  // in as many passes as it needs.
+  const bool lone = !roots && !laws && trees.size() == 1;
+  const int most = lone ? std::max(max_tree(), kMaxTreeBucket) : kMaxTreeBucket;
+  bool past_one_pass = false;
   for (size_t k = 0; k < trees.size(); ++k) {
     const Tree& t = trees[k];
     const int n = static_cast<int>(t.tokens->size());
-    if (n < 1 || n > kMaxTreeBucket)
+    if (n < 1 || n > most)
       throw std::invalid_argument("batched tree pass: a tree of " + std::to_string(n) + " nodes (1 to " +
-                                  std::to_string(kMaxTreeBucket) + ", or max_tree alone as logits)");
+                                  std::to_string(most) + ")");
+    past_one_pass = n > kMaxTreeBucket;
     ModelRuntime::SharedPart& p = parts_[k];
     p.rt = seq_.at(t.sequence).get();
     p.tokens = t.tokens;
@@ -120,7 +112,8 @@ RowsView BatchedRuntime::run(const std::vector<Tree>& trees, bool roots,
     p.new_tree = true;
     p.law = laws ? &(*laws)[k] : nullptr;
   }
-  const RowsView rows = ModelRuntime::run_shared(parts_, /*top_k=*/0, kind);
+  const RowsView rows = ModelRuntime::run_shared(
+      parts_, /*top_k=*/0, past_one_pass ? std::nullopt : std::optional<PassKind>(kind));
   first_rows.clear();
   for (const ModelRuntime::SharedPart& p : parts_) first_rows.push_back(p.first_row);
   return rows;
