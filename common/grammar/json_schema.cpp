@@ -13,6 +13,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -65,8 +66,8 @@ bool is_supported(const std::string& k) {
       // values and numbers
       "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
       // objects and arrays
-      "properties", "required", "additionalProperties", "propertyNames", "items", "prefixItems",
-      "additionalItems", "minItems", "maxItems",
+      "properties", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties",
+      "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
       // strings
       "minLength", "maxLength", "pattern", "format",
       // applicators
@@ -423,6 +424,58 @@ std::string json_encode_gbnf(std::string_view t) {
 // ---------------------------------------------------------------------------------------------
 // Formats (RFC 3339 §5.6 and the documented subsets), as GBNF over the raw string contents.
 
+// RFC 3986 §3.2.2's dec-octet: 0 to 255 without leading zeros.
+std::string ipv4_octet(const std::string& name) {
+  return name + "-octet ::= \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]\n";
+}
+
+// RFC 3986 §3.2.2's IPv6address (h16: 1 to 4 hex digits; ls32: two h16 or an IPv4 address).
+std::string ipv6_address(const std::string& name) {
+  const std::string h = name + "-h16", c = name + "-h16c", ls32 = name + "-ls32";
+  auto n = [&](int k) { return k == 0 ? std::string() : c + "{" + std::to_string(k) + "} "; };
+  // [ *k( h16 ":" ) h16 ] "::" before the right side.
+  auto head = [&](int k) { return k < 0 ? std::string() : "(" + (k ? c + "{0," + std::to_string(k) + "} " : "") + h + ")? "; };
+  return "(" + n(6) + ls32 + " | \"::\" " + n(5) + ls32 + " | " + head(0) + "\"::\" " + n(4) + ls32 + " | " + head(1) +
+         "\"::\" " + n(3) + ls32 + " | " + head(2) + "\"::\" " + n(2) + ls32 + " | " + head(3) + "\"::\" " + n(1) +
+         ls32 + " | " + head(4) + "\"::\" " + ls32 + " | " + head(5) + "\"::\" " + h + " | " + head(6) + "\"::\")";
+}
+
+std::string ipv6_rules(const std::string& name) {
+  return name + "-h16 ::= [0-9a-fA-F]{1,4}\n" + name + "-h16c ::= " + name + "-h16 \":\"\n" + name + "-ls32 ::= " +
+         name + "-h16 \":\" " + name + "-h16 | " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
+}
+
+// RFC 3986 §3 and §4.1: URI (with a scheme) or URI-reference (a URI or a relative reference).
+std::string uri_rules(bool absolute, const std::string& name) {
+  const std::string p = name + "-";
+  std::string r;
+  r += p + "unreserved ::= [A-Za-z0-9._~-]\n";
+  r += p + "pct ::= \"%\" [0-9a-fA-F] [0-9a-fA-F]\n";
+  r += p + "sub ::= [!$&'()*+,;=]\n";
+  r += p + "pchar ::= " + p + "unreserved | " + p + "pct | " + p + "sub | [:@]\n";
+  r += p + "scheme ::= [A-Za-z] [A-Za-z0-9+.-]*\n";
+  r += p + "userinfo ::= (" + p + "unreserved | " + p + "pct | " + p + "sub | \":\")*\n";
+  r += p + "ipfuture ::= [vV] [0-9a-fA-F]+ \".\" (" + p + "unreserved | " + p + "sub | \":\")+\n";
+  r += p + "ip6 ::= " + ipv6_address(p + "ip6") + "\n" + ipv6_rules(p + "ip6");
+  r += p + "host ::= \"[\" (" + p + "ip6 | " + p + "ipfuture) \"]\" | " + p + "ip6-octet (\".\" " + p +
+       "ip6-octet){3} | (" + p + "unreserved | " + p + "pct | " + p + "sub)*\n";
+  r += p + "authority ::= (" + p + "userinfo \"@\")? " + p + "host (\":\" [0-9]*)?\n";
+  r += p + "segment ::= " + p + "pchar*\n";
+  r += p + "segment-nz ::= " + p + "pchar+\n";
+  r += p + "segment-nz-nc ::= (" + p + "unreserved | " + p + "pct | " + p + "sub | \"@\")+\n";
+  r += p + "abempty ::= (\"/\" " + p + "segment)*\n";
+  r += p + "absolute ::= \"/\" (" + p + "segment-nz " + p + "abempty)?\n";
+  r += p + "rootless ::= " + p + "segment-nz " + p + "abempty\n";
+  r += p + "noscheme ::= " + p + "segment-nz-nc " + p + "abempty\n";
+  r += p + "tail ::= (\"?\" (" + p + "pchar | [/?])*)? (\"#\" (" + p + "pchar | [/?])*)?\n";
+  const std::string hier = "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "rootless)?";
+  const std::string relative =
+      "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "noscheme)?";
+  r += p + "uri ::= " + p + "scheme \":\" " + hier + " " + p + "tail\n";
+  if (absolute) return name + " ::= " + p + "uri\n" + r;
+  return name + " ::= " + p + "uri | " + relative + " " + p + "tail\n" + r;
+}
+
 std::string format_rules(const std::string& format, const std::string& name) {
   const std::string d2 = "[0-9] [0-9]";
   const std::string month31 = "(\"0\" [13578] | \"1\" [02])", month30 = "(\"0\" [469] | \"11\")";
@@ -449,6 +502,8 @@ std::string format_rules(const std::string& format, const std::string& name) {
                            name + "-offset | " + leap + ")";
   const std::string time_rules = name + "-frac ::= \".\" [0-9]+\n" + name + "-offset ::= [Zz] | [+-] " +
                                  hour + " \":\" " + minute + "\n";
+  // RFC 6901: "/"-separated reference tokens, "~" only as ~0 or ~1 (characters JSON escapes are left out).
+  const std::string json_pointer = "(\"/\" ([^/~\"\\\\\\x00-\\x1F] | \"~\" [01])*)*";
   if (format == "date") return name + " ::= " + date + "\n" + year_rule;
   if (format == "time") return name + " ::= " + time + "\n" + time_rules;
   if (format == "date-time") return name + " ::= " + date + " [Tt] " + time + "\n" + year_rule + time_rules;
@@ -465,7 +520,35 @@ std::string format_rules(const std::string& format, const std::string& name) {
     return name + " ::= " + atext + "+ (\".\" " + atext + "+)* \"@\" " + name + "-label (\".\" " + name +
            "-label)+\n" + name + "-label ::= " + label + "\n";
   }
-  fail("format", "format \"" + format + "\" is not supported (date, time, date-time, email, uuid)");
+  if (format == "ipv4") return name + " ::= " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
+  if (format == "ipv6") return name + " ::= " + ipv6_address(name) + "\n" + ipv6_rules(name);
+  if (format == "uri" || format == "uri-reference") return uri_rules(format == "uri", name);
+  if (format == "json-pointer") return name + " ::= " + json_pointer + "\n";
+  if (format == "relative-json-pointer")
+    return name + " ::= (\"0\" | [1-9] [0-9]*) (\"#\" | " + json_pointer + ")\n";
+  if (format == "duration") {
+    // RFC 3339 Appendix A (ISO 8601 durations).
+    const std::string n = "[0-9]+";
+    const std::string second = n + " \"S\"", minute = n + " \"M\" (" + second + ")?",
+                      hour = n + " \"H\" (" + minute + ")?";
+    const std::string time = "\"T\" (" + hour + " | " + minute + " | " + second + ")";
+    const std::string day = n + " \"D\"", month = n + " \"M\" (" + day + ")?", year = n + " \"Y\" (" + month + ")?";
+    return name + " ::= \"P\" ((" + day + " | " + month + " | " + year + ") (" + time + ")? | " + time + " | " + n +
+           " \"W\")\n";
+  }
+  fail("format", "format \"" + format +
+                     "\" is not supported (date, time, date-time, duration, email, uuid, ipv4, ipv6, uri, "
+                     "uri-reference, json-pointer, relative-json-pointer)");
+}
+
+// Formats some draft defines: the others are no assertion (JSON Schema ignores unknown formats,
+// as OpenAPI's "int32" or an editor's "textarea").
+bool is_known_format(const std::string& f) {
+  static const std::set<std::string> kKnown = {
+      "date-time",    "date",     "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+      "ipv4",         "ipv6",     "uri",  "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+      "json-pointer", "relative-json-pointer", "regex"};
+  return kKnown.count(f) > 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +619,17 @@ class Compiler {
     return out;
   }
 
+  // Drafts 4 to 7 (as the root's $schema says): "All other properties in a "$ref" object MUST be
+  // ignored"; from 2019-09 on, and without $schema (this compiler's dialect is 2020-12), they
+  // apply beside it.
+  bool ref_overrides_siblings() const {
+    if (!root_.is_object() || !root_.contains("$schema") || !root_.at("$schema").is_string()) return false;
+    const std::string dialect = root_.at("$schema").get<std::string>();
+    for (const char* old : {"draft-03", "draft-04", "draft-05", "draft-06", "draft-07"})
+      if (dialect.find(old) != std::string::npos) return true;
+    return false;
+  }
+
   // The rule for any JSON object (response_format json_object).
   std::string any_object_text() {
     const std::string obj = any_object();
@@ -557,6 +651,7 @@ class Compiler {
     if (s.contains("$ref")) {
       const ojson& target = resolve(s.at("$ref"));
       if (!valid(v, target, depth + 1)) return false;
+      if (ref_overrides_siblings()) return true;
     }
     if (s.contains("type") && !(kinds_of_type(s.at("type")) & kind_of(v))) return false;
     if (s.contains("const") && !json_equal(v, s.at("const"))) return false;
@@ -607,7 +702,8 @@ class Compiler {
       if (s.contains("minLength") && n < count_value(s, "minLength")) return false;
       if (s.contains("maxLength") && n > count_value(s, "maxLength")) return false;
       if (s.contains("pattern")) throw Undecided{"pattern"};
-      if (s.contains("format")) throw Undecided{"format"};
+      if (s.contains("format") && s.at("format").is_string() && is_known_format(s.at("format").get<std::string>()))
+        throw Undecided{"format"};
     }
     if (v.is_array()) {
       if (s.contains("minItems") && v.size() < count_value(s, "minItems")) return false;
@@ -635,6 +731,14 @@ class Compiler {
       if (s.contains("required")) {
         for (const auto& r : s.at("required")) {
           if (!v.contains(r.get<std::string>())) return false;
+        }
+      }
+      if (s.contains("minProperties") && v.size() < count_value(s, "minProperties")) return false;
+      if (s.contains("maxProperties") && v.size() > count_value(s, "maxProperties")) return false;
+      for (const auto& [trigger, needed] : dependencies(s)) {
+        if (!v.contains(trigger)) continue;
+        for (const auto& n : needed) {
+          if (!v.contains(n)) return false;
         }
       }
       const ojson empty = ojson::object();
@@ -982,10 +1086,13 @@ class Compiler {
       return std::string();
     };
     if (s.contains("$ref")) {
-      const std::string other = has_other({"$ref"});
-      if (!other.empty())
-        fail("$ref", "$ref beside the constraining keyword \"" + other + "\" is not supported");
-      return ref_rule(s.at("$ref").is_string() ? s.at("$ref").get<std::string>() : std::string(), true);
+      const std::string ref = s.at("$ref").is_string() ? s.at("$ref").get<std::string>() : std::string();
+      if (has_other({"$ref"}).empty() || ref_overrides_siblings()) return ref_rule(ref, true);
+      // From 2019-09 on, $ref is one assertion among its siblings: the instances of both.
+      ojson rest = s;
+      rest.erase("$ref");
+      merged_.push_back(std::make_unique<ojson>(both(ojson{{"$ref", ref}}, rest)));
+      return compile(*merged_.back());
     }
     if (s.contains("allOf")) {
       merged_.push_back(std::make_unique<ojson>(merge_all_of(s, 0)));
@@ -1558,8 +1665,8 @@ class Compiler {
     const bool has_len = s.contains("minLength") || s.contains("maxLength");
     const uint64_t min = s.contains("minLength") ? count_value(s, "minLength") : 0;
     const uint64_t max = s.contains("maxLength") ? count_value(s, "maxLength") : kUnbounded;
-    if (s.contains("format")) {
-      if (!s.at("format").is_string()) fail("format", "format must be a string");
+    if (s.contains("format") && !s.at("format").is_string()) fail("format", "format must be a string");
+    if (s.contains("format") && is_known_format(s.at("format").get<std::string>())) {
       if (has_len || s.contains("pattern")) {
         fail("format", "format beside minLength, maxLength or pattern is not supported");
       }
@@ -1745,6 +1852,38 @@ class Compiler {
     return child(*merged_.back());
   }
 
+  // dependentRequired, and draft 4–7's dependencies (an array of names, or a schema that only
+  // requires names): for each trigger name, the names an object with that member must have.
+  std::vector<std::pair<std::string, std::vector<std::string>>> dependencies(const ojson& s) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    for (const char* key : {"dependentRequired", "dependencies"}) {
+      if (!s.contains(key)) continue;
+      const ojson& deps = s.at(key);
+      if (!deps.is_object()) fail(key, std::string(key) + " must be an object");
+      for (auto it = deps.begin(); it != deps.end(); ++it) {
+        const ojson* names = &it.value();
+        if (names->is_object() && std::string(key) == "dependencies") {
+          const std::vector<std::string> kws = constraining_keywords(*names);
+          if (kws.empty()) continue;
+          if (kws.size() != 1 || kws[0] != "required")
+            fail(key, "dependencies with a schema other than required names is not supported");
+          names = &names->at("required");
+        } else if (names->is_boolean() && std::string(key) == "dependencies") {
+          if (names->get<bool>()) continue;
+          fail(key, "dependencies with the schema false is not supported");
+        }
+        if (!names->is_array()) fail(key, std::string(key) + "'s values must be arrays of names");
+        std::vector<std::string> needed;
+        for (const auto& n : *names) {
+          if (!n.is_string()) fail(key, std::string(key) + "'s values must be arrays of names");
+          needed.push_back(n.get<std::string>());
+        }
+        out.push_back({it.key(), std::move(needed)});
+      }
+    }
+    return out;
+  }
+
   std::optional<std::string> compile_object(const ojson& s) {
     const ojson* names = property_names(s);
     struct Slot {
@@ -1762,6 +1901,10 @@ class Compiler {
         }
       }
     }
+    const uint64_t min_members = s.contains("minProperties") ? count_value(s, "minProperties") : 0;
+    const uint64_t max_members = s.contains("maxProperties") ? count_value(s, "maxProperties") : kUnbounded;
+    if (min_members > max_members) return std::nullopt;
+    const auto deps = dependencies(s);
     std::optional<std::string> additional;
     if (s.contains("additionalProperties")) {
       additional = child(s.at("additionalProperties"));
@@ -1770,20 +1913,32 @@ class Compiler {
     }
     std::vector<Slot> slots;
     std::vector<std::vector<uint32_t>> declared;
+    auto declare = [&](const std::string& name, std::optional<std::string> value, bool req) {
+      // A name propertyNames refuses cannot be a member's.
+      slots.push_back({name, name_allowed(names, name) ? std::move(value) : std::nullopt, req});
+      declared.push_back(decode_utf8(name));
+    };
+    auto is_declared = [&](const std::string& name) {
+      return std::any_of(slots.begin(), slots.end(), [&](const Slot& x) { return x.name == name; });
+    };
     if (s.contains("properties")) {
       const ojson& props = s.at("properties");
       if (!props.is_object()) fail("properties", "properties must be an object");
       for (auto it = props.begin(); it != props.end(); ++it) {
         const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
-        // A name propertyNames refuses cannot be a member's.
-        slots.push_back({it.key(), name_allowed(names, it.key()) ? child(it.value()) : std::nullopt, req});
-        declared.push_back(decode_utf8(it.key()));
+        declare(it.key(), child(it.value()), req);
       }
     }
     for (const auto& r : required) {
-      if (s.contains("properties") && s.at("properties").contains(r)) continue;
-      slots.push_back({r, name_allowed(names, r) ? additional : std::nullopt, true});
-      declared.push_back(decode_utf8(r));
+      if (!is_declared(r)) declare(r, additional, true);
+    }
+    // The names a dependency mentions get a place of their own (the additional members' schema):
+    // whether they are present must be known where the dependency is checked.
+    for (const auto& [trigger, needed] : deps) {
+      if (!is_declared(trigger)) declare(trigger, additional, false);
+      for (const auto& n : needed) {
+        if (!is_declared(n)) declare(n, additional, false);
+      }
     }
     std::vector<Slot> live;
     for (const auto& slot : slots) {
@@ -1805,40 +1960,104 @@ class Compiler {
     } else if (additional) {
       extra_member = add_rule("member", other_name(declared) + " " + colon() + *additional);
     }
-    // rest(i, emitted): the members from slot i on, after `emitted` members (a comma before each
-    // but the first); the additional members come last.
-    std::map<std::pair<size_t, bool>, std::string> memo;
-    std::function<std::string(size_t, bool)> rest = [&](size_t i, bool emitted) -> std::string {
-      auto m = memo.find({i, emitted});
-      if (m != memo.end()) return m->second;
-      std::string body;
-      if (i == live.size()) {
-        if (extra_member.empty()) {
-          body = emitted ? ws() : "";
-        } else if (emitted) {
-          body = "(" + comma() + extra_member + ")* " + ws();
-        } else {
-          body = "(" + extra_member + " (" + comma() + extra_member + ")* " + ws() + ")?";
-        }
-      } else {
-        const Slot& slot = live[i];
-        const std::string member = (emitted ? comma() : std::string()) +
-                                   gbnf_literal(ojson(slot.name).dump()) + " " + colon() + *slot.value;
-        const std::string next = rest(i + 1, true);
-        const std::string present = member + (next.empty() ? "" : " " + next);
-        if (slot.required) {
-          body = present;
-        } else {
-          const std::string absent = rest(i + 1, emitted);
-          body = "(" + present + ")" + (absent.empty() ? "?" : " | " + absent);
+    // Dependencies over the live slots: slot `trigger` present needs every slot of `needed`
+    // present; kAbsent where a needed name can never be a member (the trigger cannot be either).
+    constexpr size_t kAbsent = std::numeric_limits<size_t>::max();
+    auto live_index = [&](const std::string& name) {
+      for (size_t i = 0; i < live.size(); ++i)
+        if (live[i].name == name) return i;
+      return kAbsent;
+    };
+    std::vector<std::vector<size_t>> needs(live.size());  // [live] the slots slot i needs
+    uint64_t remembered = 0;  // slots whose presence a later trigger reads
+    for (const auto& [trigger, needed] : deps) {
+      const size_t t = live_index(trigger);
+      if (t == kAbsent) continue;
+      for (const auto& n : needed) {
+        const size_t j = live_index(n);
+        needs[t].push_back(j);
+        if (j != kAbsent && j < t) {
+          if (j >= 64) fail("dependentRequired", "dependencies over more than 64 members are not supported");
+          remembered |= uint64_t{1} << j;
         }
       }
-      const std::string name = body.empty() ? "" : add_rule("members", body);
-      memo[{i, emitted}] = name;
-      return name;
+    }
+    for (size_t t = 0; t < live.size(); ++t) {
+      for (size_t j : needs[t]) {
+        if (j != kAbsent && j > t && j >= 64)
+          fail("dependentRequired", "dependencies over more than 64 members are not supported");
+      }
+    }
+    // Members counted up to the first count that no longer matters: past min_members when
+    // unbounded above, else past max_members.
+    const uint64_t cap = max_members == kUnbounded ? min_members : max_members + 1;
+    struct State {
+      size_t i;            // the next slot
+      uint64_t count;      // members so far, up to cap
+      bool emitted;        // a member so far (a comma before the next)
+      uint64_t seen;       // remembered slots present
+      uint64_t owed;       // later slots that a present trigger needs
+      bool operator<(const State& o) const {
+        return std::tie(i, count, emitted, seen, owed) < std::tie(o.i, o.count, o.emitted, o.seen, o.owed);
+      }
     };
-    const std::string members = rest(0, false);
-    return add_rule("object", "\"{\" " + ws() + members + " \"}\"");
+    // rest(state): the members from slot i on, then the additional members, as a rule ("" when
+    // nothing more is written; nullopt when no way on satisfies the counts and dependencies).
+    std::map<State, std::optional<std::string>> memo;
+    std::function<std::optional<std::string>(const State&)> rest = [&](const State& st) -> std::optional<std::string> {
+      auto m = memo.find(st);
+      if (m != memo.end()) return m->second;
+      check_budget();
+      std::optional<std::string> out;
+      if (st.i == live.size()) {
+        const uint64_t lo = min_members > st.count ? min_members - st.count : 0;
+        const uint64_t hi = max_members == kUnbounded ? kUnbounded : max_members - st.count;
+        if (extra_member.empty() || hi == 0) {
+          if (lo == 0) out = st.emitted ? ws() : "";
+        } else if (st.emitted) {
+          out = repeat(extra_member, lo, hi, comma(), true) + " " + ws();
+        } else {
+          out = "(" + repeat(extra_member, std::max<uint64_t>(lo, 1), hi, comma()) + " " + ws() + ")" +
+                (lo == 0 ? "?" : "");
+        }
+      } else {
+        const Slot& slot = live[st.i];
+        const uint64_t bit = st.i < 64 ? uint64_t{1} << st.i : 0;
+        std::vector<std::string> ways;
+        // Present: within maxProperties, and every name it needs present (earlier) or owed (later).
+        bool can_be_present = max_members == kUnbounded || st.count < max_members;
+        State next{st.i + 1, std::min(st.count + 1, cap), true, st.seen | (remembered & bit), st.owed & ~bit};
+        for (size_t j : needs[st.i]) {
+          if (j == kAbsent || (j < st.i && !(st.seen & (uint64_t{1} << j)))) can_be_present = false;
+          if (j != kAbsent && j > st.i) next.owed |= uint64_t{1} << j;
+        }
+        if (can_be_present) {
+          if (const std::optional<std::string> after = rest(next)) {
+            const std::string member = (st.emitted ? comma() : std::string()) +
+                                       gbnf_literal(ojson(slot.name).dump()) + " " + colon() + *slot.value;
+            ways.push_back(member + (after->empty() ? "" : " " + *after));
+          }
+        }
+        // Absent: unless required or owed.
+        std::optional<std::string> absent;
+        if (!slot.required && !(st.owed & bit)) {
+          absent = rest(State{st.i + 1, st.count, st.emitted, st.seen, st.owed});
+        }
+        if (!ways.empty() && absent) {
+          out = absent->empty() ? "(" + ways[0] + ")?" : "(" + ways[0] + ") | " + *absent;
+        } else if (!ways.empty()) {
+          out = ways[0];
+        } else {
+          out = absent;
+        }
+      }
+      if (out && !out->empty()) out = add_rule("members", *out);
+      memo[st] = out;
+      return out;
+    };
+    const std::optional<std::string> members = rest(State{0, 0, false, 0, 0});
+    if (!members) return std::nullopt;
+    return add_rule("object", "\"{\" " + ws() + *members + " \"}\"");
   }
 
  public:

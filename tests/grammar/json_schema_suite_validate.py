@@ -61,9 +61,26 @@ def _uuid_ok(s):
     return True
 
 
+# RFC 3339 Appendix A, written out as its ABNF reads.
+_DUR_TIME = r"T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)"
+_DURATION = re.compile(rf"^P((\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)({_DUR_TIME})?|{_DUR_TIME}|\d+W)$")
+
+
+def _json_pointer_ok(s):
+    """RFC 6901: empty, or "/"-prefixed tokens in which "~" is only ~0 or ~1."""
+    return s == "" or (s.startswith("/") and all(re.fullmatch(r"([^~]|~[01])*", t) for t in s[1:].split("/")))
+
+
+def _relative_json_pointer_ok(s):
+    m = re.match(r"^(0|[1-9][0-9]*)(.*)$", s, re.S)
+    return bool(m) and (m.group(2) == "#" or _json_pointer_ok(m.group(2)))
+
+
 checker = jsonschema.FormatChecker()
 for name, fn in (("date", _date_ok), ("time", _time_ok), ("date-time", _date_time_ok),
-                 ("email", lambda s: bool(_EMAIL.match(s))), ("uuid", _uuid_ok)):
+                 ("email", lambda s: bool(_EMAIL.match(s))), ("uuid", _uuid_ok),
+                 ("duration", lambda s: bool(_DURATION.match(s))), ("json-pointer", _json_pointer_ok),
+                 ("relative-json-pointer", _relative_json_pointer_ok)):
     # jsonschema's own "time" is draft 3's (HH:MM:SS, no offset): ours alone for time and date-time.
     inner = None if name in ("time", "date-time") else checker.checkers.get(name)
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "json_schema.h"
@@ -151,15 +152,11 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
   const std::pair<const char*, const char*> refused[] = {{"uniqueItems", "true"},
-                                                         {"maxProperties", "1"},
                                                          {"unevaluatedProperties", "false"},
                                                          {"not", "{\"maxLength\": 1}"},
                                                          {"patternProperties", "{}"},
-                                                         {"minProperties", "1"},
-                                                         {"dependencies", "{}"},
                                                          {"contains", "{}"},
                                                          {"if", "{}"},
-                                                         {"dependentRequired", "{\"a\": [\"b\"]}"},
                                                          {"contentMediaType", "\"application/json\""}};
   for (const auto& [keyword, value] : refused) {
     EXPECT_EQ(refusal("{\"" + std::string(keyword) + "\": " + value + "}"), keyword);
@@ -259,7 +256,49 @@ TEST(JsonSchema, Formats) {
   EXPECT_TRUE(accepts(uuid, R"("123e4567-e89b-12d3-A456-426614174000")"));
   EXPECT_FALSE(accepts(uuid, R"("123e4567e89b12d3a456426614174000")"));
   EXPECT_FALSE(accepts(uuid, R"("123e4567-e89b-12d3-a456-42661417400g")"));
-  EXPECT_EQ(refusal(R"({"type": "string", "format": "ipv4"})"), "format");
+  auto ipv4 = schema(R"({"type": "string", "format": "ipv4"})");
+  for (const char* ok : {"192.168.0.1", "0.0.0.0", "255.255.255.255"}) EXPECT_TRUE(accepts(ipv4, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"256.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1.2.3.a"})
+    EXPECT_FALSE(accepts(ipv4, std::string("\"") + bad + "\"")) << bad;
+  auto ipv6 = schema(R"({"type": "string", "format": "ipv6"})");
+  for (const char* ok : {"::", "::1", "1::", "fe80::1:2", "2001:db8:0:0:0:0:2:1", "::ffff:192.0.2.128", "1:2:3:4:5:6:7::",
+                         "1:2:3:4:5:6::8", "A:b:C:d:E:f:0:1"})
+    EXPECT_TRUE(accepts(ipv6, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {":::", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "1:2:3:4:5:6:7", "::1.2.3", "fe80::1%eth0", ":1::"})
+    EXPECT_FALSE(accepts(ipv6, std::string("\"") + bad + "\"")) << bad;
+  auto uri = schema(R"({"type": "string", "format": "uri"})");
+  auto uri_ref = schema(R"({"type": "string", "format": "uri-reference"})");
+  for (const char* ok : {"http://example.com/a/b?q=1#top", "urn:isbn:0451450523", "mailto:joe@example.com",
+                         "http://[2001:db8::7]:8080/", "ftp://user:pw@10.0.0.1:21/%20x", "file:///etc/hosts"}) {
+    EXPECT_TRUE(accepts(uri, std::string("\"") + ok + "\"")) << ok;
+    EXPECT_TRUE(accepts(uri_ref, std::string("\"") + ok + "\"")) << ok;
+  }
+  for (const char* rel : {"", "/a/b", "a/b?x", "#frag", "//host/p", "../x"}) {
+    EXPECT_FALSE(accepts(uri, std::string("\"") + rel + "\"")) << rel;
+    EXPECT_TRUE(accepts(uri_ref, std::string("\"") + rel + "\"")) << rel;
+  }
+  for (const char* bad : {"http://a b", "http://x/%zz", "1http://x", "http://[::1/", "a:b:c/{x}", ":x"}) {
+    EXPECT_FALSE(accepts(uri, std::string("\"") + bad + "\"")) << bad;
+  }
+  EXPECT_FALSE(accepts(uri_ref, R"(":x")"));  // a first segment with ':' would be a scheme
+  auto pointer = schema(R"({"type": "string", "format": "json-pointer"})");
+  for (const char* ok : {"", "/", "/a~0b/c~1d", "/0/x y"}) EXPECT_TRUE(accepts(pointer, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"a", "/a~2", "/~"}) EXPECT_FALSE(accepts(pointer, std::string("\"") + bad + "\"")) << bad;
+  auto relative = schema(R"({"type": "string", "format": "relative-json-pointer"})");
+  for (const char* ok : {"0", "1#", "12/a/b"}) EXPECT_TRUE(accepts(relative, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"", "01", "/a", "-1", "1##"}) EXPECT_FALSE(accepts(relative, std::string("\"") + bad + "\"")) << bad;
+  auto duration = schema(R"({"type": "string", "format": "duration"})");
+  for (const char* ok : {"P4DT12H30M5S", "P1Y2M", "PT36H", "P3W", "PT1M30S", "P1D"})
+    EXPECT_TRUE(accepts(duration, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"P", "PT", "P1S", "P1W2D", "PT1H2S", "1D", "P1.5D", "P1M1Y"})
+    EXPECT_FALSE(accepts(duration, std::string("\"") + bad + "\"")) << bad;
+  // Formats no draft defines are no assertion (OpenAPI's, an editor's); known ones not enforced are refused.
+  auto custom = schema(R"({"type": "string", "format": "textarea", "maxLength": 3})");
+  EXPECT_TRUE(accepts(custom, R"("abc")"));
+  EXPECT_FALSE(accepts(custom, R"("abcd")"));
+  EXPECT_TRUE(accepts(schema(R"({"type": "integer", "format": "int64"})"), "12"));
+  EXPECT_EQ(refusal(R"({"type": "string", "format": "hostname"})"), "format");
+  EXPECT_EQ(refusal(R"({"type": "string", "format": "regex"})"), "format");
   EXPECT_EQ(refusal(R"({"type": "string", "format": "date", "maxLength": 10})"), "format");
 }
 
@@ -346,7 +385,6 @@ TEST(JsonSchema, AdditionalProperties) {
   // strict: nothing
   EXPECT_EQ(refusal(R"({"type": "object", "properties": {}, "required": ["id"]})"), "schema");
   EXPECT_EQ(refusal(R"({"patternProperties": {"a": true}})"), "patternProperties");
-  EXPECT_EQ(refusal(R"({"minProperties": 1})"), "minProperties");
   // zod 4's record: names of any string, values by additionalProperties.
   auto record = schema(R"({"type": "object", "propertyNames": {"type": "string"},
                            "additionalProperties": {"type": "integer"}})");
@@ -374,6 +412,53 @@ TEST(JsonSchema, AdditionalProperties) {
       refusal(
           R"({"properties": {"a": true}, "propertyNames": {"pattern": "a"}, "additionalProperties": false})"),
       "propertyNames");
+}
+
+// Every object over the names a, b, c (declared in that order) and x, y (additional), members in
+// that order: accepted exactly when `expected` says it satisfies the schema.
+void expect_objects_decided(const std::string& text, const std::function<bool(const std::string&)>& expected) {
+  auto g = schema(text, JsonSchemaOptions{0, false});
+  const std::string names = "abcxy";
+  for (unsigned set = 0; set < 32; ++set) {
+    std::string members, instance = "{";
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!(set & (1u << i))) continue;
+      members += names[i];
+      instance += std::string(instance.size() > 1 ? "," : "") + "\"" + names[i] + "\":1";
+    }
+    instance += "}";
+    EXPECT_EQ(accepts(g, instance), expected(members)) << text << " on " << instance;
+  }
+}
+
+TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThem) {
+  const std::string props = R"("properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+      "c": {"type": "integer"}}, "additionalProperties": {"type": "integer"})";
+  auto has = [](const std::string& m, char n) { return m.find(n) != std::string::npos; };
+  expect_objects_decided("{" + props + R"(, "minProperties": 2, "maxProperties": 3})",
+                         [](const std::string& m) { return m.size() >= 2 && m.size() <= 3; });
+  expect_objects_decided("{" + props + R"(, "maxProperties": 0})", [](const std::string& m) { return m.empty(); });
+  // A trigger before and after what it needs, and an additional name as a trigger.
+  expect_objects_decided("{" + props + R"(, "dependentRequired": {"c": ["a"], "a": ["c"], "x": ["b"]}})",
+                         [&](const std::string& m) {
+                           return (!has(m, 'c') || has(m, 'a')) && (!has(m, 'a') || has(m, 'c')) &&
+                                  (!has(m, 'x') || has(m, 'b'));
+                         });
+  // Draft 4–7's dependencies: names, or a schema of required names, needing additional names.
+  expect_objects_decided(R"({"$schema": "http://json-schema.org/draft-07/schema#", )" + props +
+                             R"(, "dependencies": {"b": ["x"], "a": {"required": ["y"]}, "c": {}}})",
+                         [&](const std::string& m) {
+                           return (!has(m, 'b') || has(m, 'x')) && (!has(m, 'a') || has(m, 'y'));
+                         });
+  // Together with required, a closed object and the counts.
+  expect_objects_decided(R"({"properties": {"a": true, "b": true, "c": true}, "required": ["b"],
+      "additionalProperties": false, "dependentRequired": {"b": ["c"], "a": ["x"]}, "maxProperties": 2})",
+                         [&](const std::string& m) { return m == "bc"; });
+  // A count no object meets admits nothing; a schema of dependencies that is not only names is refused.
+  EXPECT_EQ(refusal(R"({"type": "object", "minProperties": 3, "maxProperties": 2})"), "schema");
+  EXPECT_EQ(refusal(R"({"type": "object", "properties": {"a": true}, "additionalProperties": false,
+      "minProperties": 2})"), "schema");
+  EXPECT_EQ(refusal(R"({"dependencies": {"a": {"properties": {"b": {"type": "string"}}}}})"), "dependencies");
 }
 
 TEST(JsonSchema, Arrays) {
@@ -583,8 +668,25 @@ TEST(JsonSchema, RefsAndRecursion) {
   EXPECT_EQ(refusal(R"({"$ref": "http://example.com/schema.json"})"), "$ref");
   EXPECT_EQ(refusal(R"({"$ref": "#/$defs/missing"})"), "$ref");
   EXPECT_EQ(refusal(R"({"$ref": "#anchor"})"), "$ref");
-  EXPECT_EQ(refusal(R"({"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a", "maxLength": 2})"), "$ref");
   EXPECT_EQ(refusal(R"({"properties": {"a": {"$id": "http://x/y", "type": "string"}}})"), "$id");
+}
+
+TEST(JsonSchema, RefBesideOtherKeywordsFollowsTheDraft) {
+  // 2019-09 on (and without $schema): $ref and its siblings both apply.
+  auto both = schema(R"({"$defs": {"a": {"type": "string", "minLength": 1}}, "$ref": "#/$defs/a", "maxLength": 2})");
+  for (const char* ok : {R"("x")", R"("xy")"}) EXPECT_TRUE(accepts(both, ok)) << ok;
+  for (const char* bad : {R"("")", R"("xyz")", "1"}) EXPECT_FALSE(accepts(both, bad)) << bad;
+  auto nested = schema(R"({"properties": {"p": {"$ref": "#/$defs/n", "maximum": 3}},
+      "$defs": {"n": {"type": "integer", "minimum": 1}}})");
+  EXPECT_TRUE(accepts(nested, R"({"p":3})"));
+  for (const char* bad : {R"({"p":0})", R"({"p":4})", R"({"p":2.5})"}) EXPECT_FALSE(accepts(nested, bad)) << bad;
+  // Drafts 4 to 7: the siblings of $ref are ignored.
+  auto draft7 = schema(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+      "definitions": {"a": {"type": "string"}}, "properties": {"p": {"$ref": "#/definitions/a", "maxLength": 2}}})");
+  EXPECT_TRUE(accepts(draft7, R"({"p":"xyz"})"));
+  EXPECT_FALSE(accepts(draft7, R"({"p":1})"));
+  // A reference to the schema it stands in, with siblings, has no end: refused, not looped on.
+  EXPECT_NE(refusal(R"({"$ref": "#", "type": "object"})"), "");
 }
 
 TEST(JsonSchema, BooleanSchemasAndAnnotations) {
