@@ -68,6 +68,7 @@ bool is_supported(const std::string& k) {
       // objects and arrays
       "properties", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties",
       "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
+      "uniqueItems", "contains", "minContains", "maxContains",
       // strings
       "minLength", "maxLength", "pattern", "format",
       // applicators
@@ -502,8 +503,9 @@ std::string format_rules(const std::string& format, const std::string& name) {
                            name + "-offset | " + leap + ")";
   const std::string time_rules = name + "-frac ::= \".\" [0-9]+\n" + name + "-offset ::= [Zz] | [+-] " +
                                  hour + " \":\" " + minute + "\n";
-  // RFC 6901: "/"-separated reference tokens, "~" only as ~0 or ~1 (characters JSON escapes are left out).
-  const std::string json_pointer = "(\"/\" ([^/~\"\\\\\\x00-\\x1F] | \"~\" [01])*)*";
+  // RFC 6901: "/"-separated reference tokens, "~" only as ~0 or ~1; over the decoded string, so
+  // written in every JSON encoding of its characters (json_encode_gbnf), escapes included.
+  const std::string json_pointer = "(\"/\" ([^/~] | \"~\" [01])*)*";
   if (format == "date") return name + " ::= " + date + "\n" + year_rule;
   if (format == "time") return name + " ::= " + time + "\n" + time_rules;
   if (format == "date-time") return name + " ::= " + date + " [Tt] " + time + "\n" + year_rule + time_rules;
@@ -523,9 +525,9 @@ std::string format_rules(const std::string& format, const std::string& name) {
   if (format == "ipv4") return name + " ::= " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
   if (format == "ipv6") return name + " ::= " + ipv6_address(name) + "\n" + ipv6_rules(name);
   if (format == "uri" || format == "uri-reference") return uri_rules(format == "uri", name);
-  if (format == "json-pointer") return name + " ::= " + json_pointer + "\n";
+  if (format == "json-pointer") return name + " ::= " + json_encode_gbnf(json_pointer) + "\n";
   if (format == "relative-json-pointer")
-    return name + " ::= (\"0\" | [1-9] [0-9]*) (\"#\" | " + json_pointer + ")\n";
+    return name + " ::= " + json_encode_gbnf("(\"0\" | [1-9] [0-9]*) (\"#\" | " + json_pointer + ")") + "\n";
   if (format == "duration") {
     // RFC 3339 Appendix A (ISO 8601 durations).
     const std::string n = "[0-9]+";
@@ -720,6 +722,17 @@ class Compiler {
         for (size_t i = prefix; i < v.size(); ++i) {
           if (!valid(v[i], s.at("items"), depth + 1)) return false;
         }
+      }
+      if (unique_items(s)) {
+        for (size_t i = 0; i < v.size(); ++i)
+          for (size_t j = i + 1; j < v.size(); ++j)
+            if (json_equal(v[i], v[j])) return false;
+      }
+      if (s.contains("contains")) {
+        uint64_t matches = 0;
+        for (const auto& e : v) matches += valid(e, s.at("contains"), depth + 1);
+        if (matches < (s.contains("minContains") ? count_value(s, "minContains") : 1)) return false;
+        if (s.contains("maxContains") && matches > count_value(s, "maxContains")) return false;
       }
     }
     if (v.is_object()) {
@@ -1160,7 +1173,8 @@ class Compiler {
     return out + ")";
   }
 
-  std::optional<std::string> compile_values(const ojson& s) {
+  // The values of enum / const that satisfy their sibling keywords, distinct (JSON equality).
+  std::vector<ojson> enum_values(const ojson& s) {
     std::vector<ojson> values;
     if (s.contains("enum")) {
       if (!s.at("enum").is_array()) fail("enum", "enum must be an array");
@@ -1182,8 +1196,7 @@ class Compiler {
     ojson rest = s;
     rest.erase("enum");
     rest.erase("const");
-    std::vector<std::string> alts;
-    std::set<std::string> seen;
+    std::vector<ojson> out;
     for (const auto& v : values) {
       bool ok;
       try {
@@ -1191,17 +1204,23 @@ class Compiler {
       } catch (const Undecided& u) {
         fail(u.keyword, u.keyword + " beside enum/const is not supported");
       }
-      if (!ok) continue;
-      std::vector<std::string> spellings = {v.dump()};
-      // An integral number is written as the integer (2, also for a schema's 2.0 or -0.0), as
-      // "integer" is: a client's integer field would refuse 2.0.
-      if (is_integral(v) && std::fabs(v.get<double>()) < 9007199254740992.0) {
-        spellings = {std::to_string(static_cast<int64_t>(v.get<double>()))};
-      }
-      for (const auto& sp : spellings) {
-        if (seen.insert(sp).second) alts.push_back(gbnf_literal(sp));
-      }
+      if (ok && std::none_of(out.begin(), out.end(), [&](const ojson& w) { return json_equal(v, w); }))
+        out.push_back(v);
     }
+    return out;
+  }
+
+  // A value as the grammar writes it: compact JSON, an integral number as the integer (2, also for
+  // a schema's 2.0 or -0.0), as "integer" is: a client's integer field would refuse 2.0.
+  static std::string value_literal(const ojson& v) {
+    if (is_integral(v) && std::fabs(v.get<double>()) < 9007199254740992.0)
+      return gbnf_literal(std::to_string(static_cast<int64_t>(v.get<double>())));
+    return gbnf_literal(v.dump());
+  }
+
+  std::optional<std::string> compile_values(const ojson& s) {
+    std::vector<std::string> alts;
+    for (const auto& v : enum_values(s)) alts.push_back(value_literal(v));
     if (alts.empty()) return std::nullopt;
     std::string body;
     for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
@@ -1751,6 +1770,21 @@ class Compiler {
     if (min > max) return std::nullopt;
     const std::string open = "\"[\" " + ws(), close = "\"]\"";
     if (max == 0) return "(" + open + close + ")";
+    if (s.contains("contains") || s.contains("minContains") || s.contains("maxContains")) {
+      const ojson any = true;
+      if (const std::optional<std::optional<std::string>> e =
+              containing_items(s, s.contains("items") ? s.at("items") : any, items, prefix.empty(), min, max))
+        return *e;
+    }
+    if (unique_items(s) && max > 1) {
+      if (!prefix.empty()) fail("uniqueItems", "uniqueItems beside prefixItems is not supported");
+      const ojson any = true;
+      const std::optional<std::vector<ojson>> domain = finite_domain(s.contains("items") ? s.at("items") : any);
+      if (!domain)
+        fail("uniqueItems", "uniqueItems is supported where the items are a small finite set of values "
+                            "(enum, const, boolean, null)");
+      return distinct_items(*domain, min, max);
+    }
     // After the first element: elements 1..max-1, those below min mandatory.
     const uint64_t p = prefix.size();
     std::string tail;
@@ -1769,6 +1803,136 @@ class Compiler {
     }
     const std::string first = p > 0 ? *prefix[0] : *items;
     const std::string elems = first + (inner.empty() ? "" : " " + inner) + " " + ws();
+    return add_rule("array", open + (min == 0 ? "(" + elems + ")?" : elems) + " " + close);
+  }
+
+  // contains with minContains (1 by default), and without maxContains: arrays of items of which
+  // at least minContains satisfy contains too. Each element is written either as an item or as an
+  // item that satisfies contains (an element that is both may be read either way), counting the
+  // latter up to minContains. nullopt where contains constrains nothing (minContains 0, or no
+  // contains: minContains and maxContains alone constrain nothing).
+  std::optional<std::optional<std::string>> containing_items(const ojson& s, const ojson& item_schema,
+                                                             const std::optional<std::string>& item,
+                                                             bool no_prefix, uint64_t min, uint64_t max) {
+    if (!s.contains("contains")) return std::nullopt;
+    const uint64_t need = s.contains("minContains") ? count_value(s, "minContains") : 1;
+    if (s.contains("maxContains")) fail("maxContains", "maxContains is not supported");
+    if (need == 0) return std::nullopt;
+    if (!no_prefix) fail("contains", "contains beside prefixItems is not supported");
+    if (unique_items(s) && max > 1) fail("uniqueItems", "uniqueItems beside contains is not supported");
+    if (need > max || !item) return std::optional<std::string>();
+    merged_.push_back(std::make_unique<ojson>(both(item_schema, s.at("contains"))));
+    const std::optional<std::string> matching = child(*merged_.back());
+    if (!matching) return std::optional<std::string>();
+    // Counts that still matter: elements up to max (up to min when unbounded), matches up to need.
+    const uint64_t count_cap = max == kUnbounded ? std::max(min, need) : max;
+    if ((count_cap + 1) * (need + 1) > kMaxContainsStates)
+      fail("contains", "contains with these minContains / minItems / maxItems counts is over the grammar's limit");
+    std::map<std::pair<uint64_t, uint64_t>, std::optional<std::string>> memo;
+    // after(n, c): what may follow n elements, c of them matching (c ≤ need).
+    std::function<std::optional<std::string>(uint64_t, uint64_t)> after =
+        [&](uint64_t n, uint64_t c) -> std::optional<std::string> {
+      auto m = memo.find({n, c});
+      if (m != memo.end()) return m->second;
+      check_budget();
+      std::optional<std::string> out;
+      if (c == need) {
+        // The rest are items: max − n more at most, min − n at least.
+        const uint64_t lo = min > n ? min - n : 0;
+        const uint64_t hi = max == kUnbounded ? kUnbounded : max - n;
+        out = hi == 0 ? std::string() : repeat(*item, lo, hi, comma(), true);
+      } else if (max == kUnbounded && n == count_cap) {
+        // Counts past count_cap no longer matter: any items, then one more match.
+        if (const std::optional<std::string> rest = after(n, c + 1))
+          out = add_rule("contains", "(" + comma() + *item + ")* " + comma() + *matching +
+                                         (rest->empty() || *rest == "\"\"" ? "" : " " + *rest));
+      } else if (max == kUnbounded || n < max) {
+        const uint64_t next_n = std::min(n + 1, count_cap);
+        std::vector<std::string> ways;
+        for (const auto& [e, next_c] : {std::pair{*item, c}, std::pair{*matching, c + 1}}) {
+          if (const std::optional<std::string> rest = after(next_n, next_c))
+            ways.push_back(comma() + e + (rest->empty() || *rest == "\"\"" ? "" : " " + *rest));
+        }
+        if (!ways.empty()) out = add_rule("contains", ways.size() == 1 ? ways[0] : ways[0] + " | " + ways[1]);
+      }
+      return memo[{n, c}] = out;
+    };
+    std::vector<std::string> firsts;
+    for (const auto& [e, c] : {std::pair{*item, uint64_t{0}}, std::pair{*matching, uint64_t{1}}}) {
+      if (const std::optional<std::string> rest = after(1, c))
+        firsts.push_back(e + (rest->empty() || *rest == "\"\"" ? "" : " " + *rest));
+    }
+    if (firsts.empty()) return std::optional<std::string>();
+    const std::string elems = "(" + firsts[0] + (firsts.size() > 1 ? " | " + firsts[1] : "") + ") " + ws();
+    return std::optional<std::string>(add_rule("array", "\"[\" " + ws() + elems + " \"]\""));
+  }
+
+  static bool unique_items(const ojson& s) {
+    if (!s.contains("uniqueItems")) return false;
+    if (!s.at("uniqueItems").is_boolean()) fail("uniqueItems", "uniqueItems must be a boolean");
+    return s.at("uniqueItems").get<bool>();
+  }
+
+  // The instances of `s` where they are few and known (enum, const, a type of null and booleans):
+  // nullopt where they are not.
+  std::optional<std::vector<ojson>> finite_domain(const ojson& s_in, int depth = 0) {
+    if (depth > 32) return std::nullopt;
+    const ojson& s = only_ref(s_in) ? resolve(s_in.at("$ref")) : s_in;
+    if (&s != &s_in) return finite_domain(s, depth + 1);
+    if (s.is_boolean()) return s.get<bool>() ? std::nullopt : std::optional<std::vector<ojson>>(std::vector<ojson>{});
+    if (!s.is_object()) return std::nullopt;
+    if (s.contains("enum") || s.contains("const")) return enum_values(s);
+    const std::vector<std::string> keys = constraining_keywords(s);
+    if (keys.size() != 1 || keys[0] != "type") return std::nullopt;
+    const unsigned kinds = kinds_of_type(s.at("type"));
+    if (kinds & ~(kNull | kBoolean)) return std::nullopt;
+    std::vector<ojson> out;
+    if (kinds & kNull) out.push_back(nullptr);
+    if (kinds & kBoolean) out.insert(out.end(), {ojson(false), ojson(true)});
+    return out;
+  }
+
+  // Arrays of distinct values from `domain`, min..max of them: a rule per set of values written
+  // so far (the next value is one not in it). Values in any order, so the sets, not the orders,
+  // are the states: 2^|domain| at most.
+  std::optional<std::string> distinct_items(const std::vector<ojson>& domain, uint64_t min, uint64_t max) {
+    if (domain.size() > kMaxDistinctValues)
+      fail("uniqueItems", "uniqueItems over more than " + std::to_string(kMaxDistinctValues) +
+                              " values is not supported");
+    max = std::min<uint64_t>(max, domain.size());
+    const std::string open = "\"[\" " + ws(), close = "\"]\"";
+    if (min > max) return std::nullopt;  // more distinct values than there are
+    std::vector<std::string> literal;
+    for (const auto& v : domain) literal.push_back(value_literal(v));
+    std::map<uint32_t, std::string> memo;
+    // after(used): what may follow once the values in `used` are written.
+    std::function<std::string(uint32_t)> after = [&](uint32_t used) -> std::string {
+      auto m = memo.find(used);
+      if (m != memo.end()) return m->second;
+      check_budget();
+      const uint64_t n = __builtin_popcount(used);
+      std::vector<std::string> alts;
+      if (n < max) {
+        for (size_t i = 0; i < domain.size(); ++i) {
+          if (used & (1u << i)) continue;
+          const std::string next = after(used | (1u << i));
+          alts.push_back(comma() + literal[i] + (next.empty() ? "" : " " + next));
+        }
+      }
+      std::string body;
+      for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+      if (!alts.empty()) body = add_rule("distinct", n >= min ? "(" + body + ")?" : body);
+      return memo[used] = body;
+    };
+    std::vector<std::string> firsts;
+    for (size_t i = 0; i < domain.size(); ++i) {
+      const std::string next = after(1u << i);
+      firsts.push_back(literal[i] + (next.empty() ? "" : " " + next));
+    }
+    std::string elems;
+    for (size_t i = 0; i < firsts.size(); ++i) elems += (i ? " | " : "") + firsts[i];
+    if (elems.empty()) return "(" + open + close + ")";  // an empty domain: only []
+    elems = "(" + elems + ") " + ws();
     return add_rule("array", open + (min == 0 ? "(" + elems + ")?" : elems) + " " + close);
   }
 
@@ -2086,6 +2250,10 @@ class Compiler {
   // Rules of a multipleOf's residue automaton: digits of the bounds × residues (zod's bounds of
   // 16 digits take a multipleOf up to 250).
   static constexpr size_t kMaxMultipleStates = 4096;
+  // Values uniqueItems may choose among (a rule per subset of them).
+  static constexpr size_t kMaxDistinctValues = 10;
+  // Rules of contains' count of elements × count of matches.
+  static constexpr uint64_t kMaxContainsStates = 4096;
   std::string ws_, char_, string_, integer_, number_, value_, object_;
 };
 

@@ -151,11 +151,10 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   // Draft 4's id at the root is an identifier, as $id.
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
-  const std::pair<const char*, const char*> refused[] = {{"uniqueItems", "true"},
+  const std::pair<const char*, const char*> refused[] = {
                                                          {"unevaluatedProperties", "false"},
                                                          {"not", "{\"maxLength\": 1}"},
                                                          {"patternProperties", "{}"},
-                                                         {"contains", "{}"},
                                                          {"if", "{}"},
                                                          {"contentMediaType", "\"application/json\""}};
   for (const auto& [keyword, value] : refused) {
@@ -461,6 +460,88 @@ TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThe
   EXPECT_EQ(refusal(R"({"dependencies": {"a": {"properties": {"b": {"type": "string"}}}}})"), "dependencies");
 }
 
+// Every array of up to `max_len` elements drawn from `values` (JSON texts): accepted exactly when
+// `expected` says the array (as element indices into `values`) satisfies the schema.
+void expect_arrays_decided(const std::string& text, const std::vector<std::string>& values, size_t max_len,
+                           const std::function<bool(const std::vector<size_t>&)>& expected) {
+  auto g = schema(text);
+  std::vector<size_t> picks;
+  std::function<void()> walk = [&]() {
+    std::string instance = "[";
+    for (size_t i = 0; i < picks.size(); ++i) instance += (i ? "," : "") + values[picks[i]];
+    instance += "]";
+    EXPECT_EQ(accepts(g, instance), expected(picks)) << text << " on " << instance;
+    if (picks.size() == max_len) return;
+    for (size_t v = 0; v < values.size(); ++v) {
+      picks.push_back(v);
+      walk();
+      picks.pop_back();
+    }
+  };
+  walk();
+}
+
+TEST(JsonSchema, UniqueItemsAdmitExactlyTheArraysOfDistinctValues) {
+  auto distinct = [](const std::vector<size_t>& a) {
+    for (size_t i = 0; i < a.size(); ++i)
+      for (size_t j = i + 1; j < a.size(); ++j)
+        if (a[i] == a[j]) return false;
+    return true;
+  };
+  expect_arrays_decided(R"({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": true,
+      "minItems": 1, "maxItems": 2})", {R"("a")", R"("b")", R"("c")", R"("d")"}, 4, [&](const std::vector<size_t>& a) {
+    return distinct(a) && a.size() >= 1 && a.size() <= 2 &&
+           std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
+  });
+  // Null and the booleans, by type; unbounded above (at most 3 distinct values anyway).
+  expect_arrays_decided(R"({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": true})",
+                        {"null", "true", "false", "0"}, 4, [&](const std::vector<size_t>& a) {
+    return distinct(a) && std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
+  });
+  // 1 and 1.0 are one value; an enum value its siblings refuse is none.
+  auto ints = schema(R"({"type": "array", "items": {"enum": [1, 1.0, 2, 3], "maximum": 2}, "uniqueItems": true})");
+  EXPECT_TRUE(accepts(ints, "[2,1]"));
+  EXPECT_FALSE(accepts(ints, "[1,1]"));
+  EXPECT_FALSE(accepts(ints, "[3]"));
+  EXPECT_FALSE(accepts(ints, "[1,2,1]"));
+  // At most one element is always unique; more distinct values than the domain holds: nothing.
+  EXPECT_TRUE(accepts(schema(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1})"),
+                      R"(["x"])"));
+  EXPECT_EQ(refusal(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true, "minItems": 3})"), "schema");
+  EXPECT_TRUE(accepts(schema(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": false})"), "[1,1,1]"));
+  // Values without a small finite domain cannot be kept distinct by a grammar: refused.
+  EXPECT_EQ(refusal(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})"), "uniqueItems");
+  EXPECT_EQ(refusal(R"({"type": "array", "uniqueItems": true})"), "uniqueItems");
+}
+
+TEST(JsonSchema, ContainsAdmitsExactlyTheArraysWithEnoughMatches) {
+  const std::vector<std::string> values = {"0", "1", "2", "3", R"("x")"};
+  auto count = [&](const std::vector<size_t>& a, auto pred) {
+    return static_cast<size_t>(std::count_if(a.begin(), a.end(), pred));
+  };
+  auto is_int = [](size_t v) { return v <= 3; };
+  // Bounded: items integers, at least two of them ≥ 2, one to four elements.
+  expect_arrays_decided(R"({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 2},
+      "minContains": 2, "minItems": 1, "maxItems": 4})", values, 5, [&](const std::vector<size_t>& a) {
+    return count(a, is_int) == a.size() && count(a, [](size_t v) { return v == 2 || v == 3; }) >= 2 &&
+           a.size() >= 1 && a.size() <= 4;
+  });
+  // Unbounded: two 1s anywhere, among any values.
+  expect_arrays_decided(R"({"type": "array", "contains": {"const": 1}, "minContains": 2, "minItems": 3})", values, 4,
+                        [&](const std::vector<size_t>& a) {
+    return count(a, [](size_t v) { return v == 1; }) >= 2 && a.size() >= 3;
+  });
+  // One match by default; an item schema the match must satisfy too.
+  expect_arrays_decided(R"({"type": "array", "items": {"maximum": 2}, "contains": {"type": "integer", "minimum": 1}})",
+                        values, 4, [&](const std::vector<size_t>& a) {
+    return count(a, [](size_t v) { return v == 3; }) == 0 && count(a, [](size_t v) { return v == 1 || v == 2; }) >= 1;
+  });
+  // minContains 0 asks for nothing; maxContains (which needs the items that do not match) is refused.
+  EXPECT_TRUE(accepts(schema(R"({"type": "array", "contains": {"const": 1}, "minContains": 0})"), "[]"));
+  EXPECT_EQ(refusal(R"({"type": "array", "contains": {"const": 1}, "maxContains": 2})"), "maxContains");
+  EXPECT_EQ(refusal(R"({"type": "array", "items": {"const": 0}, "contains": {"const": 1}})"), "schema");
+}
+
 TEST(JsonSchema, Arrays) {
   auto g = schema(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
   EXPECT_FALSE(accepts(g, "[]"));
@@ -496,7 +577,7 @@ TEST(JsonSchema, Arrays) {
   EXPECT_TRUE(accepts(ignored, "[1,2,3]")) << "additionalItems beside a schema items constrains nothing";
   EXPECT_EQ(refusal(R"({"items": [true], "prefixItems": [true]})"), "items");
   EXPECT_EQ(refusal(R"({"uniqueItems": true})"), "uniqueItems");
-  EXPECT_EQ(refusal(R"({"contains": {"type": "string"}})"), "contains");
+  EXPECT_EQ(refusal(R"({"prefixItems": [true], "contains": {"type": "string"}})"), "contains");
 }
 
 TEST(JsonSchema, AnyOfAndOneOf) {

@@ -1,10 +1,12 @@
 # Sourced by tests/prepare/*.sh (not run itself: tests/run runs the *.sh files). Installs pinned
 # npm packages into a cache folder OUTSIDE the repository, idempotently:
-#   npm_install_pinned NAME DIR PACKAGE@VERSION …
+#   npm_install_pinned NAME DIR [--NPM-FLAG …] PACKAGE@VERSION …
 # returns at once when DIR holds every pinned version; otherwise installs beside DIR and swaps
 # the result in, so an interrupted install never looks complete.
 npm_install_pinned() {
   local name=$1 dir=$2; shift 2
+  local flags=()  # leading --flags go to npm install (e.g. --omit=optional for unused binaries)
+  while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do flags+=("$1"); shift; done
   local specs=("$@")
   installed() {
     local spec pkg version
@@ -23,7 +25,7 @@ npm_install_pinned() {
   local tmp
   tmp=$(mktemp -d "$(dirname "$dir")/npm.XXXXXX")
   echo "{ \"name\": \"rootspec-$name\", \"private\": true }" > "$tmp/package.json"
-  if ! (cd "$tmp" && npm install --no-audit --no-fund --loglevel=error "${specs[@]}"); then
+  if ! (cd "$tmp" && npm install --no-audit --no-fund --loglevel=error ${flags[@]+"${flags[@]}"} "${specs[@]}"); then
     rm -rf "$tmp"
     return 1
   fi

@@ -30,15 +30,20 @@ SCHEMA_FILES = [
     ("cyclonedx", "@cyclonedx/cyclonedx-library/res/schema/*.json"),
     ("biome", "@biomejs/biome/*schema.json"),
     ("angular-schematics", "@schematics/angular/*/schema.json"),
+    ("asyncapi", "@asyncapi/specs/schemas/*-without-$id.json"),
+    ("cucumber-messages", "@cucumber/messages/messages.schema.json"),
 ]
 ESLINT_PACKAGES = ["eslint", "@typescript-eslint/eslint-plugin", "eslint-plugin-react",
                    "eslint-plugin-import", "eslint-plugin-unicorn", "eslint-plugin-jsdoc",
                    "@stylistic/eslint-plugin", "eslint-plugin-n", "eslint-plugin-regexp",
-                   "eslint-plugin-promise", "eslint-plugin-jsx-a11y", "eslint-plugin-vue"]
+                   "eslint-plugin-promise", "eslint-plugin-jsx-a11y", "eslint-plugin-vue",
+                   "eslint-plugin-jest", "eslint-plugin-sonarjs", "@angular-eslint/eslint-plugin",
+                   "eslint-plugin-perfectionist", "eslint-plugin-yml", "eslint-plugin-jsonc",
+                   "eslint-plugin-testing-library", "eslint-plugin-playwright", "eslint-plugin-mocha"]
 TYPED_MODELS = 320  # each of zod and pydantic: together about a fifth of the corpus
 # Biome's configuration has thousands of near-identical per-rule option definitions; a sample
 # keeps one tool's style from outweighing the rest.
-BIOME_DEFINITIONS = 500
+BIOME_DEFINITIONS = 800
 WANTED = 5  # valid and invalid instances per schema
 WALK_TRIES = 24
 MUTATION_TRIES = 80
