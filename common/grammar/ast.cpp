@@ -49,6 +49,21 @@ Expr Expr::ref(int rule) {
   return e;
 }
 
+Expr Expr::intersect(std::vector<Expr> items) {
+  if (items.size() == 1) return std::move(items[0]);
+  Expr e;
+  e.kind = Kind::kAnd;
+  e.items = std::move(items);
+  return e;
+}
+
+Expr Expr::negate(Expr item) {
+  Expr e;
+  e.kind = Kind::kNot;
+  e.items.push_back(std::move(item));
+  return e;
+}
+
 Expr Expr::repeat(Expr item, int min, int max) {
   Expr e;
   e.kind = Kind::kRepeat;
@@ -180,7 +195,8 @@ std::string class_text(const Ranges& r) {
 // An atom: something a postfix operator can follow without parentheses.
 std::string atom(const Expr& e, const std::vector<std::string>& names) {
   std::string s = to_gbnf(e, names);
-  if (e.kind == Expr::Kind::kSeq || e.kind == Expr::Kind::kAlt || e.kind == Expr::Kind::kRepeat) {
+  if (e.kind == Expr::Kind::kSeq || e.kind == Expr::Kind::kAlt || e.kind == Expr::Kind::kRepeat ||
+      e.kind == Expr::Kind::kAnd || e.kind == Expr::Kind::kNot) {
     return "(" + s + ")";
   }
   return s;
@@ -217,7 +233,8 @@ std::string to_gbnf(const Expr& e, const std::vector<std::string>& names) {
         }
         flush();
         if (!s.empty()) s += " ";
-        s += it.kind == Expr::Kind::kAlt ? "(" + to_gbnf(it, names) + ")" : to_gbnf(it, names);
+        s += it.kind == Expr::Kind::kAlt || it.kind == Expr::Kind::kAnd ? "(" + to_gbnf(it, names) + ")"
+                                                                        : to_gbnf(it, names);
       }
       flush();
       return s.empty() ? "\"\"" : s;
@@ -244,6 +261,13 @@ std::string to_gbnf(const Expr& e, const std::vector<std::string>& names) {
       if (e.min == e.max) return a + "{" + std::to_string(e.min) + "}";
       return a + "{" + std::to_string(e.min) + "," + std::to_string(e.max) + "}";
     }
+    case Expr::Kind::kAnd: {
+      std::string s;
+      for (size_t i = 0; i < e.items.size(); ++i) s += (i ? " & " : "") + atom(e.items[i], names);
+      return s;
+    }
+    case Expr::Kind::kNot:
+      return "!" + atom(e.items[0], names);
   }
   return "\"\"";
 }

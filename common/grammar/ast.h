@@ -24,6 +24,8 @@ struct Expr {
     kAlt,     // one of items
     kRef,     // rule `rule`
     kRepeat,  // items[0] repeated min..max times (max kUnbounded: no upper bound)
+    kAnd,     // the byte strings every one of items matches (items regular: no recursive rule)
+    kNot,     // the byte strings items[0] does not match (items[0] regular)
   };
   Kind kind = Kind::kEmpty;
   Ranges ranges;
@@ -38,6 +40,8 @@ struct Expr {
   static Expr alt(std::vector<Expr> items);
   static Expr ref(int rule);
   static Expr repeat(Expr item, int min, int max);
+  static Expr intersect(std::vector<Expr> items);
+  static Expr negate(Expr item);
   static Expr literal_bytes(const std::string& s);  // each byte in turn
 };
 

@@ -25,6 +25,8 @@ constexpr int kMaxInlineDepth = 64;
 // floor); past it the rule keeps its NFA (still exact, only more stacks at match time).
 constexpr size_t kDfaBlowup = 8;
 constexpr size_t kDfaFloor = 4096;
+// States of the deterministic automata that & and ! build (each operand's, and their product).
+constexpr size_t kMaxRegularStates = 1 << 16;
 
 size_t sat_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 size_t sat_mul(size_t a, size_t b) { return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
@@ -55,6 +57,7 @@ class Analysis {
 
   bool inline_ref(int rule) const { return !recursive_[rule] && size_[rule] <= kInlineMaxStates; }
   size_t rule_size(int rule) const { return size_[rule]; }
+  bool recursive(int rule) const { return recursive_[rule]; }
 
   // Estimated NFA states of an expression, with this analysis' inlining (saturating).
   size_t estimate(const Expr& e) const {
@@ -78,11 +81,24 @@ class Analysis {
             e.max == kUnbounded ? static_cast<size_t>(e.min) + 1 : static_cast<size_t>(e.max);
         return sat_add(sat_mul(estimate(e.items[0]), std::max<size_t>(copies, 1)), 2);
       }
+      case Expr::Kind::kAnd:
+      case Expr::Kind::kNot: {
+        // The product automaton: at most the product of the operands' sizes, often near their sum.
+        size_t s = 2;
+        for (const auto& it : e.items) s = sat_add(s, sat_mul(estimate_regular(it), 2));
+        return s;
+      }
     }
     return 1;
   }
 
  private:
+  // Operands of & and ! inline every rule they reference, whatever its size.
+  size_t estimate_regular(const Expr& e) const {
+    if (e.kind != Expr::Kind::kRef) return estimate(e);
+    return recursive_[e.rule] ? 2 : size_[e.rule];
+  }
+
   static void refs_of(const Expr& e, std::vector<int>& out) {
     if (e.kind == Expr::Kind::kRef) out.push_back(e.rule);
     for (const auto& it : e.items) refs_of(it, out);
@@ -168,6 +184,7 @@ class Builder {
     if (estimate > limits_.max_elements) too_large(estimate);
     g_->root_rule = compiled_rule(ast_.root);
     for (size_t i = 0; i < queue_.size(); ++i) compile_rule(queue_[i], static_cast<int>(i));
+    prune_dead_ends();
     check_left_recursion();
     return g;
   }
@@ -240,7 +257,20 @@ class Builder {
         }
         return t;
       }
+      case Expr::Kind::kAnd:
+      case Expr::Kind::kNot:
+        return embed(nfa, regular(e, depth), s);
       case Expr::Kind::kRef: {
+        if (regular_depth_ > 0) {
+          // Inside an operand of & or !: every rule inlined; a recursive one is no regular language.
+          if (analysis_.recursive(e.rule))
+            throw GrammarError(field_, "'&' and '!' take regular expressions: rule '" + ast_.names[e.rule] +
+                                           "' is recursive");
+          if (depth >= kMaxInlineDepth)
+            throw GrammarError(field_, "'&' and '!' operands nest rules deeper than " +
+                                           std::to_string(kMaxInlineDepth));
+          return build(nfa, ast_.rules[e.rule], s, depth + 1);
+        }
         if (analysis_.inline_ref(e.rule) && depth < kMaxInlineDepth) {
           return build(nfa, ast_.rules[e.rule], s, depth + 1);
         }
@@ -280,6 +310,220 @@ class Builder {
       }
     }
     return s;
+  }
+
+  // ---- & and !: deterministic automata over bytes, combined state by state.
+
+  // Byte edges sorted and disjoint; a byte without an edge goes to the implicit dead state, which
+  // is final when dead_final (a complement's).
+  struct Dfa {
+    struct Edge {
+      int lo, hi;  // inclusive, within 0..255
+      int to;
+    };
+    std::vector<std::vector<Edge>> edges;  // [states]
+    std::vector<bool> final;               // [states]
+    int start = 0;
+    bool dead_final = false;
+  };
+
+  static int step(const Dfa& d, int q, int byte) {
+    if (q < 0) return -1;
+    for (const auto& e : d.edges[q]) {
+      if (e.lo <= byte && byte <= e.hi) return e.to;
+    }
+    return -1;
+  }
+
+  static bool accepting(const Dfa& d, int q) { return q < 0 ? d.dead_final : static_cast<bool>(d.final[q]); }
+
+  void check_regular_size(size_t n) {
+    if (n > kMaxRegularStates)
+      throw GrammarError(field_, "an operand of '&' or '!' needs more than " + std::to_string(kMaxRegularStates) +
+                                     " automaton states");
+  }
+
+  // The deterministic automaton of a regular expression (an operand of & or !).
+  Dfa regular(const Expr& e, int depth) {
+    if (e.kind == Expr::Kind::kNot) {
+      Dfa d = regular(e.items[0], depth);
+      for (size_t q = 0; q < d.final.size(); ++q) d.final[q] = !d.final[q];
+      d.dead_final = !d.dead_final;
+      return d;
+    }
+    if (e.kind == Expr::Kind::kAnd) {
+      Dfa d = regular(e.items[0], depth);
+      for (size_t i = 1; i < e.items.size(); ++i) d = product(d, regular(e.items[i], depth));
+      return d;
+    }
+    Nfa nfa;
+    const int s = add_state(nfa);
+    ++regular_depth_;
+    const int t = build(nfa, e, s, depth);
+    --regular_depth_;
+    return determinize(nfa, s, t);
+  }
+
+  // Subset construction of a call-free NFA.
+  Dfa determinize(const Nfa& nfa, int start, int end) {
+    Dfa d;
+    std::map<std::vector<int>, int> ids;
+    std::vector<std::vector<int>> sets;
+    auto id_of = [&](std::vector<int> set) {
+      auto [it, fresh] = ids.emplace(set, static_cast<int>(sets.size()));
+      if (fresh) {
+        check_regular_size(sets.size() + 1);
+        sets.push_back(std::move(set));
+      }
+      return it->second;
+    };
+    d.start = id_of(closure(nfa, {start}));
+    for (size_t k = 0; k < sets.size(); ++k) {
+      clock_.check();
+      const std::vector<int> members = sets[k];
+      std::vector<int> cuts;
+      for (int m : members) {
+        assert(nfa.st[m].calls.empty());  // every reference inlined
+        for (const auto& e : nfa.st[m].bytes) {
+          cuts.push_back(e.lo);
+          cuts.push_back(e.hi + 1);
+        }
+      }
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<typename Dfa::Edge> out;
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const int lo = cuts[i], hi = cuts[i + 1] - 1;
+        std::vector<int> targets;
+        for (int m : members) {
+          for (const auto& e : nfa.st[m].bytes) {
+            if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
+          }
+        }
+        if (targets.empty()) continue;
+        const int t = id_of(closure(nfa, std::move(targets)));
+        if (!out.empty() && out.back().to == t && out.back().hi + 1 == lo) {
+          out.back().hi = hi;
+        } else {
+          out.push_back({lo, hi, t});
+        }
+      }
+      d.edges.push_back(std::move(out));
+      d.final.push_back(std::binary_search(members.begin(), members.end(), end));
+    }
+    return d;
+  }
+
+  // The strings both accept: pairs of states, -1 for a side's dead state.
+  Dfa product(const Dfa& a, const Dfa& b) {
+    Dfa d;
+    d.dead_final = a.dead_final && b.dead_final;
+    std::map<std::pair<int, int>, int> ids;
+    std::vector<std::pair<int, int>> pairs;
+    auto id_of = [&](std::pair<int, int> p) {
+      if (p.first < 0 && p.second < 0) return -1;
+      if ((p.first < 0 && !a.dead_final) || (p.second < 0 && !b.dead_final)) return -1;  // dead for good
+      auto [it, fresh] = ids.emplace(p, static_cast<int>(pairs.size()));
+      if (fresh) {
+        check_regular_size(pairs.size() + 1);
+        pairs.push_back(p);
+      }
+      return it->second;
+    };
+    d.start = id_of({a.start, b.start});
+    if (d.start < 0) {
+      // Nothing but what the dead state accepts.
+      d.start = 0;
+      d.edges.emplace_back();
+      d.final.push_back(d.dead_final);
+      return d;
+    }
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      clock_.check();
+      const auto [qa, qb] = pairs[k];
+      std::vector<int> cuts = {0, 256};
+      for (const auto* side : {qa >= 0 ? &a.edges[qa] : nullptr, qb >= 0 ? &b.edges[qb] : nullptr}) {
+        if (!side) continue;
+        for (const auto& e : *side) {
+          cuts.push_back(e.lo);
+          cuts.push_back(e.hi + 1);
+        }
+      }
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<typename Dfa::Edge> out;
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const int lo = cuts[i], hi = cuts[i + 1] - 1;
+        const int t = id_of({step(a, qa, lo), step(b, qb, lo)});
+        if (t < 0) continue;
+        if (!out.empty() && out.back().to == t && out.back().hi + 1 == lo) {
+          out.back().hi = hi;
+        } else {
+          out.push_back({lo, hi, t});
+        }
+      }
+      d.edges.push_back(std::move(out));
+      d.final.push_back(accepting(a, qa) && accepting(b, qb));
+    }
+    return d;
+  }
+
+  // Adds `d` to `nfa` from state s; returns the end state. Only states from which a final state
+  // can be reached are kept: the grammar must never admit a prefix with no way to finish.
+  int embed(Nfa& nfa, const Dfa& d, int s) {
+    const int n = static_cast<int>(d.final.size());
+    // live[q]: q reaches acceptance (the dead state does when dead_final: it loops on every byte).
+    std::vector<bool> live(n, false);
+    for (int q = 0; q < n; ++q) live[q] = d.final[q];
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int q = 0; q < n; ++q) {
+        if (live[q]) continue;
+        bool reaches = false;
+        for (const auto& e : d.edges[q]) reaches = reaches || live[e.to];
+        if (!reaches && d.dead_final) {
+          // A byte without an edge goes to the accepting dead state.
+          int covered = 0;
+          for (const auto& e : d.edges[q]) covered += e.hi - e.lo + 1;
+          reaches = covered < 256;
+        }
+        if (reaches) {
+          live[q] = true;
+          changed = true;
+        }
+      }
+    }
+    const int end = add_state(nfa);
+    if (!live[d.start]) return end;  // matches nothing
+    std::vector<int> at(n, -1);
+    for (int q = 0; q < n; ++q) {
+      if (live[q]) at[q] = add_state(nfa);
+    }
+    int sink = -1;  // the accepting dead state, made when a byte leads there
+    auto to_sink = [&]() {
+      if (sink < 0) {
+        sink = add_state(nfa);
+        nfa.st[sink].bytes.push_back({0, 255, sink});
+        nfa.st[sink].eps.push_back(end);
+      }
+      return sink;
+    };
+    nfa.st[s].eps.push_back(at[d.start]);
+    for (int q = 0; q < n; ++q) {
+      if (!live[q]) continue;
+      if (d.final[q]) nfa.st[at[q]].eps.push_back(end);
+      int next = 0;
+      for (const auto& e : d.edges[q]) {
+        if (d.dead_final && next < e.lo)
+          nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), static_cast<uint8_t>(e.lo - 1), to_sink()});
+        if (live[e.to])
+          nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(e.lo), static_cast<uint8_t>(e.hi), at[e.to]});
+        next = e.hi + 1;
+      }
+      if (d.dead_final && next <= 255)
+        nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), 255, to_sink()});
+    }
+    return end;
   }
 
   // ε-closure of a set of NFA states, sorted (the key of a determinised state).
@@ -421,6 +665,74 @@ class Builder {
     return out;
   }
 
+  // Removes every edge into a state from which no sentence can be finished (an empty & or a rule
+  // that never completes leaves such states): the grammar never admits a prefix it cannot end.
+  // A state is live when it is final, has a byte edge to a live state, or calls a rule that can
+  // complete (its start is live) and returns to a live state; computed backwards from the finals.
+  void prune_dead_ends() {
+    const size_t n = g_->states.size(), rules = g_->rule_start.size();
+    std::vector<std::vector<int32_t>> by_byte(n);                     // [target] sources
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> by_ret(n);  // [return] (source, rule)
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> callers(rules);  // [rule] (source, return)
+    std::vector<std::vector<int32_t>> starting(n);                    // [state] rules starting there
+    for (size_t q = 0; q < n; ++q) {
+      const AutomatonState& st = g_->states[q];
+      for (uint32_t b = st.bytes_begin; b < st.bytes_end; ++b) by_byte[g_->byte_edges[b].target].push_back(q);
+      for (uint32_t c = st.calls_begin; c < st.calls_end; ++c) {
+        const CallEdge& ce = g_->call_edges[c];
+        by_ret[ce.ret].push_back({static_cast<int32_t>(q), ce.rule});
+        callers[ce.rule].push_back({static_cast<int32_t>(q), ce.ret});
+      }
+    }
+    for (size_t r = 0; r < rules; ++r) starting[g_->rule_start[r]].push_back(static_cast<int32_t>(r));
+    std::vector<bool> live(n, false), completes(rules, false);
+    std::vector<int32_t> work;
+    auto mark = [&](int32_t q) {
+      if (!live[q]) {
+        live[q] = true;
+        work.push_back(q);
+      }
+    };
+    for (size_t q = 0; q < n; ++q) {
+      if (g_->states[q].final) mark(static_cast<int32_t>(q));
+    }
+    while (!work.empty()) {
+      clock_.check();
+      const int32_t t = work.back();
+      work.pop_back();
+      for (int32_t q : by_byte[t]) mark(q);
+      for (const auto& [q, rule] : by_ret[t]) {
+        if (completes[rule]) mark(q);
+      }
+      for (int32_t r : starting[t]) {
+        completes[r] = true;
+        for (const auto& [q, ret] : callers[r]) {
+          if (live[ret]) mark(q);
+        }
+      }
+    }
+    std::vector<ByteEdge> bytes;
+    std::vector<CallEdge> calls;
+    bytes.reserve(g_->byte_edges.size());
+    calls.reserve(g_->call_edges.size());
+    for (auto& st : g_->states) {
+      const uint32_t b0 = static_cast<uint32_t>(bytes.size()), c0 = static_cast<uint32_t>(calls.size());
+      for (uint32_t b = st.bytes_begin; b < st.bytes_end; ++b) {
+        if (live[g_->byte_edges[b].target]) bytes.push_back(g_->byte_edges[b]);
+      }
+      for (uint32_t c = st.calls_begin; c < st.calls_end; ++c) {
+        const CallEdge& ce = g_->call_edges[c];
+        if (completes[ce.rule] && live[ce.ret]) calls.push_back(ce);
+      }
+      st.bytes_begin = b0;
+      st.bytes_end = static_cast<uint32_t>(bytes.size());
+      st.calls_begin = c0;
+      st.calls_end = static_cast<uint32_t>(calls.size());
+    }
+    g_->byte_edges = std::move(bytes);
+    g_->call_edges = std::move(calls);
+  }
+
   // A rule that can call itself before consuming a byte would make the stack set infinite.
   void check_left_recursion() {
     const size_t n = g_->rule_start.size();
@@ -479,6 +791,7 @@ class Builder {
   std::vector<uint32_t> stamp_;  // [nfa states] closure's visited marks
   uint32_t generation_ = 0;
   std::vector<int> work_;
+  int regular_depth_ = 0;  // > 0 while building an operand of & or !
 };
 
 }  // namespace

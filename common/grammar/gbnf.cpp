@@ -113,32 +113,54 @@ class GbnfParser : public TextReader {
       skip_space();
       if (eof() || peek() == '|' || peek() == ')') break;
       if (is_name_char(peek()) && at_rule_start()) break;
-      Expr atom = parse_atom(depth);
-      for (int ops = 0;; ++ops) {
+      Expr atom = parse_operand(depth);
+      // rootspec's extension: a & b (both match), over regular operands.
+      std::vector<Expr> all;
+      for (;;) {
         skip_space();
-        if (eof()) break;
-        // Each operator nests the tree one level: bound it as parentheses are bounded.
-        if (ops > kMaxNesting)
-          fail(pos_, "more than " + std::to_string(kMaxNesting) + " repetition operators in a row");
-        const char c = peek();
-        if (c == '*') {
-          ++pos_;
-          atom = Expr::repeat(std::move(atom), 0, kUnbounded);
-        } else if (c == '+') {
-          ++pos_;
-          atom = Expr::repeat(std::move(atom), 1, kUnbounded);
-        } else if (c == '?') {
-          ++pos_;
-          atom = Expr::repeat(std::move(atom), 0, 1);
-        } else if (c == '{') {
-          atom = parse_braces(std::move(atom));
-        } else {
-          break;
-        }
+        if (eof() || peek() != '&') break;
+        ++pos_;
+        skip_space();
+        if (all.empty()) all.push_back(std::move(atom));
+        all.push_back(parse_operand(depth));
       }
-      items.push_back(std::move(atom));
+      items.push_back(all.empty() ? std::move(atom) : Expr::intersect(std::move(all)));
     }
     return Expr::seq(std::move(items));
+  }
+
+  // An atom with its postfix operators, or rootspec's extension !x (what x does not match).
+  Expr parse_operand(int depth) {
+    skip_space();
+    if (!eof() && peek() == '!') {
+      ++pos_;
+      if (depth > kMaxNesting) fail(pos_, "'!' nested deeper than " + std::to_string(kMaxNesting));
+      return Expr::negate(parse_operand(depth + 1));
+    }
+    Expr atom = parse_atom(depth);
+    for (int ops = 0;; ++ops) {
+      skip_space();
+      if (eof()) break;
+      // Each operator nests the tree one level: bound it as parentheses are bounded.
+      if (ops > kMaxNesting)
+        fail(pos_, "more than " + std::to_string(kMaxNesting) + " repetition operators in a row");
+      const char c = peek();
+      if (c == '*') {
+        ++pos_;
+        atom = Expr::repeat(std::move(atom), 0, kUnbounded);
+      } else if (c == '+') {
+        ++pos_;
+        atom = Expr::repeat(std::move(atom), 1, kUnbounded);
+      } else if (c == '?') {
+        ++pos_;
+        atom = Expr::repeat(std::move(atom), 0, 1);
+      } else if (c == '{') {
+        atom = parse_braces(std::move(atom));
+      } else {
+        break;
+      }
+    }
+    return atom;
   }
 
   int parse_count() {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "matcher.h"
 #include "number_range.h"
 
 namespace rootspec::grammar {
@@ -67,7 +68,7 @@ bool is_supported(const std::string& k) {
       "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
       // objects and arrays
       "properties", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties",
-      "dependentRequired", "dependencies", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
+      "dependentRequired", "dependencies", "patternProperties", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
       "uniqueItems", "contains", "minContains", "maxContains",
       // strings
       "minLength", "maxLength", "pattern", "format",
@@ -756,9 +757,18 @@ class Compiler {
       }
       const ojson empty = ojson::object();
       const ojson& props = s.contains("properties") ? s.at("properties") : empty;
+      const auto patterns = pattern_properties(s);
       for (auto it = v.begin(); it != v.end(); ++it) {
+        bool matched = false;
+        for (const auto& [pattern, schema] : patterns) {
+          if (!pattern_matches(pattern, it.key(), "patternProperties")) continue;
+          matched = true;
+          if (!valid(it.value(), *schema, depth + 1)) return false;
+        }
         if (props.contains(it.key())) {
           if (!valid(it.value(), props.at(it.key()), depth + 1)) return false;
+        } else if (matched) {
+          continue;
         } else if (s.contains("additionalProperties")) {
           if (!valid(it.value(), s.at("additionalProperties"), depth + 1)) return false;
         } else if (options_.strict && s.contains("properties")) {
@@ -1680,38 +1690,66 @@ class Compiler {
 
   // ---- strings
 
+  // A string's contents (between the quotes) as the conjunction of what format, pattern and the
+  // lengths admit (GBNF's & over regular languages: automaton.h's extension).
   std::optional<std::string> compile_string(const ojson& s) {
     const bool has_len = s.contains("minLength") || s.contains("maxLength");
     const uint64_t min = s.contains("minLength") ? count_value(s, "minLength") : 0;
     const uint64_t max = s.contains("maxLength") ? count_value(s, "maxLength") : kUnbounded;
-    if (s.contains("format") && !s.at("format").is_string()) fail("format", "format must be a string");
-    if (s.contains("format") && is_known_format(s.at("format").get<std::string>())) {
-      if (has_len || s.contains("pattern")) {
-        fail("format", "format beside minLength, maxLength or pattern is not supported");
-      }
-      const std::string f = s.at("format").get<std::string>();
-      auto it = formats_.find(f);
-      if (it == formats_.end()) {
-        const std::string name = fresh("format-" + f);
-        extra_ += format_rules(f, name);
-        it = formats_.emplace(f, add_rule("string-" + f, "\"\\\"\" " + name + " \"\\\"\"")).first;
-      }
-      return it->second;
-    }
-    if (s.contains("pattern")) {
-      if (!s.at("pattern").is_string()) fail("pattern", "pattern must be a string");
-      if (has_len) fail("pattern", "pattern beside minLength or maxLength is not supported");
-      const std::string name = fresh("pattern");
-      const std::string rule = pattern_to_gbnf_rules(s.at("pattern").get<std::string>(), name);
-      // The rule's text after "name ::=" is over the decoded string: rewrite it over JSON's encoding.
-      const size_t def = rule.find("::=");
-      if (def == std::string::npos) fail("pattern", "the pattern's grammar has no rule");
-      rules_.push_back({name, json_encode_gbnf(std::string_view(rule).substr(def + 3))});
-      return add_rule("string-pattern", "\"\\\"\" " + name + " \"\\\"\"");
-    }
     if (min > max) return std::nullopt;
-    if (!has_len) return any_string();
-    return "\"\\\"\" " + repeat(json_char(), min, max, "") + " \"\\\"\"";
+    if (s.contains("format") && !s.at("format").is_string()) fail("format", "format must be a string");
+    if (s.contains("pattern") && !s.at("pattern").is_string()) fail("pattern", "pattern must be a string");
+    std::vector<std::string> parts;
+    if (s.contains("format") && is_known_format(s.at("format").get<std::string>()))
+      parts.push_back(format_contents(s.at("format").get<std::string>()));
+    if (s.contains("pattern")) parts.push_back(pattern_contents(s.at("pattern").get<std::string>(), "pattern"));
+    if (has_len) parts.push_back("(" + repeat(json_char(), min, max, "") + ")");
+    if (parts.empty()) return any_string();
+    std::string contents;
+    for (size_t i = 0; i < parts.size(); ++i) contents += (i ? " & " : "") + parts[i];
+    return add_rule("string", "\"\\\"\" (" + contents + ") \"\\\"\"");
+  }
+
+  // A format's contents: its RFC grammar over the raw characters (format_rules).
+  std::string format_contents(const std::string& f) {
+    auto it = format_contents_.find(f);
+    if (it != format_contents_.end()) return it->second;
+    const std::string name = fresh("format-" + f);
+    extra_ += format_rules(f, name);
+    return format_contents_[f] = name;
+  }
+
+  // The contents of the JSON strings whose decoded value `pattern` matches (JSON Schema's search
+  // semantics), in every JSON encoding of their characters. `field` names the keyword in errors.
+  std::string pattern_contents(const std::string& pattern, const char* field) {
+    auto it = pattern_contents_.find(pattern);
+    if (it != pattern_contents_.end()) return it->second;
+    const std::string name = fresh("pattern");
+    std::string rule;
+    try {
+      rule = pattern_to_gbnf_rules(pattern, name);
+    } catch (const GrammarError& e) {
+      fail(field, e.what());
+    }
+    // The rule's text after "name ::=" is over the decoded string: rewrite it over JSON's encoding.
+    const size_t def = rule.find("::=");
+    if (def == std::string::npos) fail(field, "the pattern's grammar has no rule");
+    rules_.push_back({name, json_encode_gbnf(std::string_view(rule).substr(def + 3))});
+    return pattern_contents_[pattern] = name;
+  }
+
+  // Whether `pattern` matches the (decoded) string `text` (JSON Schema's search semantics).
+  bool pattern_matches(const std::string& pattern, const std::string& text, const char* field) {
+    auto it = pattern_grammars_.find(pattern);
+    if (it == pattern_grammars_.end()) {
+      try {
+        it = pattern_grammars_.emplace(pattern, compile_gbnf(pattern_to_gbnf_rules(pattern, "root"))).first;
+      } catch (const GrammarError& e) {
+        fail(field, e.what());
+      }
+    }
+    Matcher m(it->second);
+    return m.accept_bytes(text) && m.complete();
   }
 
   // `item` min..max times, each after `sep` but the first (every one after `sep` when
@@ -2048,13 +2086,68 @@ class Compiler {
     return out;
   }
 
+  // A member name the object's grammar places itself (declared, required, or in a dependency):
+  // its value's rule (nullopt: the name cannot be a member's).
+  struct Slot {
+    std::string name;
+    std::optional<std::string> value;
+    bool required;
+  };
+
+  // patternProperties as (pattern, schema) pairs.
+  std::vector<std::pair<std::string, const ojson*>> pattern_properties(const ojson& s) {
+    std::vector<std::pair<std::string, const ojson*>> out;
+    if (!s.contains("patternProperties")) return out;
+    const ojson& pp = s.at("patternProperties");
+    if (!pp.is_object()) fail("patternProperties", "patternProperties must be an object");
+    for (auto it = pp.begin(); it != pp.end(); ++it) out.push_back({it.key(), &it.value()});
+    return out;
+  }
+
+  // The members beyond the declared names (slots) under patternProperties: for each set T of the
+  // patterns, the names that match exactly those (and are not declared) take every schema of T;
+  // names that match none take additionalProperties. The name languages are intersections and
+  // complements of the patterns' (GBNF & and !), over JSON string contents.
+  std::string patterned_members(const std::vector<std::pair<std::string, const ojson*>>& patterns,
+                                const std::vector<Slot>& slots, const std::optional<std::string>& additional) {
+    if (patterns.size() > kMaxPatternProperties)
+      fail("patternProperties", "more than " + std::to_string(kMaxPatternProperties) +
+                                    " patternProperties in one schema are not supported");
+    std::vector<std::string> contents;
+    for (const auto& [pattern, schema] : patterns) contents.push_back(pattern_contents(pattern, "patternProperties"));
+    std::string not_declared;
+    if (!slots.empty()) {
+      std::string names;
+      for (size_t i = 0; i < slots.size(); ++i)
+        names += (i ? " | " : "") + json_encode_gbnf(gbnf_literal(slots[i].name));
+      not_declared = " & !" + add_rule("declared-name", names);
+    }
+    std::vector<std::string> members;
+    const size_t k = patterns.size();
+    for (uint32_t set = 0; set < (1u << k); ++set) {
+      std::optional<std::string> value;
+      if (set == 0) {
+        value = additional;
+      } else {
+        ojson all = ojson::array();
+        for (size_t i = 0; i < k; ++i)
+          if (set & (1u << i)) all.push_back(*patterns[i].second);
+        merged_.push_back(std::make_unique<ojson>(all.size() == 1 ? all[0] : ojson{{"allOf", all}}));
+        value = child(*merged_.back());
+      }
+      if (!value) continue;
+      std::string name = json_char() + "*";
+      for (size_t i = 0; i < k; ++i) name += std::string(set & (1u << i) ? " & " : " & !") + contents[i];
+      members.push_back("\"\\\"\" (" + name + not_declared + ") \"\\\"\" " + colon() + *value);
+    }
+    if (members.empty()) return "";
+    std::string body;
+    for (size_t i = 0; i < members.size(); ++i) body += (i ? " | " : "") + members[i];
+    return add_rule("member", body);
+  }
+
   std::optional<std::string> compile_object(const ojson& s) {
     const ojson* names = property_names(s);
-    struct Slot {
-      std::string name;
-      std::optional<std::string> value;
-      bool required;
-    };
     std::vector<std::string> required;
     if (s.contains("required")) {
       if (!s.at("required").is_array()) fail("required", "required must be an array of strings");
@@ -2075,11 +2168,27 @@ class Compiler {
     } else if (!options_.strict || !s.contains("properties")) {
       additional = any_value();
     }
+    const std::vector<std::pair<std::string, const ojson*>> patterns = pattern_properties(s);
+    if (!patterns.empty() && names)
+      fail("patternProperties", "patternProperties beside propertyNames is not supported");
+    // A member's value: its declared schema (or, undeclared, additionalProperties') and the schema
+    // of every pattern its name matches (which then replace additionalProperties).
+    auto member_value = [&](const std::string& name, const ojson* declared_schema) -> std::optional<std::string> {
+      ojson all = ojson::array();
+      if (declared_schema) all.push_back(*declared_schema);
+      for (const auto& [pattern, schema] : patterns) {
+        if (pattern_matches(pattern, name, "patternProperties")) all.push_back(*schema);
+      }
+      if (all.empty()) return additional;
+      if (all.size() == 1) return child(all[0]);
+      merged_.push_back(std::make_unique<ojson>(ojson{{"allOf", all}}));
+      return child(*merged_.back());
+    };
     std::vector<Slot> slots;
     std::vector<std::vector<uint32_t>> declared;
-    auto declare = [&](const std::string& name, std::optional<std::string> value, bool req) {
+    auto declare = [&](const std::string& name, const ojson* schema, bool req) {
       // A name propertyNames refuses cannot be a member's.
-      slots.push_back({name, name_allowed(names, name) ? std::move(value) : std::nullopt, req});
+      slots.push_back({name, name_allowed(names, name) ? member_value(name, schema) : std::nullopt, req});
       declared.push_back(decode_utf8(name));
     };
     auto is_declared = [&](const std::string& name) {
@@ -2090,18 +2199,18 @@ class Compiler {
       if (!props.is_object()) fail("properties", "properties must be an object");
       for (auto it = props.begin(); it != props.end(); ++it) {
         const bool req = std::find(required.begin(), required.end(), it.key()) != required.end();
-        declare(it.key(), child(it.value()), req);
+        declare(it.key(), &it.value(), req);
       }
     }
     for (const auto& r : required) {
-      if (!is_declared(r)) declare(r, additional, true);
+      if (!is_declared(r)) declare(r, nullptr, true);
     }
     // The names a dependency mentions get a place of their own (the additional members' schema):
     // whether they are present must be known where the dependency is checked.
     for (const auto& [trigger, needed] : deps) {
-      if (!is_declared(trigger)) declare(trigger, additional, false);
+      if (!is_declared(trigger)) declare(trigger, nullptr, false);
       for (const auto& n : needed) {
-        if (!is_declared(n)) declare(n, additional, false);
+        if (!is_declared(n)) declare(n, nullptr, false);
       }
     }
     std::vector<Slot> live;
@@ -2113,7 +2222,9 @@ class Compiler {
       }
     }
     std::string extra_member;
-    if (additional && names) {
+    if (!patterns.empty()) {
+      extra_member = patterned_members(patterns, slots, additional);
+    } else if (additional && names) {
       // Additional members named by propertyNames: exact where no name is declared (the names'
       // language minus declared ones is not written).
       if (!declared.empty())
@@ -2237,7 +2348,9 @@ class Compiler {
   std::set<std::string> used_;
   std::map<std::string, std::string> ref_rules_;
   std::map<std::string, std::set<std::string>> head_edges_;
-  std::map<std::string, std::string> formats_;
+  std::map<std::string, std::string> format_contents_;   // format → its contents rule
+  std::map<std::string, std::string> pattern_contents_;  // pattern → its contents rule (JSON-encoded)
+  std::map<std::string, std::shared_ptr<const Grammar>> pattern_grammars_;  // pattern → over decoded text
   std::vector<std::unique_ptr<ojson>> merged_;  // distributed unions: alive while rules refer to them
   std::string owner_;
   bool empty_all_of_ = false;  // an allOf admitted nothing (for the message of an empty schema)
@@ -2254,6 +2367,8 @@ class Compiler {
   static constexpr size_t kMaxDistinctValues = 10;
   // Rules of contains' count of elements × count of matches.
   static constexpr uint64_t kMaxContainsStates = 4096;
+  // patternProperties of one schema (a member rule per set of them).
+  static constexpr size_t kMaxPatternProperties = 4;
   std::string ws_, char_, string_, integer_, number_, value_, object_;
 };
 
@@ -2290,7 +2405,16 @@ std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json&
     throw GrammarError("schema", "the schema's grammar is " + std::to_string(text.size()) +
                                      " bytes, over the limit of " + std::to_string(limits.max_source_bytes));
   }
-  return compile_gbnf(text, limits);
+  std::shared_ptr<const Grammar> g = compile_gbnf(text, limits);
+  if (options.refuse_empty) {
+    // A language the compiler could not see was empty (format, pattern and lengths that no
+    // string meets together; names no patternProperties leaves): the automaton has no way on.
+    Matcher m(g);
+    const std::vector<uint64_t> next = m.next_bytes();
+    if (!m.complete() && std::all_of(next.begin(), next.end(), [](uint64_t w) { return w == 0; }))
+      throw GrammarError("schema", "the schema admits no JSON value");
+  }
+  return g;
 }
 
 std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::json& schema,

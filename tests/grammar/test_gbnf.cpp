@@ -1,6 +1,9 @@
 // GBNF: parse errors name line:column, and sample grammars accept exactly their sentences.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <regex>
+
 #include "grammar_test_util.h"
 
 using namespace grammar_test;
@@ -151,6 +154,58 @@ TEST(Gbnf, ParseErrorsNameLineAndColumn) {
   EXPECT_EQ(gbnf_error("root ::= \"\\x4\""), "1:11: expected 2 hex digits in escape");
   EXPECT_EQ(gbnf_error("root ::= @"), "1:10: unexpected '@'");
   EXPECT_NE(gbnf_error("a ::= \"x\"").find("no rule named 'root'"), std::string::npos);
+}
+
+// rootspec's extension: x & y (both match) and !x (x does not match), over regular operands.
+// Every string over {a, b, c} up to six bytes: a sentence exactly when the reference says, and a
+// prefix exactly when some completion of at most six bytes is a sentence (no dead ends).
+TEST(Gbnf, IntersectionAndComplementMatchExactlyAndLeaveNoDeadPrefixes) {
+  struct Case {
+    const char* gbnf;
+    std::function<bool(const std::string&)> reference;
+  };
+  auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
+  const std::vector<Case> cases = {
+      {R"(root ::= [a-c]{0,6} & !("ab" [a-c]*))", [](const std::string& s) { return s.rfind("ab", 0) != 0; }},
+      {R"(root ::= (("a" | "b")+ "c"?) & !([a-c]* "bb" [a-c]*))",
+       [&](const std::string& s) {
+         const bool shape = std::regex_match(s, std::regex("[ab]+c?"));
+         return shape && !has(s, "bb");
+       }},
+      {R"(root ::= !(any "ca" any) & [a-c]{1,4}
+any ::= [a-c]*)",
+       [&](const std::string& s) { return !s.empty() && s.size() <= 4 && !has(s, "ca"); }},
+      {R"(root ::= [a-c]{3} & !"abc")", [](const std::string& s) { return s.size() == 3 && s != "abc"; }},
+  };
+  for (const auto& c : cases) {
+    auto g = compile_gbnf(c.gbnf);
+    std::vector<std::string> all = {""};
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i].size() < 6)
+        for (char x : std::string("abc")) all.push_back(all[i] + x);
+    }
+    for (const auto& str : all) {
+      EXPECT_EQ(matches(g, str), c.reference(str)) << c.gbnf << " on '" << str << "'";
+      bool completable = false;
+      for (const auto& t : all) completable = completable || (t.rfind(str, 0) == 0 && c.reference(t));
+      if (str.size() <= 3) EXPECT_EQ(prefix_ok(g, str), completable) << c.gbnf << " prefix '" << str << "'";
+    }
+  }
+  auto word = compile_gbnf("root ::= \"x\"? (word & !\"abc\" & !\"b\") \".\"\nword ::= [a-c]{1,3}");
+  // Inside a sequence, through a rule.
+  for (const char* ok : {"a.", "xab.", "bb.", "ccc."}) EXPECT_TRUE(matches(word, ok)) << ok;
+  for (const char* bad : {"abc.", "b.", "x.", ".", "abca."}) EXPECT_FALSE(matches(word, bad)) << bad;
+  // Nothing at all: no byte is offered.
+  EXPECT_FALSE(prefix_ok(compile_gbnf(R"(root ::= "ab" & !"ab")"), "a"));
+  // !x alone: every byte string but x's.
+  auto not_a = compile_gbnf(R"(root ::= !"a")");
+  EXPECT_TRUE(matches(not_a, ""));
+  EXPECT_TRUE(matches(not_a, "aa"));
+  EXPECT_TRUE(matches(not_a, "\xff"));
+  EXPECT_FALSE(matches(not_a, "a"));
+  // Operands must be regular.
+  const std::string recursive = gbnf_error("root ::= p & \"()\"\np ::= \"(\" p \")\" | \"\"");
+  EXPECT_NE(recursive.find("recursive"), std::string::npos) << recursive;
 }
 
 TEST(Gbnf, LeftRecursionIsRefusedNamingTheRule) {

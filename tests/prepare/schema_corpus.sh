@@ -28,7 +28,7 @@ packages=(
   eslint-plugin-testing-library@7.16.3 eslint-plugin-playwright@2.12.2 eslint-plugin-mocha@10.5.0
   zod@4.6.7
 )
-debian_packages=(json-schema-test-suite python3-jsonschema python3-pydantic)
+debian_packages=(json-schema-test-suite python3-jsonschema python3-rfc3987 python3-pydantic)
 
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -49,5 +49,6 @@ fi
 echo "schema_corpus.sh: building the JSON Schema corpus into $dir"
 rm -f "$dir/stamp"
 # Debian's python3 (not one first on PATH): the corpus is judged by Debian's jsonschema.
-/usr/bin/python3 "$builder/build.py" "$dir/npm/node_modules" "$dir"
+# -B: no __pycache__ left in the work tree.
+/usr/bin/python3 -B "$builder/build.py" "$dir/npm/node_modules" "$dir"
 echo "$stamp" > "$dir/stamp"

@@ -212,10 +212,8 @@ def walked_valid(candidate, judge, valid):
 
 def mutated_invalid(candidate, judge, valid_values, invalid):
     rng = random.Random(seed_of(candidate.id) + 1)
-    tried = 0
     for value in valid_values:
         for mutant in mutations(value, candidate.schema, rng)[:MUTATION_TRIES // max(len(valid_values), 1)]:
-            tried += 1
             if len(invalid.values) >= WANTED - 1:
                 return
             if judge.verdict(mutant) is False:

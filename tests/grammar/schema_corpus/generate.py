@@ -3,6 +3,7 @@ valid values that aim at invalid ones. Neither decides anything: judge.py keeps 
 where jsonschema agrees, so the walk may be approximate (it skips if/then/else, not, and
 propertyNames, and merges allOf branches shallowly)."""
 import copy
+import math
 import re
 from re import _parser as sre_parse  # Python's own regex parser: patterns sampled as Python reads them
 
@@ -69,9 +70,8 @@ class InstanceWalker:
             return copy.deepcopy(node["const"])
         if isinstance(node.get("enum"), list) and node["enum"]:
             return copy.deepcopy(self.rng.choice(node["enum"]))
-        for key in ("examples",):
-            if isinstance(node.get(key), list) and node[key] and self.rng.random() < 0.3:
-                return copy.deepcopy(self.rng.choice(node[key]))
+        if isinstance(node.get("examples"), list) and node["examples"] and self.rng.random() < 0.3:
+            return copy.deepcopy(self.rng.choice(node["examples"]))
         kind = self._choose_type(node)
         return getattr(self, "_" + kind)(node, depth)
 
@@ -91,7 +91,7 @@ class InstanceWalker:
                     branches = node[key] if key == "allOf" else [self.rng.choice(node[key])]
                     for branch in branches:
                         branch = self._flatten(branch, depth)
-                        rest = _merge(rest, branch) if isinstance(branch, dict) else _merge(rest, branch)
+                        rest = _merge(rest, branch)
                     node = rest
                     break
             else:
@@ -145,7 +145,6 @@ class InstanceWalker:
         return max(low, -10**12), min(high, 10**12)
 
     def _integer(self, node, depth):
-        import math
         low, high = self._bounds(node, integral=True)
         low, high = math.ceil(low), math.floor(high)
         if low > high:
