@@ -447,11 +447,21 @@ std::string ipv6_rules(const std::string& name) {
          name + "-h16 \":\" " + name + "-h16 | " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
 }
 
-// RFC 3986 §3 and §4.1: URI (with a scheme) or URI-reference (a URI or a relative reference).
-std::string uri_rules(bool absolute, const std::string& name) {
+// RFC 3987 §2.2's ucschar and iprivate: the code points an IRI adds to a URI's characters.
+const char* const kUcschar =
+    "[\\u00A0-\\uD7FF\\uF900-\\uFDCF\\uFDF0-\\uFFEF\\U00010000-\\U0001FFFD\\U00020000-\\U0002FFFD"
+    "\\U00030000-\\U0003FFFD\\U00040000-\\U0004FFFD\\U00050000-\\U0005FFFD\\U00060000-\\U0006FFFD"
+    "\\U00070000-\\U0007FFFD\\U00080000-\\U0008FFFD\\U00090000-\\U0009FFFD\\U000A0000-\\U000AFFFD"
+    "\\U000B0000-\\U000BFFFD\\U000C0000-\\U000CFFFD\\U000D0000-\\U000DFFFD\\U000E1000-\\U000EFFFD]";
+const char* const kIprivate = "[\\uE000-\\uF8FF\\U000F0000-\\U000FFFFD\\U00100000-\\U0010FFFD]";
+
+// RFC 3986 §3 and §4.1: URI (with a scheme) or URI-reference (a URI or a relative reference);
+// with `iri`, RFC 3987's IRI and IRI-reference (ucschar among the unreserved characters,
+// iprivate in the query).
+std::string uri_rules(bool absolute, bool iri, const std::string& name) {
   const std::string p = name + "-";
   std::string r;
-  r += p + "unreserved ::= [A-Za-z0-9._~-]\n";
+  r += p + "unreserved ::= [A-Za-z0-9._~-]" + (iri ? std::string(" | ") + kUcschar : "") + "\n";
   r += p + "pct ::= \"%\" [0-9a-fA-F] [0-9a-fA-F]\n";
   r += p + "sub ::= [!$&'()*+,;=]\n";
   r += p + "pchar ::= " + p + "unreserved | " + p + "pct | " + p + "sub | [:@]\n";
@@ -469,7 +479,8 @@ std::string uri_rules(bool absolute, const std::string& name) {
   r += p + "absolute ::= \"/\" (" + p + "segment-nz " + p + "abempty)?\n";
   r += p + "rootless ::= " + p + "segment-nz " + p + "abempty\n";
   r += p + "noscheme ::= " + p + "segment-nz-nc " + p + "abempty\n";
-  r += p + "tail ::= (\"?\" (" + p + "pchar | [/?])*)? (\"#\" (" + p + "pchar | [/?])*)?\n";
+  r += p + "tail ::= (\"?\" (" + p + "pchar | [/?]" + (iri ? std::string(" | ") + kIprivate : "") + ")*)? (\"#\" (" + p +
+       "pchar | [/?])*)?\n";
   const std::string hier = "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "rootless)?";
   const std::string relative =
       "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "noscheme)?";
@@ -525,7 +536,16 @@ std::string format_rules(const std::string& format, const std::string& name) {
   }
   if (format == "ipv4") return name + " ::= " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
   if (format == "ipv6") return name + " ::= " + ipv6_address(name) + "\n" + ipv6_rules(name);
-  if (format == "uri" || format == "uri-reference") return uri_rules(format == "uri", name);
+  if (format == "uri" || format == "uri-reference" || format == "iri" || format == "iri-reference")
+    return uri_rules(format == "uri" || format == "iri", format[0] == 'i', name);
+  if (format == "uri-template") {
+    // RFC 6570 §2: literals and expressions, to level 4.
+    const std::string pct = "\"%\" [0-9a-fA-F] [0-9a-fA-F]";
+    const std::string varchar = "([A-Za-z0-9_] | " + pct + ")";
+    const std::string varspec = varchar + " (\".\"? " + varchar + ")* (\":\" [1-9] [0-9]{0,3} | \"*\")?";
+    return name + " ::= ([!#$&(-;=?-\\x5B\\x5D_a-z~] | " + kUcschar + " | " + kIprivate + " | " + pct +
+           " | \"{\" [+#./;?&=,!@|]? " + varspec + " (\",\" " + varspec + ")* \"}\")*\n";
+  }
   if (format == "json-pointer") return name + " ::= " + json_encode_gbnf(json_pointer) + "\n";
   if (format == "relative-json-pointer")
     return name + " ::= " + json_encode_gbnf("(\"0\" | [1-9] [0-9]*) (\"#\" | " + json_pointer + ")") + "\n";
@@ -541,7 +561,7 @@ std::string format_rules(const std::string& format, const std::string& name) {
   }
   fail("format", "format \"" + format +
                      "\" is not supported (date, time, date-time, duration, email, uuid, ipv4, ipv6, uri, "
-                     "uri-reference, json-pointer, relative-json-pointer)");
+                     "uri-reference, iri, iri-reference, uri-template, json-pointer, relative-json-pointer)");
 }
 
 // Formats some draft defines: the others are no assertion (JSON Schema ignores unknown formats,
@@ -599,7 +619,8 @@ unsigned kinds_of_type(const ojson& type) {
   return one(type);
 }
 
-// Thrown by the validator where it cannot decide without a grammar (pattern, format).
+// Thrown by the validator where it cannot decide (a number with more digits than it reads, references
+// nested past its depth).
 struct Undecided {
   std::string keyword;
 };
@@ -641,7 +662,7 @@ class Compiler {
     return out;
   }
 
-  // Validator (the supported keywords; Undecided for pattern and format): used to filter enum
+  // Validator (the supported keywords; Undecided where a number is past what it reads): used to filter enum
   // values by their sibling keywords and to prove oneOf branches disjoint.
   bool valid(const ojson& v, const ojson& s, int depth = 0) {
     if (depth > 64) throw Undecided{"$ref"};
@@ -704,9 +725,12 @@ class Compiler {
       const size_t n = code_points(v.get<std::string>());
       if (s.contains("minLength") && n < count_value(s, "minLength")) return false;
       if (s.contains("maxLength") && n > count_value(s, "maxLength")) return false;
-      if (s.contains("pattern")) throw Undecided{"pattern"};
-      if (s.contains("format") && s.at("format").is_string() && is_known_format(s.at("format").get<std::string>()))
-        throw Undecided{"format"};
+      if (s.contains("pattern") && s.at("pattern").is_string() &&
+          !pattern_matches(s.at("pattern").get<std::string>(), v.get<std::string>(), "pattern"))
+        return false;
+      if (s.contains("format") && s.at("format").is_string() && is_known_format(s.at("format").get<std::string>()) &&
+          !format_matches(s.at("format").get<std::string>(), v.get<std::string>()))
+        return false;
     }
     if (v.is_array()) {
       if (s.contains("minItems") && v.size() < count_value(s, "minItems")) return false;
@@ -1560,31 +1584,66 @@ class Compiler {
     return x && y ? both(*x, *y) : x ? *x : y ? *y : ojson(true);
   }
 
-  // properties and additionalProperties of both sides: a member named on either side takes that
-  // side's property schema, or its additionalProperties where the other side names it; a member
-  // neither names, both additionalProperties.
+  // properties, patternProperties and additionalProperties of both sides. A side's part of a
+  // member named n: its properties[n] and every pattern of its that n matches, else (neither)
+  // its additionalProperties. A name declared on either side takes both sides' parts. Names
+  // declared nowhere: the patterns of both sides, each with the other side's additionalProperties
+  // where that side has no patterns (which then stands for it), and both additionalProperties
+  // for names no pattern matches. Refused where that is not exact: patterns on both sides beside
+  // an additionalProperties, or a declared name that a pattern carrying the other side's
+  // additionalProperties matches (it would take that schema too).
   void merge_object_members(const ojson& a, const ojson& b, ojson& out) {
-    if (a.contains("patternProperties") || b.contains("patternProperties"))
-      fail("allOf", "allOf with object members in two branches beside patternProperties is not supported");
     const ojson none = ojson::object();
     const ojson& pa = a.contains("properties") ? a.at("properties") : none;
     const ojson& pb = b.contains("properties") ? b.at("properties") : none;
+    const ojson& qa = a.contains("patternProperties") ? a.at("patternProperties") : none;
+    const ojson& qb = b.contains("patternProperties") ? b.at("patternProperties") : none;
     if (!pa.is_object() || !pb.is_object()) fail("properties", "properties must be an object");
+    if (!qa.is_object() || !qb.is_object()) fail("patternProperties", "patternProperties must be an object");
     const ojson* xa = additional_of(a);
     const ojson* xb = additional_of(b);
-    auto member = [](const ojson& props, const ojson* extra, const std::string& name) {
-      return props.contains(name) ? &props.at(name) : extra;
+    if (!qa.empty() && !qb.empty() && (xa || xb))
+      fail("allOf", "allOf of two branches with patternProperties, beside additionalProperties, is not supported");
+    auto part = [&](const ojson& props, const ojson& patterns, const ojson* extra, const std::string& name) {
+      ojson all = ojson::array();
+      if (props.contains(name)) all.push_back(props.at(name));
+      for (auto it = patterns.begin(); it != patterns.end(); ++it) {
+        if (pattern_matches(it.key(), name, "patternProperties")) all.push_back(it.value());
+      }
+      if (all.empty()) return extra ? *extra : ojson(true);
+      return all.size() == 1 ? all[0] : ojson{{"allOf", all}};
     };
     ojson props = ojson::object();
     for (const ojson* side : {&pa, &pb}) {
       for (auto it = side->begin(); it != side->end(); ++it) {
-        if (!props.contains(it.key()))
-          props[it.key()] = both_of(member(pa, xa, it.key()), member(pb, xb, it.key()));
+        if (!props.contains(it.key())) props[it.key()] = both(part(pa, qa, xa, it.key()), part(pb, qb, xb, it.key()));
+      }
+    }
+    ojson patterns = ojson::object();
+    std::vector<std::string> carrying;  // patterns that carry the other side's additionalProperties
+    for (const auto& [mine, theirs, their_extra] :
+         {std::tuple{&qa, &qb, xb}, std::tuple{&qb, &qa, xa}}) {
+      for (auto it = mine->begin(); it != mine->end(); ++it) {
+        ojson schema = it.value();
+        if (theirs->empty() && their_extra) {
+          schema = both(schema, *their_extra);
+          carrying.push_back(it.key());
+        }
+        patterns[it.key()] = patterns.contains(it.key()) ? both(patterns[it.key()], schema) : schema;
+      }
+    }
+    for (const auto& pattern : carrying) {
+      for (auto it = props.begin(); it != props.end(); ++it) {
+        if (pattern_matches(pattern, it.key(), "patternProperties"))
+          fail("allOf", "allOf whose patternProperties match a name that properties declares, beside "
+                        "additionalProperties, is not supported");
       }
     }
     out.erase("properties");
+    out.erase("patternProperties");
     out.erase("additionalProperties");
     if (!props.empty()) out["properties"] = props;
+    if (!patterns.empty()) out["patternProperties"] = patterns;
     if (xa || xb) out["additionalProperties"] = both_of(xa, xb);
   }
 
@@ -1736,6 +1795,15 @@ class Compiler {
     if (def == std::string::npos) fail(field, "the pattern's grammar has no rule");
     rules_.push_back({name, json_encode_gbnf(std::string_view(rule).substr(def + 3))});
     return pattern_contents_[pattern] = name;
+  }
+
+  // Whether the (decoded) string `text` is of format `f` (a known one).
+  bool format_matches(const std::string& f, const std::string& text) {
+    auto it = format_grammars_.find(f);
+    if (it == format_grammars_.end())
+      it = format_grammars_.emplace(f, compile_gbnf("root ::= format\n" + format_rules(f, "format"))).first;
+    Matcher m(it->second);
+    return m.accept_bytes(text) && m.complete();
   }
 
   // Whether `pattern` matches the (decoded) string `text` (JSON Schema's search semantics).
@@ -2351,6 +2419,7 @@ class Compiler {
   std::map<std::string, std::string> format_contents_;   // format → its contents rule
   std::map<std::string, std::string> pattern_contents_;  // pattern → its contents rule (JSON-encoded)
   std::map<std::string, std::shared_ptr<const Grammar>> pattern_grammars_;  // pattern → over decoded text
+  std::map<std::string, std::shared_ptr<const Grammar>> format_grammars_;   // format → over decoded text
   std::vector<std::unique_ptr<ojson>> merged_;  // distributed unions: alive while rules refer to them
   std::string owner_;
   bool empty_all_of_ = false;  // an allOf admitted nothing (for the message of an empty schema)

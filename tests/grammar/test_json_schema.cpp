@@ -303,6 +303,22 @@ TEST(JsonSchema, Formats) {
     EXPECT_TRUE(accepts(duration, std::string("\"") + ok + "\"")) << ok;
   for (const char* bad : {"P", "PT", "P1S", "P1W2D", "PT1H2S", "1D", "P1.5D", "P1M1Y"})
     EXPECT_FALSE(accepts(duration, std::string("\"") + bad + "\"")) << bad;
+  auto templ = schema(R"({"type": "string", "format": "uri-template"})");
+  for (const char* ok : {"https://example.com/{id}", "/users/{user}/repos{?q,page}", "{+path:6}/x", "{#frag*}",
+                         "http://x/{a.b}", "", "café/{x}"})
+    EXPECT_TRUE(accepts(templ, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"{", "{}", "{a b}", "a b", "{a:0}", "{a:10000}", "x{a}}", "<x>", "{a..b}", "100%"})
+    EXPECT_FALSE(accepts(templ, std::string("\"") + bad + "\"")) << bad;
+  auto iri = schema(R"({"type": "string", "format": "iri"})");
+  auto iri_ref = schema(R"({"type": "string", "format": "iri-reference"})");
+  for (const char* ok : {"http://ex.com/ü", "http://é.com:80/p?q#f", "urn:x", "http://[::1]/"}) {
+    EXPECT_TRUE(accepts(iri, std::string("\"") + ok + "\"")) << ok;
+    EXPECT_TRUE(accepts(iri_ref, std::string("\"") + ok + "\"")) << ok;
+  }
+  EXPECT_FALSE(accepts(iri, "\"ü/x\""));
+  EXPECT_TRUE(accepts(iri_ref, "\"ü/x\""));
+  EXPECT_FALSE(accepts(iri_ref, R"("a b")"));
+  EXPECT_FALSE(accepts(uri, "\"http://ex.com/ü\""));  // a URI stays ASCII
   // Formats no draft defines are no assertion (OpenAPI's, an editor's); known ones not enforced are refused.
   auto custom = schema(R"({"type": "string", "format": "textarea", "maxLength": 3})");
   EXPECT_TRUE(accepts(custom, R"("abc")"));
@@ -338,7 +354,10 @@ TEST(JsonSchema, EnumAndConst) {
   EXPECT_FALSE(accepts(typed, "2"));
   EXPECT_FALSE(accepts(typed, R"("yy")"));
   EXPECT_EQ(refusal(R"({"const": 1, "enum": [2, 3]})"), "schema") << "no value";
-  EXPECT_EQ(refusal(R"({"enum": ["a"], "pattern": "a"})"), "pattern");
+  // pattern and format beside enum keep the values they admit.
+  auto kept = schema(R"({"enum": ["ab", "b", "2020-01-01", "x"], "pattern": "^[a-z0-9-]+$", "format": "date"})");
+  EXPECT_TRUE(accepts(kept, R"("2020-01-01")"));
+  for (const char* bad : {R"("ab")", R"("b")", R"("x")"}) EXPECT_FALSE(accepts(kept, bad)) << bad;
 }
 
 TEST(JsonSchema, PropertiesInSchemaOrder) {
@@ -417,10 +436,10 @@ TEST(JsonSchema, AdditionalProperties) {
       refusal(
           R"({"properties": {"a": true}, "propertyNames": {"maxLength": 3}, "additionalProperties": true})"),
       "propertyNames");
-  EXPECT_EQ(
-      refusal(
-          R"({"properties": {"a": true}, "propertyNames": {"pattern": "a"}, "additionalProperties": false})"),
-      "propertyNames");
+  auto named = schema(R"({"properties": {"ab": true, "b": true}, "propertyNames": {"pattern": "a"},
+      "additionalProperties": false})");
+  EXPECT_TRUE(accepts(named, R"({"ab":1})"));
+  EXPECT_FALSE(accepts(named, R"({"b":1})"));
 }
 
 // Every object over the names a, b, c (declared in that order) and x, y (additional), members in
@@ -696,6 +715,50 @@ TEST(JsonSchema, NotTakesOutTypesAndScalarValuesExactly) {
 }
 
 // allOf merged into one schema: what the merged grammar admits is what every branch admits.
+// Each single-member object {name: value} over the names and values given: accepted exactly when
+// `expected(name, value)`.
+void expect_members_decided(const std::string& text, const std::vector<std::string>& names,
+                            const std::vector<std::string>& values,
+                            const std::function<bool(const std::string&, const std::string&)>& expected) {
+  auto g = schema(text, JsonSchemaOptions{0, false});
+  for (const auto& n : names) {
+    for (const auto& v : values) {
+      const std::string instance = "{\"" + n + "\":" + v + "}";
+      EXPECT_EQ(accepts(g, instance), expected(n, v)) << text << " on " << instance;
+    }
+  }
+}
+
+TEST(JsonSchema, AllOfMergesPatternPropertiesExactly) {
+  const std::vector<std::string> names = {"ab", "ax", "a", "b", "c"}, values = {"1", "3", "6", "2.5", R"("s")"};
+  auto number = [](const std::string& v) { return v != R"("s")"; };
+  auto integer = [](const std::string& v) { return v == "1" || v == "3" || v == "6"; };
+  auto at_least_2 = [&](const std::string& v) { return !number(v) || v != "1"; };
+  auto at_most_5 = [&](const std::string& v) { return !number(v) || v != "6"; };
+  // Patterns on one side; the other side's additionalProperties goes with them.
+  expect_members_decided(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
+      {"properties": {"b": {"minimum": 2}}, "additionalProperties": {"maximum": 5}}]})",
+                         names, values, [&](const std::string& n, const std::string& v) {
+    if (n == "b") return at_least_2(v);
+    if (n[0] == 'a') return integer(v) && at_most_5(v);
+    return at_most_5(v);
+  });
+  // Patterns on both sides: every pattern a name matches.
+  expect_members_decided(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
+      {"patternProperties": {"b$": {"minimum": 2}, "^a": {"maximum": 5}}}]})",
+                         names, values, [&](const std::string& n, const std::string& v) {
+    bool ok = true;
+    if (n[0] == 'a') ok = ok && integer(v) && at_most_5(v);
+    if (n.back() == 'b') ok = ok && at_least_2(v);
+    return ok;
+  });
+  // Not exact as one schema: refused.
+  EXPECT_EQ(refusal(R"({"allOf": [{"patternProperties": {"^a": true}, "additionalProperties": false},
+      {"patternProperties": {"b": true}}]})"), "allOf");
+  EXPECT_EQ(refusal(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
+      {"properties": {"ab": true}, "additionalProperties": false}]})"), "allOf");
+}
+
 TEST(JsonSchema, AllOfAdmitsExactlyWhatEveryBranchAdmits) {
   // zod's intersection of two objects: members of both, required of both, in the branches' order.
   auto objects = schema(R"({"allOf": [
