@@ -1,5 +1,7 @@
 #include "tool_calls.h"
 
+#include <algorithm>
+
 #include "grammar.h"
 #include "json_schema.h"
 
@@ -65,6 +67,14 @@ std::string trim_space(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return {};
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// `s` without its longest suffix that is a proper prefix of `tag` ("…}\n</tool_" → "…}\n").
+std::string without_partial_suffix(const std::string& s, const std::string& tag) {
+  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
+    if (s.compare(s.size() - k, k, tag, 0, k) == 0) return s.substr(0, s.size() - k);
+  }
+  return s;
 }
 
 const ToolSpec* find_tool(const std::vector<ToolSpec>& tools, const std::string& name) {
@@ -157,9 +167,10 @@ ParsedAnswer parse_tool_calls(ToolFormat format, const std::string& text,
     outside += text.substr(at, start - at);
     const size_t body = start + open.size();
     const size_t end = text.find(close, body);
-    auto call =
-        call_of(trim_space(text.substr(body, end == std::string::npos ? std::string::npos : end - body)),
-                tools, {"arguments"});
+    std::string block = text.substr(body, end == std::string::npos ? std::string::npos : end - body);
+    // A last block cut inside its closing tag (max_tokens, or a stop string) is the call it holds.
+    if (end == std::string::npos) block = without_partial_suffix(trim_space(block), close);
+    auto call = call_of(trim_space(block), tools, {"arguments"});
     if (!call) return all_text;
     out.calls.push_back(*call);
     if (end == std::string::npos) break;

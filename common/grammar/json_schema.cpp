@@ -68,8 +68,8 @@ bool is_supported(const std::string& k) {
       "type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
       // objects and arrays
       "properties", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties",
-      "dependentRequired", "dependencies", "patternProperties", "items", "prefixItems", "additionalItems", "minItems", "maxItems",
-      "uniqueItems", "contains", "minContains", "maxContains",
+      "dependentRequired", "dependencies", "patternProperties", "items", "prefixItems", "additionalItems",
+      "minItems", "maxItems", "uniqueItems", "contains", "minContains", "maxContains",
       // strings
       "minLength", "maxLength", "pattern", "format",
       // applicators
@@ -436,15 +436,19 @@ std::string ipv6_address(const std::string& name) {
   const std::string h = name + "-h16", c = name + "-h16c", ls32 = name + "-ls32";
   auto n = [&](int k) { return k == 0 ? std::string() : c + "{" + std::to_string(k) + "} "; };
   // [ *k( h16 ":" ) h16 ] "::" before the right side.
-  auto head = [&](int k) { return k < 0 ? std::string() : "(" + (k ? c + "{0," + std::to_string(k) + "} " : "") + h + ")? "; };
-  return "(" + n(6) + ls32 + " | \"::\" " + n(5) + ls32 + " | " + head(0) + "\"::\" " + n(4) + ls32 + " | " + head(1) +
-         "\"::\" " + n(3) + ls32 + " | " + head(2) + "\"::\" " + n(2) + ls32 + " | " + head(3) + "\"::\" " + n(1) +
-         ls32 + " | " + head(4) + "\"::\" " + ls32 + " | " + head(5) + "\"::\" " + h + " | " + head(6) + "\"::\")";
+  auto head = [&](int k) {
+    return k < 0 ? std::string() : "(" + (k ? c + "{0," + std::to_string(k) + "} " : "") + h + ")? ";
+  };
+  return "(" + n(6) + ls32 + " | \"::\" " + n(5) + ls32 + " | " + head(0) + "\"::\" " + n(4) + ls32 + " | " +
+         head(1) + "\"::\" " + n(3) + ls32 + " | " + head(2) + "\"::\" " + n(2) + ls32 + " | " + head(3) +
+         "\"::\" " + n(1) + ls32 + " | " + head(4) + "\"::\" " + ls32 + " | " + head(5) + "\"::\" " + h +
+         " | " + head(6) + "\"::\")";
 }
 
 std::string ipv6_rules(const std::string& name) {
-  return name + "-h16 ::= [0-9a-fA-F]{1,4}\n" + name + "-h16c ::= " + name + "-h16 \":\"\n" + name + "-ls32 ::= " +
-         name + "-h16 \":\" " + name + "-h16 | " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
+  return name + "-h16 ::= [0-9a-fA-F]{1,4}\n" + name + "-h16c ::= " + name + "-h16 \":\"\n" + name +
+         "-ls32 ::= " + name + "-h16 \":\" " + name + "-h16 | " + name + "-octet (\".\" " + name +
+         "-octet){3}\n" + ipv4_octet(name);
 }
 
 // RFC 3987 §2.2's ucschar and iprivate: the code points an IRI adds to a URI's characters.
@@ -479,9 +483,10 @@ std::string uri_rules(bool absolute, bool iri, const std::string& name) {
   r += p + "absolute ::= \"/\" (" + p + "segment-nz " + p + "abempty)?\n";
   r += p + "rootless ::= " + p + "segment-nz " + p + "abempty\n";
   r += p + "noscheme ::= " + p + "segment-nz-nc " + p + "abempty\n";
-  r += p + "tail ::= (\"?\" (" + p + "pchar | [/?]" + (iri ? std::string(" | ") + kIprivate : "") + ")*)? (\"#\" (" + p +
-       "pchar | [/?])*)?\n";
-  const std::string hier = "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "rootless)?";
+  r += p + "tail ::= (\"?\" (" + p + "pchar | [/?]" + (iri ? std::string(" | ") + kIprivate : "") +
+       ")*)? (\"#\" (" + p + "pchar | [/?])*)?\n";
+  const std::string hier =
+      "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "rootless)?";
   const std::string relative =
       "(\"//\" " + p + "authority " + p + "abempty | " + p + "absolute | " + p + "noscheme)?";
   r += p + "uri ::= " + p + "scheme \":\" " + hier + " " + p + "tail\n";
@@ -534,7 +539,8 @@ std::string format_rules(const std::string& format, const std::string& name) {
     return name + " ::= " + atext + "+ (\".\" " + atext + "+)* \"@\" " + name + "-label (\".\" " + name +
            "-label)+\n" + name + "-label ::= " + label + "\n";
   }
-  if (format == "ipv4") return name + " ::= " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
+  if (format == "ipv4")
+    return name + " ::= " + name + "-octet (\".\" " + name + "-octet){3}\n" + ipv4_octet(name);
   if (format == "ipv6") return name + " ::= " + ipv6_address(name) + "\n" + ipv6_rules(name);
   if (format == "uri" || format == "uri-reference" || format == "iri" || format == "iri-reference")
     return uri_rules(format == "uri" || format == "iri", format[0] == 'i', name);
@@ -555,9 +561,10 @@ std::string format_rules(const std::string& format, const std::string& name) {
     const std::string second = n + " \"S\"", minute = n + " \"M\" (" + second + ")?",
                       hour = n + " \"H\" (" + minute + ")?";
     const std::string time = "\"T\" (" + hour + " | " + minute + " | " + second + ")";
-    const std::string day = n + " \"D\"", month = n + " \"M\" (" + day + ")?", year = n + " \"Y\" (" + month + ")?";
-    return name + " ::= \"P\" ((" + day + " | " + month + " | " + year + ") (" + time + ")? | " + time + " | " + n +
-           " \"W\")\n";
+    const std::string day = n + " \"D\"", month = n + " \"M\" (" + day + ")?",
+                      year = n + " \"Y\" (" + month + ")?";
+    return name + " ::= \"P\" ((" + day + " | " + month + " | " + year + ") (" + time + ")? | " + time +
+           " | " + n + " \"W\")\n";
   }
   fail("format", "format \"" + format +
                      "\" is not supported (date, time, date-time, duration, email, uuid, ipv4, ipv6, uri, "
@@ -568,9 +575,10 @@ std::string format_rules(const std::string& format, const std::string& name) {
 // as OpenAPI's "int32" or an editor's "textarea").
 bool is_known_format(const std::string& f) {
   static const std::set<std::string> kKnown = {
-      "date-time",    "date",     "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
-      "ipv4",         "ipv6",     "uri",  "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
-      "json-pointer", "relative-json-pointer", "regex"};
+      "date-time", "date",          "time", "duration",     "email",        "idn-email",
+      "hostname",  "idn-hostname",  "ipv4", "ipv6",         "uri",          "uri-reference",
+      "iri",       "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer",
+      "regex"};
   return kKnown.count(f) > 0;
 }
 
@@ -728,7 +736,8 @@ class Compiler {
       if (s.contains("pattern") && s.at("pattern").is_string() &&
           !pattern_matches(s.at("pattern").get<std::string>(), v.get<std::string>(), "pattern"))
         return false;
-      if (s.contains("format") && s.at("format").is_string() && is_known_format(s.at("format").get<std::string>()) &&
+      if (s.contains("format") && s.at("format").is_string() &&
+          is_known_format(s.at("format").get<std::string>()) &&
           !format_matches(s.at("format").get<std::string>(), v.get<std::string>()))
         return false;
     }
@@ -1252,9 +1261,50 @@ class Compiler {
     return gbnf_literal(v.dump());
   }
 
+  // A value of enum / const in every writing this grammar admits: scalars as value_literal;
+  // arrays with whitespace slots between tokens; objects also with their members in any order
+  // (a rule per set of members written; in the schema's order past kMaxAnyOrderMembers).
+  std::string value_expr(const ojson& v) {
+    if (v.is_array()) {
+      if (v.empty()) return "\"[\" " + ws() + "\"]\"";
+      std::string body = "\"[\" " + ws();
+      for (size_t i = 0; i < v.size(); ++i) body += (i ? comma() : "") + value_expr(v[i]) + " ";
+      return add_rule("const-array", body + ws() + "\"]\"");
+    }
+    if (!v.is_object()) return value_literal(v);
+    if (v.empty()) return "\"{\" " + ws() + "\"}\"";
+    std::vector<std::string> members;
+    for (auto it = v.begin(); it != v.end(); ++it)
+      members.push_back(add_rule(
+          "const-member", gbnf_literal(ojson(it.key()).dump()) + " " + colon() + value_expr(it.value())));
+    if (members.size() > kMaxAnyOrderMembers) {
+      std::string body = "\"{\" " + ws();
+      for (size_t i = 0; i < members.size(); ++i) body += (i ? comma() : "") + members[i] + " ";
+      return add_rule("const-object", body + ws() + "\"}\"");
+    }
+    const uint32_t all = (1u << members.size()) - 1;
+    std::map<uint32_t, std::string> memo;
+    // after(written): the members still to come once those in `written` are (then the brace).
+    std::function<std::string(uint32_t)> after = [&](uint32_t written) -> std::string {
+      if (written == all) return ws() + "\"}\"";
+      auto m = memo.find(written);
+      if (m != memo.end()) return m->second;
+      std::string body;
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (written & (1u << i)) continue;
+        body += (body.empty() ? "" : " | ") + comma() + members[i] + " " + after(written | (1u << i));
+      }
+      return memo[written] = add_rule("const-rest", body);
+    };
+    std::string first;
+    for (size_t i = 0; i < members.size(); ++i)
+      first += (first.empty() ? "" : " | ") + members[i] + " " + after(1u << i);
+    return add_rule("const-object", "\"{\" " + ws() + "(" + first + ")");
+  }
+
   std::optional<std::string> compile_values(const ojson& s) {
     std::vector<std::string> alts;
-    for (const auto& v : enum_values(s)) alts.push_back(value_literal(v));
+    for (const auto& v : enum_values(s)) alts.push_back(value_expr(v));
     if (alts.empty()) return std::nullopt;
     std::string body;
     for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
@@ -1603,7 +1653,8 @@ class Compiler {
     const ojson* xa = additional_of(a);
     const ojson* xb = additional_of(b);
     if (!qa.empty() && !qb.empty() && (xa || xb))
-      fail("allOf", "allOf of two branches with patternProperties, beside additionalProperties, is not supported");
+      fail("allOf",
+           "allOf of two branches with patternProperties, beside additionalProperties, is not supported");
     auto part = [&](const ojson& props, const ojson& patterns, const ojson* extra, const std::string& name) {
       ojson all = ojson::array();
       if (props.contains(name)) all.push_back(props.at(name));
@@ -1616,13 +1667,13 @@ class Compiler {
     ojson props = ojson::object();
     for (const ojson* side : {&pa, &pb}) {
       for (auto it = side->begin(); it != side->end(); ++it) {
-        if (!props.contains(it.key())) props[it.key()] = both(part(pa, qa, xa, it.key()), part(pb, qb, xb, it.key()));
+        if (!props.contains(it.key()))
+          props[it.key()] = both(part(pa, qa, xa, it.key()), part(pb, qb, xb, it.key()));
       }
     }
     ojson patterns = ojson::object();
     std::vector<std::string> carrying;  // patterns that carry the other side's additionalProperties
-    for (const auto& [mine, theirs, their_extra] :
-         {std::tuple{&qa, &qb, xb}, std::tuple{&qb, &qa, xa}}) {
+    for (const auto& [mine, theirs, their_extra] : {std::tuple{&qa, &qb, xb}, std::tuple{&qb, &qa, xa}}) {
       for (auto it = mine->begin(); it != mine->end(); ++it) {
         ojson schema = it.value();
         if (theirs->empty() && their_extra) {
@@ -1635,8 +1686,9 @@ class Compiler {
     for (const auto& pattern : carrying) {
       for (auto it = props.begin(); it != props.end(); ++it) {
         if (pattern_matches(pattern, it.key(), "patternProperties"))
-          fail("allOf", "allOf whose patternProperties match a name that properties declares, beside "
-                        "additionalProperties, is not supported");
+          fail("allOf",
+               "allOf whose patternProperties match a name that properties declares, beside "
+               "additionalProperties, is not supported");
       }
     }
     out.erase("properties");
@@ -1761,12 +1813,24 @@ class Compiler {
     std::vector<std::string> parts;
     if (s.contains("format") && is_known_format(s.at("format").get<std::string>()))
       parts.push_back(format_contents(s.at("format").get<std::string>()));
-    if (s.contains("pattern")) parts.push_back(pattern_contents(s.at("pattern").get<std::string>(), "pattern"));
-    if (has_len) parts.push_back("(" + repeat(json_char(), min, max, "") + ")");
+    if (s.contains("pattern"))
+      parts.push_back(pattern_contents(s.at("pattern").get<std::string>(), "pattern"));
+    if (has_len) parts.push_back("(" + string_length(min, max) + ")");
     if (parts.empty()) return any_string();
     std::string contents;
     for (size_t i = 0; i < parts.size(); ++i) contents += (i ? " & " : "") + parts[i];
     return add_rule("string", "\"\\\"\" (" + contents + ") \"\\\"\"");
+  }
+
+  // min..max characters of a string. Up to kMaxInlineLength as GBNF's own count (one automaton
+  // with the string around it, deterministic, so that masks take its content tokens by
+  // position: token_mask.h); longer as nested rules (a bound of thousands stays small).
+  std::string string_length(uint64_t min, uint64_t max) {
+    if (max == kUnbounded ? min > kMaxInlineLength : max > kMaxInlineLength)
+      return repeat(json_char(), min, max, "");
+    if (min == max) return json_char() + "{" + std::to_string(min) + "}";
+    return json_char() + "{" + std::to_string(min) + "," + (max == kUnbounded ? "" : std::to_string(max)) +
+           "}";
   }
 
   // A format's contents: its RFC grammar over the raw characters (format_rules).
@@ -1885,10 +1949,12 @@ class Compiler {
     if (unique_items(s) && max > 1) {
       if (!prefix.empty()) fail("uniqueItems", "uniqueItems beside prefixItems is not supported");
       const ojson any = true;
-      const std::optional<std::vector<ojson>> domain = finite_domain(s.contains("items") ? s.at("items") : any);
+      const std::optional<std::vector<ojson>> domain =
+          finite_domain(s.contains("items") ? s.at("items") : any);
       if (!domain)
-        fail("uniqueItems", "uniqueItems is supported where the items are a small finite set of values "
-                            "(enum, const, boolean, null)");
+        fail("uniqueItems",
+             "uniqueItems is supported where the items are a small finite set of values "
+             "(enum, const, boolean, null)");
       return distinct_items(*domain, min, max);
     }
     // After the first element: elements 1..max-1, those below min mandatory.
@@ -1933,7 +1999,8 @@ class Compiler {
     // Counts that still matter: elements up to max (up to min when unbounded), matches up to need.
     const uint64_t count_cap = max == kUnbounded ? std::max(min, need) : max;
     if ((count_cap + 1) * (need + 1) > kMaxContainsStates)
-      fail("contains", "contains with these minContains / minItems / maxItems counts is over the grammar's limit");
+      fail("contains",
+           "contains with these minContains / minItems / maxItems counts is over the grammar's limit");
     std::map<std::pair<uint64_t, uint64_t>, std::optional<std::string>> memo;
     // after(n, c): what may follow n elements, c of them matching (c ≤ need).
     std::function<std::optional<std::string>(uint64_t, uint64_t)> after =
@@ -1985,7 +2052,8 @@ class Compiler {
     if (depth > 32) return std::nullopt;
     const ojson& s = only_ref(s_in) ? resolve(s_in.at("$ref")) : s_in;
     if (&s != &s_in) return finite_domain(s, depth + 1);
-    if (s.is_boolean()) return s.get<bool>() ? std::nullopt : std::optional<std::vector<ojson>>(std::vector<ojson>{});
+    if (s.is_boolean())
+      return s.get<bool>() ? std::nullopt : std::optional<std::vector<ojson>>(std::vector<ojson>{});
     if (!s.is_object()) return std::nullopt;
     if (s.contains("enum") || s.contains("const")) return enum_values(s);
     const std::vector<std::string> keys = constraining_keywords(s);
@@ -2003,13 +2071,13 @@ class Compiler {
   // are the states: 2^|domain| at most.
   std::optional<std::string> distinct_items(const std::vector<ojson>& domain, uint64_t min, uint64_t max) {
     if (domain.size() > kMaxDistinctValues)
-      fail("uniqueItems", "uniqueItems over more than " + std::to_string(kMaxDistinctValues) +
-                              " values is not supported");
+      fail("uniqueItems",
+           "uniqueItems over more than " + std::to_string(kMaxDistinctValues) + " values is not supported");
     max = std::min<uint64_t>(max, domain.size());
     const std::string open = "\"[\" " + ws(), close = "\"]\"";
     if (min > max) return std::nullopt;  // more distinct values than there are
     std::vector<std::string> literal;
-    for (const auto& v : domain) literal.push_back(value_literal(v));
+    for (const auto& v : domain) literal.push_back(value_expr(v));
     std::map<uint32_t, std::string> memo;
     // after(used): what may follow once the values in `used` are written.
     std::function<std::string(uint32_t)> after = [&](uint32_t used) -> std::string {
@@ -2177,12 +2245,14 @@ class Compiler {
   // names that match none take additionalProperties. The name languages are intersections and
   // complements of the patterns' (GBNF & and !), over JSON string contents.
   std::string patterned_members(const std::vector<std::pair<std::string, const ojson*>>& patterns,
-                                const std::vector<Slot>& slots, const std::optional<std::string>& additional) {
+                                const std::vector<Slot>& slots,
+                                const std::optional<std::string>& additional) {
     if (patterns.size() > kMaxPatternProperties)
       fail("patternProperties", "more than " + std::to_string(kMaxPatternProperties) +
                                     " patternProperties in one schema are not supported");
     std::vector<std::string> contents;
-    for (const auto& [pattern, schema] : patterns) contents.push_back(pattern_contents(pattern, "patternProperties"));
+    for (const auto& [pattern, schema] : patterns)
+      contents.push_back(pattern_contents(pattern, "patternProperties"));
     std::string not_declared;
     if (!slots.empty()) {
       std::string names;
@@ -2241,7 +2311,8 @@ class Compiler {
       fail("patternProperties", "patternProperties beside propertyNames is not supported");
     // A member's value: its declared schema (or, undeclared, additionalProperties') and the schema
     // of every pattern its name matches (which then replace additionalProperties).
-    auto member_value = [&](const std::string& name, const ojson* declared_schema) -> std::optional<std::string> {
+    auto member_value = [&](const std::string& name,
+                            const ojson* declared_schema) -> std::optional<std::string> {
       ojson all = ojson::array();
       if (declared_schema) all.push_back(*declared_schema);
       for (const auto& [pattern, schema] : patterns) {
@@ -2312,7 +2383,7 @@ class Compiler {
       return kAbsent;
     };
     std::vector<std::vector<size_t>> needs(live.size());  // [live] the slots slot i needs
-    uint64_t remembered = 0;  // slots whose presence a later trigger reads
+    uint64_t remembered = 0;                              // slots whose presence a later trigger reads
     for (const auto& [trigger, needed] : deps) {
       const size_t t = live_index(trigger);
       if (t == kAbsent) continue;
@@ -2335,11 +2406,11 @@ class Compiler {
     // unbounded above, else past max_members.
     const uint64_t cap = max_members == kUnbounded ? min_members : max_members + 1;
     struct State {
-      size_t i;            // the next slot
-      uint64_t count;      // members so far, up to cap
-      bool emitted;        // a member so far (a comma before the next)
-      uint64_t seen;       // remembered slots present
-      uint64_t owed;       // later slots that a present trigger needs
+      size_t i;        // the next slot
+      uint64_t count;  // members so far, up to cap
+      bool emitted;    // a member so far (a comma before the next)
+      uint64_t seen;   // remembered slots present
+      uint64_t owed;   // later slots that a present trigger needs
       bool operator<(const State& o) const {
         return std::tie(i, count, emitted, seen, owed) < std::tie(o.i, o.count, o.emitted, o.seen, o.owed);
       }
@@ -2347,7 +2418,8 @@ class Compiler {
     // rest(state): the members from slot i on, then the additional members, as a rule ("" when
     // nothing more is written; nullopt when no way on satisfies the counts and dependencies).
     std::map<State, std::optional<std::string>> memo;
-    std::function<std::optional<std::string>(const State&)> rest = [&](const State& st) -> std::optional<std::string> {
+    std::function<std::optional<std::string>(const State&)> rest =
+        [&](const State& st) -> std::optional<std::string> {
       auto m = memo.find(st);
       if (m != memo.end()) return m->second;
       check_budget();
@@ -2436,6 +2508,10 @@ class Compiler {
   static constexpr size_t kMaxDistinctValues = 10;
   // Rules of contains' count of elements × count of matches.
   static constexpr uint64_t kMaxContainsStates = 4096;
+  // Lengths of a string written as one automaton's count (string_length).
+  static constexpr uint64_t kMaxInlineLength = 256;
+  // Members of an enum / const object written in any order (a rule per set of them written).
+  static constexpr size_t kMaxAnyOrderMembers = 6;
   // patternProperties of one schema (a member rule per set of them).
   static constexpr size_t kMaxPatternProperties = 4;
   std::string ws_, char_, string_, integer_, number_, value_, object_;

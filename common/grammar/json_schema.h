@@ -5,48 +5,41 @@
 // Every keyword that constrains instances is either compiled exactly or refused with a
 // GrammarError whose `field` names it: a schema is never half-enforced.
 //
-// Supported (constraining): type (a name or an array of names), enum, const, properties,
-// required, additionalProperties (false, true or a schema), propertyNames (a declared name
-// it refuses cannot be a member; additional members' names are its instances where no name is
-// declared; with both, only {"type": "string"}, as zod writes records), items (a schema), prefixItems,
-// draft 4–7's tuples (items as an array: prefixItems; additionalItems: the items past them),
-// minItems, maxItems, minLength, maxLength (in code points), pattern (ECMA-262, JSON Schema's
-// search semantics: unanchored unless the pattern anchors itself), format (date, time,
-// date-time: RFC 3339 §5.6; email: the subset below; uuid: RFC 4122's 8-4-4-4-12 hex), minimum,
-// maximum, exclusiveMinimum, exclusiveMaximum (the number forms and draft 4's booleans; bounds
-// read as exact decimals from the schema's number and compared exactly: number_range.h),
-// multipleOf of an integer (up to 18 digits; a residue automaton over the digits, within the
-// bounds: number_range.h; a fractional multipleOf is refused), anyOf,
-// oneOf (only when its branches are provably disjoint — different types, values that fail the
-// other branch, or a property both require with disjoint schemas — for then it is anyOf; else
-// refused), keywords beside anyOf/oneOf (merged into each branch when no keyword is on both
-// sides), allOf (its branches merged into one schema where the merge is exact: types
-// intersected, required united, bounds and counts tightened, enums intersected, properties and
-// additionalProperties member by member, prefixItems and items element by element, two anyOf as
-// the anyOf of their pairs, a branch that is only a $ref as its target; the same other keyword in
-// two branches with different values is refused; under strict, the merged schema takes strict's
-// default, not each branch), $ref to a local JSON pointer ("#", "#/$defs/x", "#/definitions/x",
-// "#/properties/a/items", …; a recursive reference becomes a recursive rule; a reference that
-// reaches itself without consuming input is refused; $ref beside other constraining keywords is
-// refused, since drafts disagree on its meaning), $defs / definitions (containers), and the
-// boolean schemas true and false. Ignored because they do not constrain: title, description,
-// default, examples, $comment, deprecated, readOnly, writeOnly, $schema, $id and draft 4's id at
-// the root, and every keyword that no draft of JSON Schema defines ("x-…", OpenAPI's "nullable",
-// …: JSON Schema ignores unknown keywords). not is compiled where it takes out whole types, or
-// null, a boolean or a finite set of strings (from a string schema without other string keywords).
-// Every other keyword a draft defines (if, patternProperties,
-// uniqueItems, contains, contentMediaType, …, $id or id below the root) is refused by name. A schema that
-// admits no JSON value at all (false, minLength > maxLength, a required property whose schema is false, allOf
-// of two closed objects that require different members, …) is refused (GrammarError "schema", unless
-// JsonSchemaOptions::refuse_empty is off): no answer could be written. An unsatisfiable part (a union's
-// branch, an optional member) compiles to nothing.
+// Supported (constraining): type, enum, const (object values with members in any order, up to 6
+// members), properties, required, additionalProperties, patternProperties (the member names as
+// intersections and complements of the patterns' languages: GBNF's & and !), propertyNames,
+// minProperties / maxProperties, dependentRequired and draft 4–7's dependencies (names, or a schema
+// of required names), items, prefixItems, draft 4–7 tuples (items as an array, additionalItems),
+// minItems, maxItems, uniqueItems (where the items are a finite set of at most 10 values: enum,
+// const, booleans, null), contains with minContains (not maxContains), minLength, maxLength (code
+// points), pattern (ECMA-262, JSON Schema's search semantics), format (date, time, date-time: RFC
+// 3339; duration: RFC 3339 Appendix A; email: the subset below; uuid; ipv4, ipv6, uri,
+// uri-reference: RFC 3986; iri, iri-reference: RFC 3987; uri-template: RFC 6570; json-pointer,
+// relative-json-pointer), format, pattern and the lengths together (their conjunction), minimum,
+// maximum, exclusiveMinimum, exclusiveMaximum (the number forms and draft 4's booleans, exact
+// decimals: number_range.h), multipleOf of an integer (a residue automaton; fractional refused),
+// anyOf, oneOf (only where its branches are provably disjoint), keywords beside anyOf/oneOf (merged
+// into each branch when no keyword is on both sides), allOf (merged where exact: types, required,
+// bounds, enums, properties / patternProperties / additionalProperties, prefixItems / items, two
+// anyOf as their pairs, a branch that is only a $ref), not (whole types, null, a boolean, a finite
+// set of strings), $ref to a local JSON pointer (recursion as recursive rules; beside other
+// keywords: both apply from 2019-09 and without $schema, the siblings are ignored in drafts 4–7 as
+// the root's $schema says), $defs / definitions, and the boolean schemas. Ignored because they do
+// not constrain: annotations, $schema, $id and draft 4's id at the root, formats no draft defines
+// (OpenAPI's int32, an editor's textarea) and every keyword no draft defines ("x-…", OpenAPI's
+// "nullable", …). Every other keyword a draft defines (if, unevaluatedProperties, $id below the
+// root, dependentSchemas, maxContains, formats hostname, regex, idn-*, …) is refused by name. A
+// schema that admits no JSON value at all is refused (GrammarError "schema", unless
+// JsonSchemaOptions::refuse_empty is off). An unsatisfiable part (a union's branch, an optional
+// member) compiles to nothing.
 //
 // The grammar may admit fewer texts than the schema's instances; it never admits a text that is
 // not an instance. The restrictions, all of them about how an instance is written, not about
 // which instances exist:
 //   - Object members come in the schema's `properties` order (required ones present, optional
 //     ones present or absent, in that order), then the required names that `properties` does not
-//     list (in `required` order), then any additional members. llama.cpp and XGrammar fix the
+//     list (in `required` order), then the names dependencies mention, then any additional
+//     members. llama.cpp and XGrammar fix the
 //     order the same way; it makes the grammar linear in the number of properties instead of
 //     exponential. The order of `properties` is the order of the JSON text the schema came from
 //     when it is passed as nlohmann::ordered_json; a nlohmann::json object keeps its keys sorted.

@@ -151,8 +151,7 @@ TEST(JsonSchema, UnknownKeywordsAreIgnoredAndKnownOnesCompiledOrRefused) {
   // Draft 4's id at the root is an identifier, as $id.
   EXPECT_TRUE(accepts(schema(R"({"id": "http://example.com/s.json", "type": "boolean"})"), "true"));
   // Keywords a draft defines, that constrain and that the grammar does not enforce: refused.
-  const std::pair<const char*, const char*> refused[] = {
-                                                         {"unevaluatedProperties", "false"},
+  const std::pair<const char*, const char*> refused[] = {{"unevaluatedProperties", "false"},
                                                          {"not", "{\"maxLength\": 1}"},
                                                          {"if", "{}"},
                                                          {"contentMediaType", "\"application/json\""}};
@@ -222,15 +221,18 @@ TEST(JsonSchema, PatternSearchesTheDecodedString) {
 TEST(JsonSchema, PatternFormatAndLengthsTogetherAdmitWhatAllThreeAdmit) {
   // Lengths count decoded code points, whatever the encoding.
   auto short_a = schema(R"({"type": "string", "pattern": "a", "minLength": 2, "maxLength": 3})");
-  for (const char* ok : {R"("xa")", R"("xax")", R"("ab")", R"("ééa")"}) EXPECT_TRUE(accepts(short_a, ok)) << ok;
+  for (const char* ok : {R"("xa")", R"("xax")", R"("ab")", R"("ééa")"})
+    EXPECT_TRUE(accepts(short_a, ok)) << ok;
   for (const char* bad : {R"("a")", R"("xxxa")", R"("bbb")", R"("")", R"("bbb")"})
     EXPECT_FALSE(accepts(short_a, bad)) << bad;
   auto short_uri = schema(R"({"type": "string", "format": "uri", "maxLength": 10, "pattern": "^https?:"})");
   for (const char* ok : {R"("http://a")", R"("https://ab")"}) EXPECT_TRUE(accepts(short_uri, ok)) << ok;
-  for (const char* bad : {R"("http://abcdef")", R"("ftp://a")", R"("http:// a")"}) EXPECT_FALSE(accepts(short_uri, bad)) << bad;
+  for (const char* bad : {R"("http://abcdef")", R"("ftp://a")", R"("http:// a")"})
+    EXPECT_FALSE(accepts(short_uri, bad)) << bad;
   // Three constraints no string meets together: nothing.
   EXPECT_EQ(refusal(R"({"type": "string", "format": "date", "maxLength": 9})"), "schema");
-  EXPECT_EQ(refusal(R"({"type": "string", "pattern": "^[0-9]+$", "minLength": 2, "maxLength": 1})"), "schema");
+  EXPECT_EQ(refusal(R"({"type": "string", "pattern": "^[0-9]+$", "minLength": 2, "maxLength": 1})"),
+            "schema");
 }
 
 TEST(JsonSchema, Formats) {
@@ -268,19 +270,22 @@ TEST(JsonSchema, Formats) {
   EXPECT_FALSE(accepts(uuid, R"("123e4567e89b12d3a456426614174000")"));
   EXPECT_FALSE(accepts(uuid, R"("123e4567-e89b-12d3-a456-42661417400g")"));
   auto ipv4 = schema(R"({"type": "string", "format": "ipv4"})");
-  for (const char* ok : {"192.168.0.1", "0.0.0.0", "255.255.255.255"}) EXPECT_TRUE(accepts(ipv4, std::string("\"") + ok + "\"")) << ok;
+  for (const char* ok : {"192.168.0.1", "0.0.0.0", "255.255.255.255"})
+    EXPECT_TRUE(accepts(ipv4, std::string("\"") + ok + "\"")) << ok;
   for (const char* bad : {"256.0.0.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "1.2.3.a"})
     EXPECT_FALSE(accepts(ipv4, std::string("\"") + bad + "\"")) << bad;
   auto ipv6 = schema(R"({"type": "string", "format": "ipv6"})");
-  for (const char* ok : {"::", "::1", "1::", "fe80::1:2", "2001:db8:0:0:0:0:2:1", "::ffff:192.0.2.128", "1:2:3:4:5:6:7::",
-                         "1:2:3:4:5:6::8", "A:b:C:d:E:f:0:1"})
+  for (const char* ok : {"::", "::1", "1::", "fe80::1:2", "2001:db8:0:0:0:0:2:1", "::ffff:192.0.2.128",
+                         "1:2:3:4:5:6:7::", "1:2:3:4:5:6::8", "A:b:C:d:E:f:0:1"})
     EXPECT_TRUE(accepts(ipv6, std::string("\"") + ok + "\"")) << ok;
-  for (const char* bad : {":::", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "1:2:3:4:5:6:7", "::1.2.3", "fe80::1%eth0", ":1::"})
+  for (const char* bad :
+       {":::", "1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", "1:2:3:4:5:6:7", "::1.2.3", "fe80::1%eth0", ":1::"})
     EXPECT_FALSE(accepts(ipv6, std::string("\"") + bad + "\"")) << bad;
   auto uri = schema(R"({"type": "string", "format": "uri"})");
   auto uri_ref = schema(R"({"type": "string", "format": "uri-reference"})");
-  for (const char* ok : {"http://example.com/a/b?q=1#top", "urn:isbn:0451450523", "mailto:joe@example.com",
-                         "http://[2001:db8::7]:8080/", "ftp://user:pw@10.0.0.1:21/%20x", "file:///etc/hosts"}) {
+  for (const char* ok :
+       {"http://example.com/a/b?q=1#top", "urn:isbn:0451450523", "mailto:joe@example.com",
+        "http://[2001:db8::7]:8080/", "ftp://user:pw@10.0.0.1:21/%20x", "file:///etc/hosts"}) {
     EXPECT_TRUE(accepts(uri, std::string("\"") + ok + "\"")) << ok;
     EXPECT_TRUE(accepts(uri_ref, std::string("\"") + ok + "\"")) << ok;
   }
@@ -293,19 +298,23 @@ TEST(JsonSchema, Formats) {
   }
   EXPECT_FALSE(accepts(uri_ref, R"(":x")"));  // a first segment with ':' would be a scheme
   auto pointer = schema(R"({"type": "string", "format": "json-pointer"})");
-  for (const char* ok : {"", "/", "/a~0b/c~1d", "/0/x y"}) EXPECT_TRUE(accepts(pointer, std::string("\"") + ok + "\"")) << ok;
-  for (const char* bad : {"a", "/a~2", "/~"}) EXPECT_FALSE(accepts(pointer, std::string("\"") + bad + "\"")) << bad;
+  for (const char* ok : {"", "/", "/a~0b/c~1d", "/0/x y"})
+    EXPECT_TRUE(accepts(pointer, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"a", "/a~2", "/~"})
+    EXPECT_FALSE(accepts(pointer, std::string("\"") + bad + "\"")) << bad;
   auto relative = schema(R"({"type": "string", "format": "relative-json-pointer"})");
-  for (const char* ok : {"0", "1#", "12/a/b"}) EXPECT_TRUE(accepts(relative, std::string("\"") + ok + "\"")) << ok;
-  for (const char* bad : {"", "01", "/a", "-1", "1##"}) EXPECT_FALSE(accepts(relative, std::string("\"") + bad + "\"")) << bad;
+  for (const char* ok : {"0", "1#", "12/a/b"})
+    EXPECT_TRUE(accepts(relative, std::string("\"") + ok + "\"")) << ok;
+  for (const char* bad : {"", "01", "/a", "-1", "1##"})
+    EXPECT_FALSE(accepts(relative, std::string("\"") + bad + "\"")) << bad;
   auto duration = schema(R"({"type": "string", "format": "duration"})");
   for (const char* ok : {"P4DT12H30M5S", "P1Y2M", "PT36H", "P3W", "PT1M30S", "P1D"})
     EXPECT_TRUE(accepts(duration, std::string("\"") + ok + "\"")) << ok;
   for (const char* bad : {"P", "PT", "P1S", "P1W2D", "PT1H2S", "1D", "P1.5D", "P1M1Y"})
     EXPECT_FALSE(accepts(duration, std::string("\"") + bad + "\"")) << bad;
   auto templ = schema(R"({"type": "string", "format": "uri-template"})");
-  for (const char* ok : {"https://example.com/{id}", "/users/{user}/repos{?q,page}", "{+path:6}/x", "{#frag*}",
-                         "http://x/{a.b}", "", "café/{x}"})
+  for (const char* ok : {"https://example.com/{id}", "/users/{user}/repos{?q,page}", "{+path:6}/x",
+                         "{#frag*}", "http://x/{a.b}", "", "café/{x}"})
     EXPECT_TRUE(accepts(templ, std::string("\"") + ok + "\"")) << ok;
   for (const char* bad : {"{", "{}", "{a b}", "a b", "{a:0}", "{a:10000}", "x{a}}", "<x>", "{a..b}", "100%"})
     EXPECT_FALSE(accepts(templ, std::string("\"") + bad + "\"")) << bad;
@@ -345,6 +354,16 @@ TEST(JsonSchema, EnumAndConst) {
   EXPECT_FALSE(accepts(g, R"("blue")"));
   EXPECT_FALSE(accepts(g, "2"));
   EXPECT_FALSE(accepts(g, R"({"b":1})"));
+  // An object value's members in any order, each once; whitespace where max_whitespace allows.
+  auto obj = schema(R"({"const": {"a": 1, "b": [1, {"c": null, "d": true}]}})", JsonSchemaOptions{1});
+  for (const char* ok : {R"({"a":1,"b":[1,{"c":null,"d":true}]})", R"({"b":[1,{"d":true,"c":null}],"a":1})",
+                         R"({ "b" : [ 1 , { "d" : true , "c" : null } ] , "a" : 1 })"})
+    EXPECT_TRUE(accepts(obj, ok)) << ok;
+  for (const char* bad :
+       {R"({"a":1})", R"({"a":1,"b":[{"c":null,"d":true},1]})",
+        R"({"a":1,"a":1,"b":[1,{"c":null,"d":true}]})", R"({"a":1,"b":[1,{"c":null,"d":true}],"e":0})",
+        R"({  "a":1,"b":[1,{"c":null,"d":true}]})"})
+    EXPECT_FALSE(accepts(obj, bad)) << bad;
   auto c = schema(R"({"const": "a\"b"})");
   EXPECT_TRUE(accepts(c, R"("a\"b")"));
   EXPECT_FALSE(accepts(c, R"("ab")"));
@@ -355,7 +374,8 @@ TEST(JsonSchema, EnumAndConst) {
   EXPECT_FALSE(accepts(typed, R"("yy")"));
   EXPECT_EQ(refusal(R"({"const": 1, "enum": [2, 3]})"), "schema") << "no value";
   // pattern and format beside enum keep the values they admit.
-  auto kept = schema(R"({"enum": ["ab", "b", "2020-01-01", "x"], "pattern": "^[a-z0-9-]+$", "format": "date"})");
+  auto kept =
+      schema(R"({"enum": ["ab", "b", "2020-01-01", "x"], "pattern": "^[a-z0-9-]+$", "format": "date"})");
   EXPECT_TRUE(accepts(kept, R"("2020-01-01")"));
   for (const char* bad : {R"("ab")", R"("b")", R"("x")"}) EXPECT_FALSE(accepts(kept, bad)) << bad;
 }
@@ -444,7 +464,8 @@ TEST(JsonSchema, AdditionalProperties) {
 
 // Every object over the names a, b, c (declared in that order) and x, y (additional), members in
 // that order: accepted exactly when `expected` says it satisfies the schema.
-void expect_objects_decided(const std::string& text, const std::function<bool(const std::string&)>& expected) {
+void expect_objects_decided(const std::string& text,
+                            const std::function<bool(const std::string&)>& expected) {
   auto g = schema(text, JsonSchemaOptions{0, false});
   const std::string names = "abcxy";
   for (unsigned set = 0; set < 32; ++set) {
@@ -461,7 +482,8 @@ void expect_objects_decided(const std::string& text, const std::function<bool(co
 
 TEST(JsonSchema, PatternPropertiesApplyToEveryNameTheyMatchAndReplaceAdditionalProperties) {
   auto g = schema(R"({"properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {"minimum": 1},
-      "b$": {"type": "integer"}}, "additionalProperties": {"type": "string"}})", JsonSchemaOptions{0, false});
+      "b$": {"type": "integer"}}, "additionalProperties": {"type": "string"}})",
+                  JsonSchemaOptions{0, false});
   // Names as written (encodings included) with the patterns they match; values 0, 2, "s", 1.5.
   struct Name {
     const char* text;
@@ -487,13 +509,17 @@ TEST(JsonSchema, PatternPropertiesApplyToEveryNameTheyMatchAndReplaceAdditionalP
   EXPECT_TRUE(accepts(g, R"({"ab":3,"c":"s","a":5,"xb":0})"));
   EXPECT_FALSE(accepts(g, R"({"ab":3,"c":"s","a":0})"));
   // Closed to everything the patterns do not match; a declared name's value still obeys them.
-  auto closed = schema(R"({"properties": {"x-id": {"type": "string"}}, "patternProperties": {"^x-": {"maxLength": 2}},
+  auto closed =
+      schema(R"({"properties": {"x-id": {"type": "string"}}, "patternProperties": {"^x-": {"maxLength": 2}},
       "additionalProperties": false})");
-  for (const char* ok : {R"({"x-a":"ab"})", R"({"x-b":"c"})", R"({"x-id":"ab","x-":""})"}) EXPECT_TRUE(accepts(closed, ok)) << ok;
-  for (const char* bad : {R"({"y":"a"})", R"({"x-a":"abc"})", R"({"x-id":"abc"})", R"({"x-id":1})", R"({"X-a":"a"})"})
+  for (const char* ok : {R"({"x-a":"ab"})", R"({"x-b":"c"})", R"({"x-id":"ab","x-":""})"})
+    EXPECT_TRUE(accepts(closed, ok)) << ok;
+  for (const char* bad :
+       {R"({"y":"a"})", R"({"x-a":"abc"})", R"({"x-id":"abc"})", R"({"x-id":1})", R"({"X-a":"a"})"})
     EXPECT_FALSE(accepts(closed, bad)) << bad;
   EXPECT_EQ(refusal(R"({"patternProperties": {"(a)\\1": true}})"), "patternProperties");
-  EXPECT_EQ(refusal(R"({"patternProperties": {"a": true}, "propertyNames": {"maxLength": 3}})"), "patternProperties");
+  EXPECT_EQ(refusal(R"({"patternProperties": {"a": true}, "propertyNames": {"maxLength": 3}})"),
+            "patternProperties");
 }
 
 TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThem) {
@@ -502,7 +528,8 @@ TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThe
   auto has = [](const std::string& m, char n) { return m.find(n) != std::string::npos; };
   expect_objects_decided("{" + props + R"(, "minProperties": 2, "maxProperties": 3})",
                          [](const std::string& m) { return m.size() >= 2 && m.size() <= 3; });
-  expect_objects_decided("{" + props + R"(, "maxProperties": 0})", [](const std::string& m) { return m.empty(); });
+  expect_objects_decided("{" + props + R"(, "maxProperties": 0})",
+                         [](const std::string& m) { return m.empty(); });
   // A trigger before and after what it needs, and an additional name as a trigger.
   expect_objects_decided("{" + props + R"(, "dependentRequired": {"c": ["a"], "a": ["c"], "x": ["b"]}})",
                          [&](const std::string& m) {
@@ -510,11 +537,10 @@ TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThe
                                   (!has(m, 'x') || has(m, 'b'));
                          });
   // Draft 4–7's dependencies: names, or a schema of required names, needing additional names.
-  expect_objects_decided(R"({"$schema": "http://json-schema.org/draft-07/schema#", )" + props +
-                             R"(, "dependencies": {"b": ["x"], "a": {"required": ["y"]}, "c": {}}})",
-                         [&](const std::string& m) {
-                           return (!has(m, 'b') || has(m, 'x')) && (!has(m, 'a') || has(m, 'y'));
-                         });
+  expect_objects_decided(
+      R"({"$schema": "http://json-schema.org/draft-07/schema#", )" + props +
+          R"(, "dependencies": {"b": ["x"], "a": {"required": ["y"]}, "c": {}}})",
+      [&](const std::string& m) { return (!has(m, 'b') || has(m, 'x')) && (!has(m, 'a') || has(m, 'y')); });
   // Together with required, a closed object and the counts.
   expect_objects_decided(R"({"properties": {"a": true, "b": true, "c": true}, "required": ["b"],
       "additionalProperties": false, "dependentRequired": {"b": ["c"], "a": ["x"]}, "maxProperties": 2})",
@@ -522,7 +548,8 @@ TEST(JsonSchema, MemberCountsAndDependenciesAdmitExactlyTheObjectsThatSatisfyThe
   // A count no object meets admits nothing; a schema of dependencies that is not only names is refused.
   EXPECT_EQ(refusal(R"({"type": "object", "minProperties": 3, "maxProperties": 2})"), "schema");
   EXPECT_EQ(refusal(R"({"type": "object", "properties": {"a": true}, "additionalProperties": false,
-      "minProperties": 2})"), "schema");
+      "minProperties": 2})"),
+            "schema");
   EXPECT_EQ(refusal(R"({"dependencies": {"a": {"properties": {"b": {"type": "string"}}}}})"), "dependencies");
 }
 
@@ -555,26 +582,32 @@ TEST(JsonSchema, UniqueItemsAdmitExactlyTheArraysOfDistinctValues) {
     return true;
   };
   expect_arrays_decided(R"({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": true,
-      "minItems": 1, "maxItems": 2})", {R"("a")", R"("b")", R"("c")", R"("d")"}, 4, [&](const std::vector<size_t>& a) {
-    return distinct(a) && a.size() >= 1 && a.size() <= 2 &&
-           std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
-  });
+      "minItems": 1, "maxItems": 2})",
+                        {R"("a")", R"("b")", R"("c")", R"("d")"}, 4, [&](const std::vector<size_t>& a) {
+                          return distinct(a) && a.size() >= 1 && a.size() <= 2 &&
+                                 std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
+                        });
   // Null and the booleans, by type; unbounded above (at most 3 distinct values anyway).
   expect_arrays_decided(R"({"type": "array", "items": {"type": ["boolean", "null"]}, "uniqueItems": true})",
                         {"null", "true", "false", "0"}, 4, [&](const std::vector<size_t>& a) {
-    return distinct(a) && std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
-  });
+                          return distinct(a) &&
+                                 std::none_of(a.begin(), a.end(), [](size_t v) { return v == 3; });
+                        });
   // 1 and 1.0 are one value; an enum value its siblings refuse is none.
-  auto ints = schema(R"({"type": "array", "items": {"enum": [1, 1.0, 2, 3], "maximum": 2}, "uniqueItems": true})");
+  auto ints =
+      schema(R"({"type": "array", "items": {"enum": [1, 1.0, 2, 3], "maximum": 2}, "uniqueItems": true})");
   EXPECT_TRUE(accepts(ints, "[2,1]"));
   EXPECT_FALSE(accepts(ints, "[1,1]"));
   EXPECT_FALSE(accepts(ints, "[3]"));
   EXPECT_FALSE(accepts(ints, "[1,2,1]"));
   // At most one element is always unique; more distinct values than the domain holds: nothing.
-  EXPECT_TRUE(accepts(schema(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1})"),
-                      R"(["x"])"));
-  EXPECT_EQ(refusal(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true, "minItems": 3})"), "schema");
-  EXPECT_TRUE(accepts(schema(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": false})"), "[1,1,1]"));
+  EXPECT_TRUE(
+      accepts(schema(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1})"),
+              R"(["x"])"));
+  EXPECT_EQ(refusal(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": true, "minItems": 3})"),
+            "schema");
+  EXPECT_TRUE(
+      accepts(schema(R"({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": false})"), "[1,1,1]"));
   // Values without a small finite domain cannot be kept distinct by a grammar: refused.
   EXPECT_EQ(refusal(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})"), "uniqueItems");
   EXPECT_EQ(refusal(R"({"type": "array", "uniqueItems": true})"), "uniqueItems");
@@ -588,20 +621,24 @@ TEST(JsonSchema, ContainsAdmitsExactlyTheArraysWithEnoughMatches) {
   auto is_int = [](size_t v) { return v <= 3; };
   // Bounded: items integers, at least two of them ≥ 2, one to four elements.
   expect_arrays_decided(R"({"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 2},
-      "minContains": 2, "minItems": 1, "maxItems": 4})", values, 5, [&](const std::vector<size_t>& a) {
-    return count(a, is_int) == a.size() && count(a, [](size_t v) { return v == 2 || v == 3; }) >= 2 &&
-           a.size() >= 1 && a.size() <= 4;
-  });
+      "minContains": 2, "minItems": 1, "maxItems": 4})",
+                        values, 5, [&](const std::vector<size_t>& a) {
+                          return count(a, is_int) == a.size() &&
+                                 count(a, [](size_t v) { return v == 2 || v == 3; }) >= 2 && a.size() >= 1 &&
+                                 a.size() <= 4;
+                        });
   // Unbounded: two 1s anywhere, among any values.
-  expect_arrays_decided(R"({"type": "array", "contains": {"const": 1}, "minContains": 2, "minItems": 3})", values, 4,
-                        [&](const std::vector<size_t>& a) {
-    return count(a, [](size_t v) { return v == 1; }) >= 2 && a.size() >= 3;
-  });
-  // One match by default; an item schema the match must satisfy too.
-  expect_arrays_decided(R"({"type": "array", "items": {"maximum": 2}, "contains": {"type": "integer", "minimum": 1}})",
+  expect_arrays_decided(R"({"type": "array", "contains": {"const": 1}, "minContains": 2, "minItems": 3})",
                         values, 4, [&](const std::vector<size_t>& a) {
-    return count(a, [](size_t v) { return v == 3; }) == 0 && count(a, [](size_t v) { return v == 1 || v == 2; }) >= 1;
-  });
+                          return count(a, [](size_t v) { return v == 1; }) >= 2 && a.size() >= 3;
+                        });
+  // One match by default; an item schema the match must satisfy too.
+  expect_arrays_decided(
+      R"({"type": "array", "items": {"maximum": 2}, "contains": {"type": "integer", "minimum": 1}})", values,
+      4, [&](const std::vector<size_t>& a) {
+        return count(a, [](size_t v) { return v == 3; }) == 0 &&
+               count(a, [](size_t v) { return v == 1 || v == 2; }) >= 1;
+      });
   // minContains 0 asks for nothing; maxContains (which needs the items that do not match) is refused.
   EXPECT_TRUE(accepts(schema(R"({"type": "array", "contains": {"const": 1}, "minContains": 0})"), "[]"));
   EXPECT_EQ(refusal(R"({"type": "array", "contains": {"const": 1}, "maxContains": 2})"), "maxContains");
@@ -730,7 +767,8 @@ void expect_members_decided(const std::string& text, const std::vector<std::stri
 }
 
 TEST(JsonSchema, AllOfMergesPatternPropertiesExactly) {
-  const std::vector<std::string> names = {"ab", "ax", "a", "b", "c"}, values = {"1", "3", "6", "2.5", R"("s")"};
+  const std::vector<std::string> names = {"ab", "ax", "a", "b", "c"},
+                                 values = {"1", "3", "6", "2.5", R"("s")"};
   auto number = [](const std::string& v) { return v != R"("s")"; };
   auto integer = [](const std::string& v) { return v == "1" || v == "3" || v == "6"; };
   auto at_least_2 = [&](const std::string& v) { return !number(v) || v != "1"; };
@@ -739,24 +777,26 @@ TEST(JsonSchema, AllOfMergesPatternPropertiesExactly) {
   expect_members_decided(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
       {"properties": {"b": {"minimum": 2}}, "additionalProperties": {"maximum": 5}}]})",
                          names, values, [&](const std::string& n, const std::string& v) {
-    if (n == "b") return at_least_2(v);
-    if (n[0] == 'a') return integer(v) && at_most_5(v);
-    return at_most_5(v);
-  });
+                           if (n == "b") return at_least_2(v);
+                           if (n[0] == 'a') return integer(v) && at_most_5(v);
+                           return at_most_5(v);
+                         });
   // Patterns on both sides: every pattern a name matches.
   expect_members_decided(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
       {"patternProperties": {"b$": {"minimum": 2}, "^a": {"maximum": 5}}}]})",
                          names, values, [&](const std::string& n, const std::string& v) {
-    bool ok = true;
-    if (n[0] == 'a') ok = ok && integer(v) && at_most_5(v);
-    if (n.back() == 'b') ok = ok && at_least_2(v);
-    return ok;
-  });
+                           bool ok = true;
+                           if (n[0] == 'a') ok = ok && integer(v) && at_most_5(v);
+                           if (n.back() == 'b') ok = ok && at_least_2(v);
+                           return ok;
+                         });
   // Not exact as one schema: refused.
   EXPECT_EQ(refusal(R"({"allOf": [{"patternProperties": {"^a": true}, "additionalProperties": false},
-      {"patternProperties": {"b": true}}]})"), "allOf");
+      {"patternProperties": {"b": true}}]})"),
+            "allOf");
   EXPECT_EQ(refusal(R"({"allOf": [{"patternProperties": {"^a": {"type": "integer"}}},
-      {"properties": {"ab": true}, "additionalProperties": false}]})"), "allOf");
+      {"properties": {"ab": true}, "additionalProperties": false}]})"),
+            "allOf");
 }
 
 TEST(JsonSchema, AllOfAdmitsExactlyWhatEveryBranchAdmits) {
@@ -864,13 +904,15 @@ TEST(JsonSchema, RefsAndRecursion) {
 
 TEST(JsonSchema, RefBesideOtherKeywordsFollowsTheDraft) {
   // 2019-09 on (and without $schema): $ref and its siblings both apply.
-  auto both = schema(R"({"$defs": {"a": {"type": "string", "minLength": 1}}, "$ref": "#/$defs/a", "maxLength": 2})");
+  auto both =
+      schema(R"({"$defs": {"a": {"type": "string", "minLength": 1}}, "$ref": "#/$defs/a", "maxLength": 2})");
   for (const char* ok : {R"("x")", R"("xy")"}) EXPECT_TRUE(accepts(both, ok)) << ok;
   for (const char* bad : {R"("")", R"("xyz")", "1"}) EXPECT_FALSE(accepts(both, bad)) << bad;
   auto nested = schema(R"({"properties": {"p": {"$ref": "#/$defs/n", "maximum": 3}},
       "$defs": {"n": {"type": "integer", "minimum": 1}}})");
   EXPECT_TRUE(accepts(nested, R"({"p":3})"));
-  for (const char* bad : {R"({"p":0})", R"({"p":4})", R"({"p":2.5})"}) EXPECT_FALSE(accepts(nested, bad)) << bad;
+  for (const char* bad : {R"({"p":0})", R"({"p":4})", R"({"p":2.5})"})
+    EXPECT_FALSE(accepts(nested, bad)) << bad;
   // Drafts 4 to 7: the siblings of $ref are ignored.
   auto draft7 = schema(R"({"$schema": "http://json-schema.org/draft-07/schema#",
       "definitions": {"a": {"type": "string"}}, "properties": {"p": {"$ref": "#/definitions/a", "maxLength": 2}}})");

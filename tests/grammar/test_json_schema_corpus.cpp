@@ -50,8 +50,12 @@ const std::vector<Entry>& corpus() {
     std::string line;
     while (std::getline(in, line)) {
       const ojson j = ojson::parse(line);
-      Entry e{j.at("id").get<std::string>(), j.at("source").get<std::string>(), j.at("draft").get<std::string>(),
-              j.at("schema"), {}, {}};
+      Entry e{j.at("id").get<std::string>(),
+              j.at("source").get<std::string>(),
+              j.at("draft").get<std::string>(),
+              j.at("schema"),
+              {},
+              {}};
       for (const auto& v : j.at("valid")) e.valid.push_back(v);
       for (const auto& v : j.at("invalid")) e.invalid.push_back(v);
       // The judge read a schema without $schema in this draft: say so where the draft changes a
@@ -72,17 +76,36 @@ struct Tally {
   int schemas = 0, compiled = 0, passing = 0;
   int valid_right = 0, valid_rejected = 0, invalid_right = 0, invalid_accepted = 0, skipped = 0;
   int schemas_with_valid_rejected = 0;
-  std::map<std::string, int> refused;                      // keyword → schemas
-  std::map<std::string, int> reasons;                      // refusal message → schemas
-  std::map<std::string, std::pair<int, int>> by_source;    // source → (schemas, passing)
-  std::vector<std::string> wrong;                          // "id: detail", the first few
+  std::map<std::string, int> refused;                    // keyword → schemas
+  std::map<std::string, int> reasons;                    // refusal message → schemas
+  std::map<std::string, std::pair<int, int>> by_source;  // source → (schemas, passing)
+  std::vector<std::string> wrong;                        // "id: detail", the first few
 };
 
 using SchemaEdit = std::function<void(ojson&)>;
 
-Tally run_corpus(const SchemaEdit& plant = nullptr) {
+// Whether `key` is a member name anywhere in `s`.
+bool mentions(const ojson& s, const std::string& key) {
+  if (s.is_object()) {
+    if (s.contains(key)) return true;
+    for (const auto& v : s) {
+      if (mentions(v, key)) return true;
+    }
+  } else if (s.is_array()) {
+    for (const auto& v : s) {
+      if (mentions(v, key)) return true;
+    }
+  }
+  return false;
+}
+
+// The corpus's schemas (those that mention `only`, when given), each compiled after `plant`;
+// with `first_wrong`, up to the first schema decided wrong.
+Tally run_corpus(const SchemaEdit& plant = nullptr, const std::string& only = "", bool first_wrong = false) {
   Tally t;
   for (const Entry& e : corpus()) {
+    if (first_wrong && !t.wrong.empty()) break;
+    if (!only.empty() && !mentions(e.schema, only)) continue;
     ++t.schemas;
     ++t.by_source[e.source].first;
     std::shared_ptr<const Grammar> g;
@@ -110,7 +133,8 @@ Tally run_corpus(const SchemaEdit& plant = nullptr) {
           continue;
         }
         const bool right = v.kind == Verdict::Kind::kRight;
-        (valid ? (right ? t.valid_right : t.valid_rejected) : (right ? t.invalid_right : t.invalid_accepted))++;
+        (valid ? (right ? t.valid_right : t.valid_rejected)
+               : (right ? t.invalid_right : t.invalid_accepted))++;
         if (!right) {
           all_right = false;
           valid_rejected = valid_rejected || valid;
@@ -131,12 +155,14 @@ TEST(JsonSchemaCorpus, AcceptsNoInvalidInstanceAndReportsWhatItCompiles) {
   ASSERT_TRUE(fs::exists(corpus_file()))
       << corpus_file() << " missing: bash tests/prepare/schema_corpus.sh builds it (tests/run does)";
   const Tally t = run_corpus();
-  std::printf("[corpus] %d schemas: compiled %d (%.1f%%), passing %d (%.1f%%: compiled, every instance right)\n",
-              t.schemas, t.compiled, 100.0 * t.compiled / t.schemas, t.passing, 100.0 * t.passing / t.schemas);
-  std::printf("  valid instances: %d accepted, %d rejected (%d schemas); invalid: %d rejected, %d accepted; "
-              "%d skipped\n",
-              t.valid_right, t.valid_rejected, t.schemas_with_valid_rejected, t.invalid_right, t.invalid_accepted,
-              t.skipped);
+  std::printf(
+      "[corpus] %d schemas: compiled %d (%.1f%%), passing %d (%.1f%%: compiled, every instance right)\n",
+      t.schemas, t.compiled, 100.0 * t.compiled / t.schemas, t.passing, 100.0 * t.passing / t.schemas);
+  std::printf(
+      "  valid instances: %d accepted, %d rejected (%d schemas); invalid: %d rejected, %d accepted; "
+      "%d skipped\n",
+      t.valid_right, t.valid_rejected, t.schemas_with_valid_rejected, t.invalid_right, t.invalid_accepted,
+      t.skipped);
   std::printf("  refused, by the keyword named:");
   for (const auto& [k, n] : t.refused) std::printf(" %s %d,", k.c_str(), n);
   std::vector<std::pair<int, std::string>> reasons;
@@ -151,6 +177,32 @@ TEST(JsonSchemaCorpus, AcceptsNoInvalidInstanceAndReportsWhatItCompiles) {
   for (const auto& w : t.wrong) std::printf("  wrong: %s\n", w.c_str());
   EXPECT_GE(t.schemas, 3000) << "the corpus is smaller than it should be";
   EXPECT_EQ(t.invalid_accepted, 0) << "an invalid instance was accepted";
+}
+
+// Planted bugs, written as the schema the buggy compiler would have compiled in place of the
+// real one: the corpus's instances must expose each.
+void expect_caught(const std::string& what, const std::string& keyword, const SchemaEdit& plant) {
+  ASSERT_TRUE(fs::exists(corpus_file())) << corpus_file() << " missing";
+  const Tally t = run_corpus(plant, keyword, true);
+  ASSERT_FALSE(t.wrong.empty()) << "the corpus did not see " << what << " (" << t.compiled << " schemas with "
+                                << keyword << " compiled)";
+  std::printf("  planted %s: caught after %d schemas with %s, %s\n", what.c_str(), t.compiled,
+              keyword.c_str(), t.wrong[0].substr(0, 200).c_str());
+}
+
+TEST(JsonSchemaCorpus, CatchesAPlantedExclusiveBoundReadAsInclusive) {
+  expect_caught("exclusiveMinimum read as minimum", "exclusiveMinimum",
+                [](ojson& s) { rename_keyword(s, "exclusiveMinimum", "minimum"); });
+}
+
+TEST(JsonSchemaCorpus, CatchesAPlantedAllOfMergeThatDropsARequired) {
+  expect_caught("allOf merge that drops a required", "allOf", drop_later_required);
+}
+
+TEST(JsonSchemaCorpus, CatchesAPlantedConstrainingKeywordIgnoredAsUnknown) {
+  for (const std::string keyword : {"maxLength", "required", "additionalProperties", "enum"})
+    expect_caught(keyword + " ignored as an unknown keyword", keyword,
+                  [&](ojson& s) { rename_keyword(s, keyword, "x-planted"); });
 }
 
 }  // namespace

@@ -28,6 +28,11 @@ expr ::= term (("+" | "-") term)*
 term ::= [0-9]+ | "(" expr ")")G",
     // UTF-8 classes: tokens holding parts of characters
     R"G(root ::= ([α-ω] | [日本] | "é" | [a-c])+ "!"?)G",
+    // string content with a bound, in a rule that stays a call and returns inside the content
+    R"G(root ::= item+ "x" ("\"" [^"\\\x00-\x1F]* "\"")?
+item ::= "\"" [^"\\\x00-\x1F]{0,2} | "(" item ")")G",
+    // a loop over many bytes (the masks' loop-class path), left by a byte outside it
+    R"G(root ::= "<" [a-zA-Z0-9 .,!-]* ">" (" " root)?)G",
     // a nullable call in the middle, and an NFA-heavy regex-like rule
     R"G(root ::= "a" opt "b" tail
 opt ::= "x"* | "y"
@@ -93,6 +98,7 @@ TEST(TokenMask, TrieHoldsEveryMaskableTokenOnce) {
 TEST(TokenMask, EqualsBruteForceOnRandomWalks) {
   std::mt19937 rng(2024);
   int compared = 0;
+  size_t string_content_splits = 0, loop_class_splits = 0;
   for (size_t gi = 0; gi < kGrammars.size(); ++gi) {
     auto g = compile_gbnf(kGrammars[gi]);
     for (int round = 0; round < 3; ++round) {
@@ -101,9 +107,15 @@ TEST(TokenMask, EqualsBruteForceOnRandomWalks) {
       for (int walk = 0; walk < 6; ++walk)
         compared += walk_and_compare(g, tv.vocab, tv.never, masker, rng, 40);
       EXPECT_GT(masker.stats().cache_hits, 0u) << "grammar " << gi;
+      if (gi == 0) string_content_splits += masker.stats().string_content_splits;
+      loop_class_splits += masker.stats().loop_class_splits;
     }
   }
   EXPECT_GT(compared, 500);
+  // The JSON grammar's strings took the string-content path, and the loops over many bytes the
+  // loop-class path (their tokens unwalked).
+  EXPECT_GT(string_content_splits, 0u);
+  EXPECT_GT(loop_class_splits, 0u);
 }
 
 TEST(TokenMask, RegexAndChoiceGrammarsEqualBruteForce) {

@@ -3,6 +3,7 @@
 // that instruction when it is missing.
 #include <gtest/gtest.h>
 
+#include "json_schema.h"
 #include "llama3_vocab.h"
 #include "mask_test_util.h"
 
@@ -33,6 +34,31 @@ TEST(TokenMaskLlama3, MaskEqualsBruteForceAlongARealOutput) {
   }
   EXPECT_TRUE(m.complete());
   EXPECT_EQ(compared, static_cast<int>(ids.size()) + 1);
+  // The output's strings were split by the string-content path (its content tokens unwalked).
+  EXPECT_GT(masker.stats().string_content_splits, 0u);
+}
+
+TEST(TokenMaskLlama3, FormatLoopsAndBoundedStringsEqualBruteForceAlongARealOutput) {
+  const Llama3 l3 = load_llama3();
+  auto g = compile_json_schema(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+      "url": {"type": "string", "format": "uri"}, "code": {"type": "string", "maxLength": 12},
+      "when": {"type": "string", "format": "date-time"}}, "required": ["url", "code", "when"]})"));
+  TokenMasker masker(g, l3.vocab);
+  const auto ids = l3.tokenizer->encode(
+      R"({"url":"https://example.com/docs/a_b?x=1&y=caf%C3%A9#top","code":"déjà vu 42","when":"2024-02-29T12:34:56.5Z"})",
+      false);
+  Matcher m(g);
+  std::vector<uint32_t> bits(l3.vocab->mask_words());
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    masker.fill_mask(m, bits.data());
+    const auto want = brute_force_mask(m, *l3.vocab, l3.never_allowed);
+    ASSERT_EQ(bits, want) << "at token " << i << ":" << describe_difference(bits, want, *l3.vocab);
+    if (i == ids.size()) break;
+    ASSERT_TRUE(m.accept_bytes(l3.tokenizer->token_bytes(ids[i]))) << i;
+  }
+  EXPECT_TRUE(m.complete());
+  EXPECT_GT(masker.stats().loop_class_splits, 0u);
+  EXPECT_GT(masker.stats().string_content_splits, 0u);
 }
 
 TEST(TokenMaskLlama3, RandomWalksEqualBruteForce) {

@@ -330,6 +330,18 @@ TEST(ToolCallParsing, HermesBlocksAndContent) {
       ToolFormat::Hermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n", two_tools());
   ASSERT_EQ(only.calls.size(), 1u);
   EXPECT_FALSE(only.content);
+  // Cut by max_tokens inside the closing tag: still the call, its arguments whole.
+  for (const char* cut : {"<", "</", "</tool_", "</tool_call"}) {
+    const ParsedAnswer p = parse_tool_calls(
+        ToolFormat::Hermes,
+        std::string("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n") + cut, two_tools());
+    ASSERT_EQ(p.calls.size(), 1u) << cut;
+    EXPECT_EQ(p.calls[0].arguments, R"({"a":1})");
+    EXPECT_FALSE(p.content) << cut;
+  }
+  // Cut inside the arguments: no call to give, the text is content.
+  const std::string inside = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1";
+  EXPECT_TRUE(parse_tool_calls(ToolFormat::Hermes, inside, two_tools()).calls.empty());
   // Unknown functions, bad JSON and plain text are content, with no calls.
   for (const std::string& text :
        {std::string("<tool_call>\n{\"name\": \"sub\", \"arguments\": {}}\n</tool_call>"),

@@ -43,8 +43,8 @@ struct Verdict {
   enum class Kind { kRight, kWrong, kSkipped } kind;
   std::string detail;  // kWrong: "valid, rejected: …" / "invalid, accepted: …"; kSkipped: the reason
 };
-Verdict decide(const std::shared_ptr<const rootspec::grammar::Grammar>& g, const ojson& schema, const ojson& data,
-               bool valid);
+Verdict decide(const std::shared_ptr<const rootspec::grammar::Grammar>& g, const ojson& schema,
+               const ojson& data, bool valid);
 
 // Planted bugs written as schema edits: the schema the buggy compiler would have compiled.
 // Renames `from` to `to` wherever it is a keyword of a schema in `s` (not inside enum/const values).

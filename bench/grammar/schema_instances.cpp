@@ -54,7 +54,8 @@ bool orders_dropped = false;  // the last orders() left some out (kMaxOrders)
 
 void add_unique(std::vector<ojson>& out, const ojson& x) {
   if (out.size() >= kMaxOrders) {
-    orders_dropped = orders_dropped || std::none_of(out.begin(), out.end(), [&](const ojson& y) { return y.dump() == x.dump(); });
+    orders_dropped = orders_dropped || std::none_of(out.begin(), out.end(),
+                                                    [&](const ojson& y) { return y.dump() == x.dump(); });
     return;
   }
   for (const auto& y : out) {
@@ -128,7 +129,6 @@ bool ref_overrides_siblings(const ojson& root) {
     if (dialect.find(old) != std::string::npos) return true;
   return false;
 }
-
 
 // Compact JSON with every integral number written as an integer (1.0 → 1, 1.2e+52 → its 53
 // digits): the same JSON Schema value. "" when `v` has no integral non-integer number.
@@ -318,7 +318,8 @@ bool has_imprecise_number(const ojson& v) {
 
 Verdict decide(const std::shared_ptr<const Grammar>& g, const ojson& schema, const ojson& data, bool valid) {
   if (has_imprecise_number(data))
-    return {Verdict::Kind::kSkipped, "a number with more digits than a double keeps (the harness reads numbers as doubles)"};
+    return {Verdict::Kind::kSkipped,
+            "a number with more digits than a double keeps (the harness reads numbers as doubles)"};
   orders_dropped = false;
   const std::vector<ojson> candidates = orders(data, schema, schema, 0);
   const bool some_orders_untried = orders_dropped;
@@ -344,16 +345,19 @@ Verdict decide(const std::shared_ptr<const Grammar>& g, const ojson& schema, con
     }
     // The documented spelling divergence: a valid integer written 1.0 (or a bignum 1.2e+52).
     if (valid && !any && respelled_ok)
-      return {Verdict::Kind::kSkipped, "integer written with a fraction or exponent (1.0, 1.2e+52): valid, grammar writes 1"};
+      return {Verdict::Kind::kSkipped,
+              "integer written with a fraction or exponent (1.0, 1.2e+52): valid, grammar writes 1"};
     if (valid && !any && some_orders_untried)
-      return {Verdict::Kind::kSkipped, "more member orders than the harness tries (" + std::to_string(kMaxOrders) + ")"};
+      return {Verdict::Kind::kSkipped,
+              "more member orders than the harness tries (" + std::to_string(kMaxOrders) + ")"};
     // An invalid instance must stay rejected in every spelling of its numbers.
     if (!valid && respelled_ok) any = true;
   } catch (const GrammarError& e) {
     return {Verdict::Kind::kWrong, std::string("matcher error ") + e.what()};
   }
   if (any == valid) return {Verdict::Kind::kRight, ""};
-  return {Verdict::Kind::kWrong, valid ? "valid, rejected: " + data.dump() : "invalid, accepted: " + accepted_text};
+  return {Verdict::Kind::kWrong,
+          valid ? "valid, rejected: " + data.dump() : "invalid, accepted: " + accepted_text};
 }
 
 // Renames `from` to `to` wherever it is a keyword of a schema in `s` (not inside enum/const values).
