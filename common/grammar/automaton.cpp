@@ -514,14 +514,18 @@ class Builder {
       if (d.final[q]) nfa.st[at[q]].eps.push_back(end);
       int next = 0;
       for (const auto& e : d.edges[q]) {
-        if (d.dead_final && next < e.lo)
-          nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), static_cast<uint8_t>(e.lo - 1), to_sink()});
+        if (d.dead_final && next < e.lo) {
+          const int sink_state = to_sink();  // may grow nfa.st: before indexing into it
+          nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), static_cast<uint8_t>(e.lo - 1), sink_state});
+        }
         if (live[e.to])
           nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(e.lo), static_cast<uint8_t>(e.hi), at[e.to]});
         next = e.hi + 1;
       }
-      if (d.dead_final && next <= 255)
-        nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), 255, to_sink()});
+      if (d.dead_final && next <= 255) {
+        const int sink_state = to_sink();
+        nfa.st[at[q]].bytes.push_back({static_cast<uint8_t>(next), 255, sink_state});
+      }
     }
     return end;
   }
