@@ -335,6 +335,15 @@ class Builder {
     return -1;
   }
 
+  // Appends [lo, hi] → to, joined to the last edge where it continues it to the same target.
+  static void add_edge(std::vector<Dfa::Edge>& out, int lo, int hi, int to) {
+    if (!out.empty() && out.back().to == to && out.back().hi + 1 == lo) {
+      out.back().hi = hi;
+    } else {
+      out.push_back({lo, hi, to});
+    }
+  }
+
   static bool accepting(const Dfa& d, int q) { return q < 0 ? d.dead_final : static_cast<bool>(d.final[q]); }
 
   void check_regular_size(size_t n) {
@@ -402,11 +411,7 @@ class Builder {
         }
         if (targets.empty()) continue;
         const int t = id_of(closure(nfa, std::move(targets)));
-        if (!out.empty() && out.back().to == t && out.back().hi + 1 == lo) {
-          out.back().hi = hi;
-        } else {
-          out.push_back({lo, hi, t});
-        }
+        add_edge(out, lo, hi, t);
       }
       d.edges.push_back(std::move(out));
       d.final.push_back(std::binary_search(members.begin(), members.end(), end));
@@ -456,11 +461,7 @@ class Builder {
         const int lo = cuts[i], hi = cuts[i + 1] - 1;
         const int t = id_of({step(a, qa, lo), step(b, qb, lo)});
         if (t < 0) continue;
-        if (!out.empty() && out.back().to == t && out.back().hi + 1 == lo) {
-          out.back().hi = hi;
-        } else {
-          out.push_back({lo, hi, t});
-        }
+        add_edge(out, lo, hi, t);
       }
       d.edges.push_back(std::move(out));
       d.final.push_back(accepting(a, qa) && accepting(b, qb));
